@@ -1,0 +1,112 @@
+// VideoReader: frame-exact random access to one video file.
+//
+// A request for frames (any order, repeats allowed) is served with the least decoding the GOP
+// and reference structure allow: the requested frames are sorted, the decoder seeks to the
+// keyframe before the first one and decodes forward, never seeking again while the next frame
+// is reachable inside the same GOP; frames not asked for are never colour-converted, and those
+// that no later frame references are not decoded at all. Each asked frame is converted to RGB
+// (and resized) straight into the caller's memory.
+//
+// The frame returned for index i is byte-identical to frame i of a full sequential decode with
+// the same conversion.
+//
+// Containers and decoders are pooled per calling thread (see media_cache.h), so a call on a
+// warm file opens nothing and builds nothing.
+//
+// Ownership: open() returns a reader the caller owns; it shares its FrameTable.
+// Thread-safety: a VideoReader is immutable; get_frames() and get_frames_at() may run
+// concurrently from several threads, each on its own pooled container and decoder.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "stoker/frame_table.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class Layout { kNHWC, kNCHW };
+enum class Interpolation { kBilinear, kArea };
+
+/// How decoded frames are written to the caller's buffer.
+struct OutputOptions {
+  /// Output height and width. Default 0 x 0: the video's own size. Both or neither must be set.
+  int height = 0;
+  int width = 0;
+  /// kNHWC: [N, H, W, 3] interleaved RGB. kNCHW: [N, 3, H, W] planar RGB. Default: kNHWC.
+  Layout layout = Layout::kNHWC;
+  /// Resampling when resizing. Default: bilinear.
+  Interpolation interpolation = Interpolation::kBilinear;
+};
+
+struct VideoReaderOptions {
+  /// Decoder threads for one call. Default 1: parallelism comes from decoding many videos at once.
+  int threads = 1;
+  /// A table saved from an earlier open of this file (FrameTable::serialize). When given, open()
+  /// neither scans the file nor probes its streams; it fails if the file's size differs.
+  std::shared_ptr<const FrameTable> frame_table;
+};
+
+/// What one call did, for tests and benchmarks that check the work is minimal.
+struct DecodeStats {
+  int64_t containers_opened = 0;  // 0 on a warm file
+  int64_t decoders_built = 0;     // 0 when a pooled decoder was reused
+  int64_t seeks = 0;
+  int64_t packets_read = 0;       // packets demuxed, including those dropped before a keyframe
+  int64_t packets_decoded = 0;    // packets sent to the decoder
+  int64_t packets_skippable = 0;  // of those, sent with the non-reference skip switched on
+  int64_t frames_received = 0;    // frames the decoder returned
+  int64_t frames_converted = 0;   // distinct frames written to the output
+};
+
+class VideoReader {
+ public:
+  /// Opens `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by one demux scan, or
+  /// takes options.frame_table. Errors name the file: missing, not a video, no video stream,
+  /// unknown codec, unreadable.
+  static Result<std::unique_ptr<VideoReader>> open(const std::string& path,
+                                                   VideoReaderOptions options = {});
+  ~VideoReader();
+  VideoReader(const VideoReader&) = delete;
+  VideoReader& operator=(const VideoReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  const FrameTable& frame_table() const { return *table_; }
+  std::shared_ptr<const FrameTable> shared_frame_table() const { return table_; }
+  int64_t num_frames() const { return table_->num_frames(); }
+
+  /// Output (height, width) for `options`: the resize target or the video's own size.
+  std::pair<int, int> output_size(const OutputOptions& options) const;
+  /// Bytes one frame takes in the output for `options`.
+  size_t frame_bytes(const OutputOptions& options) const;
+
+  /// Writes frame indices[k] to out[k * frame_bytes(options)], for every k. Each distinct frame
+  /// is decoded once. REQUIRES: out.size() == indices.size() * frame_bytes(options).
+  /// Errors (the output is then unspecified): an empty or out-of-range index list, or a frame
+  /// the file cannot produce (truncated, corrupt); the message names the file and the frame.
+  Status get_frames(std::span<const int64_t> indices, const OutputOptions& options,
+                    std::span<uint8_t> out, DecodeStats* stats = nullptr) const;
+
+  /// The frame shown at each time (seconds, on the same clock as FrameTable::pts_seconds): the
+  /// nearest pts. Fails when that pts is farther than `tolerance` seconds away, or, without a
+  /// tolerance, when the time lies outside the video's span.
+  Result<int64_t> frame_at(double seconds, std::optional<double> tolerance) const;
+
+  /// get_frames() on frame_at() of each time.
+  Status get_frames_at(std::span<const double> seconds, std::optional<double> tolerance,
+                       const OutputOptions& options, std::span<uint8_t> out,
+                       DecodeStats* stats = nullptr) const;
+
+ private:
+  VideoReader(std::string path, std::shared_ptr<const FrameTable> table, int threads);
+
+  std::string path_;
+  std::shared_ptr<const FrameTable> table_;
+  int threads_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,169 @@
+#include "media/container.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace stoker::media {
+
+using detail::check_av;
+
+namespace {
+std::atomic<uint64_t> next_container_id{0};
+}  // namespace
+
+Result<FileIdentity> stat_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    return Status(error == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  path + ": " + std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) return Status(StatusCode::kInvalidArgument, path + ": not a file");
+  return FileIdentity{
+      .size = static_cast<int64_t>(st.st_size),
+      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+Container::Container(std::string path, detail::UniqueFormatContext format, int stream_index)
+    : id(next_container_id.fetch_add(1) + 1),
+      path_(std::move(path)),
+      format_(std::move(format)),
+      stream_index_(stream_index),
+      packet_(av_packet_alloc()) {}
+
+Result<std::unique_ptr<Container>> Container::open(const std::string& path,
+                                                   const FrameTable* table) {
+  detail::quiet_ffmpeg_logging();
+  AVFormatContext* raw = nullptr;
+  STOKER_RETURN_IF_ERROR(
+      check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "cannot open"));
+  detail::UniqueFormatContext format(raw);
+
+  int stream_index = -1;
+  if (table != nullptr) {
+    stream_index = table->stream().stream_index;
+    if (stream_index < 0 || stream_index >= static_cast<int>(format->nb_streams) ||
+        format->streams[stream_index]->codecpar->codec_type != AVMEDIA_TYPE_VIDEO) {
+      return Status(StatusCode::kInvalidArgument, "the saved frame table names video stream " +
+                                                      std::to_string(stream_index) +
+                                                      ", which the file does not have");
+    }
+  } else {
+    STOKER_RETURN_IF_ERROR(
+        check_av(avformat_find_stream_info(format.get(), nullptr), "cannot read stream info"));
+    stream_index = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (stream_index < 0) return Status(StatusCode::kNotFound, "the file has no video stream");
+  }
+  for (unsigned i = 0; i < format->nb_streams; ++i) {
+    format->streams[i]->discard =
+        static_cast<int>(i) == stream_index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+  }
+  return std::unique_ptr<Container>(new Container(path, std::move(format), stream_index));
+}
+
+Result<bool> Container::read_packet() {
+  for (;;) {
+    av_packet_unref(packet_.get());
+    const int error = av_read_frame(format_.get(), packet_.get());
+    if (error == AVERROR_EOF) return false;
+    STOKER_RETURN_IF_ERROR(check_av(error, "cannot read a packet"));
+    if (packet_->stream_index == stream_index_) {
+      if (packet_->pts == AV_NOPTS_VALUE) packet_->pts = packet_->dts;
+      if (packet_->dts == AV_NOPTS_VALUE) packet_->dts = packet_->pts;
+      return true;
+    }
+  }
+}
+
+Result<std::shared_ptr<const FrameTable>> Container::scan(const FileIdentity& identity) {
+  const AVStream* stream = format_->streams[stream_index_];
+  const AVCodecParameters* par = stream->codecpar;
+  VideoStreamInfo info;
+  info.codec = avcodec_get_name(par->codec_id);
+  info.width = par->width;
+  info.height = par->height;
+  info.pixel_format = par->format;
+  info.profile = par->profile;
+  info.level = par->level;
+  info.bits_per_raw_sample = par->bits_per_raw_sample;
+  info.color_range = par->color_range;
+  info.color_space = par->color_space;
+  info.sample_aspect_num = par->sample_aspect_ratio.num;
+  info.sample_aspect_den = par->sample_aspect_ratio.den;
+  info.video_delay = par->video_delay;
+  info.time_base_num = stream->time_base.num;
+  info.time_base_den = stream->time_base.den;
+  info.stream_index = stream_index_;
+  info.extradata.assign(par->extradata, par->extradata + par->extradata_size);
+  if (info.width <= 0 || info.height <= 0) {
+    return Status(StatusCode::kCorruptData, "the video stream has no frame size");
+  }
+
+  std::vector<PacketEntry> packets;
+  for (;;) {
+    Result<bool> more = read_packet();
+    if (!more.ok()) {
+      return more.status().with_context("scanning packet " + std::to_string(packets.size()));
+    }
+    if (!*more) break;
+    const AVPacket& p = *packet_;
+    if (p.pts == AV_NOPTS_VALUE) {
+      return Status(StatusCode::kUnsupported,
+                    "packet " + std::to_string(packets.size()) + " has no timestamp");
+    }
+    packets.push_back(PacketEntry{.pts = p.pts,
+                                  .dts = p.dts,
+                                  .duration = p.duration,
+                                  .is_key = (p.flags & AV_PKT_FLAG_KEY) != 0,
+                                  .shown = (p.flags & AV_PKT_FLAG_DISCARD) == 0});
+  }
+  next_packet = -1;
+  return FrameTable::create(std::move(info), std::move(packets), identity.size, identity.mtime_ns);
+}
+
+Status Container::seek_to_timestamp(int64_t timestamp) {
+  return check_av(av_seek_frame(format_.get(), stream_index_, timestamp, AVSEEK_FLAG_BACKWARD),
+                  "cannot seek");
+}
+
+Status Container::seek_to_packet(const FrameTable& table, int64_t target, int64_t* packets_read) {
+  const auto packets = table.packets();
+  const PacketEntry& wanted = packets[target];
+  // Containers index either dts (MP4) or pts (Matroska); the smaller of the two lands at or
+  // before the wanted packet in both. If the demuxer still overshoots, restart from the top.
+  const int64_t timestamps[2] = {std::min(wanted.pts, wanted.dts), INT64_MIN};
+  for (int64_t timestamp : timestamps) {
+    if (timestamp == INT64_MIN) {
+      timestamp = packets.empty() ? 0 : packets.front().dts;
+      for (const PacketEntry& p : packets) timestamp = std::min({timestamp, p.dts, p.pts});
+    }
+    STOKER_RETURN_IF_ERROR(seek_to_timestamp(timestamp));
+    for (;;) {
+      STOKER_ASSIGN_OR_RETURN(bool more, read_packet());
+      if (!more) {
+        return Status(StatusCode::kCorruptData,
+                      "end of file before packet " + std::to_string(target));
+      }
+      ++*packets_read;
+      const int64_t position = table.packet_with_pts(packet_->pts);
+      if (position == target) {
+        next_packet = target + 1;  // packet() holds `target`; the caller decodes it first
+        return Status();
+      }
+      if (position > target) break;  // overshot: try the next, earlier timestamp
+      if (position < 0) {
+        return Status(StatusCode::kCorruptData,
+                      "packet with pts " + std::to_string(packet_->pts) +
+                          " is not in the frame table (the file changed since it was scanned?)");
+      }
+    }
+  }
+  return Status(StatusCode::kCorruptData,
+                "cannot reach packet " + std::to_string(target) + " by seeking");
+}
+
+}  // namespace stoker::media

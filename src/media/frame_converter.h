@@ -1,0 +1,32 @@
+// FrameConverter: colour conversion and resize of one decoded frame, written straight into the
+// caller's output slot (no intermediate RGB copy).
+//
+// Ownership: owns one cached swscale context, rebuilt only when the source or target changes.
+// Thread-safety: none; each thread uses its own (kept in its ThreadMediaCache).
+#pragma once
+
+#include <cstdint>
+
+#include "media/detail/ffmpeg.h"
+#include "stoker/video_reader.h"
+
+namespace stoker::media {
+
+class FrameConverter {
+ public:
+  /// Converts `frame` to 8-bit RGB of size out_height x out_width in `options.layout`, writing
+  /// exactly out_height * out_width * 3 bytes at `out`.
+  Status convert(const AVFrame& frame, const OutputOptions& options, int out_height, int out_width,
+                 uint8_t* out);
+
+ private:
+  struct Key {
+    int src_width = 0, src_height = 0, src_format = -1, color_space = 0, color_range = 0;
+    int dst_width = 0, dst_height = 0, dst_format = -1, flags = 0;
+    bool operator==(const Key&) const = default;
+  };
+  Key key_;
+  detail::UniqueSwsContext context_;
+};
+
+}  // namespace stoker::media

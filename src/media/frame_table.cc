@@ -1,0 +1,244 @@
+#include "stoker/frame_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace stoker {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'K', 'F', 'T', 'B', 'L', '\0'};
+constexpr uint32_t kFormatVersion = 1;
+
+// Little-endian writer/reader for the serialized form. The reader checks every bound.
+class ByteWriter {
+ public:
+  void bytes(const void* data, size_t size) {
+    if (size == 0) return;
+    const size_t at = out_.size();
+    out_.resize(at + size);
+    std::memcpy(out_.data() + at, data, size);
+  }
+  template <typename T>
+  void pod(T value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes(&value, sizeof(value));
+  }
+  void string(const std::string& s) {
+    pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  std::vector<uint8_t> take() { return std::move(out_); }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const uint8_t> in) : in_(in) {}
+  bool bytes(void* data, size_t size) {
+    if (size > in_.size() - pos_) return false;
+    std::memcpy(data, in_.data() + pos_, size);
+    pos_ += size;
+    return true;
+  }
+  template <typename T>
+  bool pod(T* value) {
+    return bytes(value, sizeof(T));
+  }
+  bool string(std::string* s, size_t max_size) {
+    uint32_t size = 0;
+    if (!pod(&size) || size > max_size || size > in_.size() - pos_) return false;
+    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), size);
+    pos_ += size;
+    return true;
+  }
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+};
+
+Status malformed(const std::string& what) {
+  return Status(StatusCode::kCorruptData, "frame table is malformed: " + what);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const FrameTable>> FrameTable::create(VideoStreamInfo stream,
+                                                             std::vector<PacketEntry> packets,
+                                                             int64_t file_size,
+                                                             int64_t file_mtime_ns) {
+  std::shared_ptr<FrameTable> table(new FrameTable());
+  table->stream_ = std::move(stream);
+  table->packets_ = std::move(packets);
+  table->file_size_ = file_size;
+  table->file_mtime_ns_ = file_mtime_ns;
+  STOKER_RETURN_IF_ERROR(table->derive());
+  return std::shared_ptr<const FrameTable>(std::move(table));
+}
+
+Status FrameTable::derive() {
+  if (stream_.time_base_num <= 0 || stream_.time_base_den <= 0) {
+    return malformed("time base is not positive");
+  }
+  const int64_t num_packets = static_cast<int64_t>(packets_.size());
+
+  // Every packet is identified by its pts while decoding, so pts must be unique.
+  sorted_pts_packet_.resize(num_packets);
+  std::iota(sorted_pts_packet_.begin(), sorted_pts_packet_.end(), 0);
+  std::stable_sort(sorted_pts_packet_.begin(), sorted_pts_packet_.end(),
+                   [&](int64_t a, int64_t b) { return packets_[a].pts < packets_[b].pts; });
+  sorted_pts_.resize(num_packets);
+  for (int64_t k = 0; k < num_packets; ++k) {
+    sorted_pts_[k] = packets_[sorted_pts_packet_[k]].pts;
+    if (k > 0 && sorted_pts_[k] == sorted_pts_[k - 1]) {
+      return Status(StatusCode::kUnsupported, "two packets share pts " +
+                                                  std::to_string(sorted_pts_[k]) +
+                                                  "; frames cannot be told apart");
+    }
+  }
+
+  frame_packet_.clear();
+  packet_frame_.assign(num_packets, -1);
+  for (int64_t p : sorted_pts_packet_) {
+    if (!packets_[p].shown) continue;
+    packet_frame_[p] = static_cast<int64_t>(frame_packet_.size());
+    frame_packet_.push_back(p);
+  }
+  const int64_t num_frames = static_cast<int64_t>(frame_packet_.size());
+  if (num_frames == 0) return Status(StatusCode::kCorruptData, "the video stream has no frames");
+
+  const double tb = static_cast<double>(stream_.time_base_num) / stream_.time_base_den;
+  pts_seconds_.resize(num_frames);
+  is_key_.resize(num_frames);
+  for (int64_t i = 0; i < num_frames; ++i) {
+    const PacketEntry& packet = packets_[frame_packet_[i]];
+    pts_seconds_[i] = static_cast<double>(packet.pts) * tb;
+    is_key_[i] = packet.is_key ? 1 : 0;
+  }
+
+  // Sync point of each frame: walk back over key packets from the frame's own packet until one
+  // is shown no later than the frame (an open-GOP leading picture needs the previous GOP).
+  std::vector<int64_t> last_key_at_or_before(num_packets, -1);
+  for (int64_t p = 0, last = -1; p < num_packets; ++p) {
+    if (packets_[p].is_key) last = p;
+    last_key_at_or_before[p] = last;
+  }
+  frame_sync_packet_.resize(num_frames);
+  for (int64_t i = 0; i < num_frames; ++i) {
+    const int64_t packet = frame_packet_[i];
+    int64_t key = last_key_at_or_before[packet];
+    while (key > 0 && packets_[key].pts > packets_[packet].pts) {
+      key = last_key_at_or_before[key - 1];
+    }
+    frame_sync_packet_[i] = std::max<int64_t>(key, 0);
+  }
+
+  const double span = pts_seconds_.back() - pts_seconds_.front();
+  fps_ = (num_frames > 1 && span > 0) ? (num_frames - 1) / span : 0.0;
+  const int64_t last_duration = packets_[frame_packet_.back()].duration;
+  const double last_seconds = last_duration > 0 ? last_duration * tb : (fps_ > 0 ? 1.0 / fps_ : 0);
+  duration_ = span + last_seconds;
+  return Status();
+}
+
+int64_t FrameTable::packet_with_pts(int64_t pts) const {
+  auto it = std::lower_bound(sorted_pts_.begin(), sorted_pts_.end(), pts);
+  if (it == sorted_pts_.end() || *it != pts) return -1;
+  return sorted_pts_packet_[it - sorted_pts_.begin()];
+}
+
+int64_t FrameTable::frame_with_pts(int64_t pts) const {
+  const int64_t packet = packet_with_pts(pts);
+  return packet < 0 ? -1 : packet_frame_[packet];
+}
+
+int64_t FrameTable::nearest_frame(double seconds) const {
+  auto it = std::lower_bound(pts_seconds_.begin(), pts_seconds_.end(), seconds);
+  if (it == pts_seconds_.begin()) return 0;
+  if (it == pts_seconds_.end()) return num_frames() - 1;
+  const int64_t after = it - pts_seconds_.begin();
+  return (seconds - pts_seconds_[after - 1] <= pts_seconds_[after] - seconds) ? after - 1 : after;
+}
+
+std::vector<uint8_t> FrameTable::serialize() const {
+  ByteWriter w;
+  w.bytes(kMagic, sizeof(kMagic));
+  w.pod<uint32_t>(kFormatVersion);
+  w.pod<int64_t>(file_size_);
+  w.pod<int64_t>(file_mtime_ns_);
+  w.string(stream_.codec);
+  for (int v : {stream_.width, stream_.height, stream_.pixel_format, stream_.profile, stream_.level,
+                stream_.bits_per_raw_sample, stream_.color_range, stream_.color_space,
+                stream_.sample_aspect_num, stream_.sample_aspect_den, stream_.video_delay,
+                stream_.time_base_num, stream_.time_base_den, stream_.stream_index}) {
+    w.pod<int32_t>(v);
+  }
+  w.pod<uint32_t>(static_cast<uint32_t>(stream_.extradata.size()));
+  w.bytes(stream_.extradata.data(), stream_.extradata.size());
+  w.pod<uint64_t>(packets_.size());
+  for (const PacketEntry& p : packets_) {
+    w.pod<int64_t>(p.pts);
+    w.pod<int64_t>(p.dts);
+    w.pod<int64_t>(p.duration);
+    w.pod<uint8_t>(static_cast<uint8_t>((p.is_key ? 1 : 0) | (p.shown ? 2 : 0)));
+  }
+  return w.take();
+}
+
+Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<const uint8_t> bytes) {
+  ByteReader r(bytes);
+  char magic[sizeof(kMagic)];
+  if (!r.bytes(magic, sizeof(magic)) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return malformed("it does not start with the frame-table signature");
+  }
+  uint32_t version = 0;
+  if (!r.pod(&version)) return malformed("truncated header");
+  if (version != kFormatVersion) {
+    return malformed("format version " + std::to_string(version) + ", expected " +
+                     std::to_string(kFormatVersion));
+  }
+  std::shared_ptr<FrameTable> table(new FrameTable());
+  VideoStreamInfo& s = table->stream_;
+  if (!r.pod(&table->file_size_) || !r.pod(&table->file_mtime_ns_) || !r.string(&s.codec, 64)) {
+    return malformed("truncated header");
+  }
+  for (int* field :
+       {&s.width, &s.height, &s.pixel_format, &s.profile, &s.level, &s.bits_per_raw_sample,
+        &s.color_range, &s.color_space, &s.sample_aspect_num, &s.sample_aspect_den, &s.video_delay,
+        &s.time_base_num, &s.time_base_den, &s.stream_index}) {
+    int32_t v = 0;
+    if (!r.pod(&v)) return malformed("truncated stream description");
+    *field = v;
+  }
+  uint32_t extradata_size = 0;
+  if (!r.pod(&extradata_size) || extradata_size > bytes.size()) {
+    return malformed("truncated extradata");
+  }
+  s.extradata.resize(extradata_size);
+  if (!r.bytes(s.extradata.data(), extradata_size)) return malformed("truncated extradata");
+  uint64_t num_packets = 0;
+  constexpr size_t kPacketBytes = 3 * sizeof(int64_t) + 1;
+  if (!r.pod(&num_packets) || num_packets > bytes.size() / kPacketBytes) {
+    return malformed("truncated packet list");
+  }
+  table->packets_.resize(num_packets);
+  for (PacketEntry& p : table->packets_) {
+    uint8_t flags = 0;
+    if (!r.pod(&p.pts) || !r.pod(&p.dts) || !r.pod(&p.duration) || !r.pod(&flags)) {
+      return malformed("truncated packet list");
+    }
+    p.is_key = flags & 1;
+    p.shown = flags & 2;
+  }
+  if (!r.at_end()) return malformed("trailing bytes after the packet list");
+  if (s.width <= 0 || s.height <= 0) return malformed("frame size is not positive");
+  STOKER_RETURN_IF_ERROR(table->derive());
+  return std::shared_ptr<const FrameTable>(std::move(table));
+}
+
+}  // namespace stoker

@@ -1,0 +1,118 @@
+#include "media/media_cache.h"
+
+namespace stoker::media {
+namespace {
+
+std::string container_key(const std::string& path, const FrameTable& table) {
+  return path + '\0' + std::to_string(table.file_size()) + '\0' +
+         std::to_string(table.file_mtime_ns());
+}
+
+std::string decoder_key(const VideoStreamInfo& s, int threads) {
+  std::string key = s.codec;
+  for (int v :
+       {s.width, s.height, s.pixel_format, s.profile, s.level, s.bits_per_raw_sample, s.color_range,
+        s.color_space, s.video_delay, s.time_base_num, s.time_base_den, threads}) {
+    key += ':' + std::to_string(v);
+  }
+  key += '|';
+  key.append(s.extradata.begin(), s.extradata.end());
+  return key;
+}
+
+const AVCodec* find_decoder(const std::string& codec_name) {
+  const AVCodecDescriptor* descriptor = avcodec_descriptor_get_by_name(codec_name.c_str());
+  if (descriptor == nullptr) return nullptr;
+  // FFmpeg's native AV1 decoder needs a hardware accelerator; dav1d is the software one.
+  if (descriptor->id == AV_CODEC_ID_AV1) {
+    if (const AVCodec* dav1d = avcodec_find_decoder_by_name("libdav1d")) return dav1d;
+  }
+  return avcodec_find_decoder(descriptor->id);
+}
+
+Result<detail::UniqueCodecContext> build_decoder(const VideoStreamInfo& s, int threads) {
+  const AVCodec* codec = find_decoder(s.codec);
+  if (codec == nullptr) {
+    return Status(StatusCode::kUnsupported, "no decoder for codec '" + s.codec + "'");
+  }
+  detail::UniqueCodecContext ctx(avcodec_alloc_context3(codec));
+  if (!ctx) return Status(StatusCode::kInternal, "cannot allocate a decoder");
+  ctx->codec_type = AVMEDIA_TYPE_VIDEO;
+  ctx->codec_id = codec->id;
+  ctx->width = s.width;
+  ctx->height = s.height;
+  ctx->pix_fmt = static_cast<AVPixelFormat>(s.pixel_format);
+  ctx->profile = s.profile;
+  ctx->level = s.level;
+  ctx->bits_per_raw_sample = s.bits_per_raw_sample;
+  ctx->color_range = static_cast<AVColorRange>(s.color_range);
+  ctx->colorspace = static_cast<AVColorSpace>(s.color_space);
+  ctx->sample_aspect_ratio = AVRational{s.sample_aspect_num, s.sample_aspect_den};
+  ctx->has_b_frames = s.video_delay;
+  ctx->pkt_timebase = AVRational{s.time_base_num, s.time_base_den};
+  if (!s.extradata.empty()) {
+    ctx->extradata =
+        static_cast<uint8_t*>(av_mallocz(s.extradata.size() + AV_INPUT_BUFFER_PADDING_SIZE));
+    if (ctx->extradata == nullptr) return Status(StatusCode::kInternal, "out of memory");
+    std::copy(s.extradata.begin(), s.extradata.end(), ctx->extradata);
+    ctx->extradata_size = static_cast<int>(s.extradata.size());
+  }
+  ctx->thread_count = threads;
+  ctx->thread_type = threads > 1 ? (FF_THREAD_FRAME | FF_THREAD_SLICE) : 0;
+  STOKER_RETURN_IF_ERROR(detail::check_av(avcodec_open2(ctx.get(), codec, nullptr),
+                                          "cannot open the " + s.codec + " decoder"));
+  return ctx;
+}
+
+template <typename List, typename Key>
+auto find_and_promote(List& list, const Key& key) {
+  for (auto it = list.begin(); it != list.end(); ++it) {
+    if (it->key == key) {
+      list.splice(list.begin(), list, it);
+      return list.begin();
+    }
+  }
+  return list.end();
+}
+
+}  // namespace
+
+ThreadMediaCache& ThreadMediaCache::current() {
+  thread_local ThreadMediaCache cache;
+  return cache;
+}
+
+Result<Container*> ThreadMediaCache::container(const std::string& path, const FrameTable& table,
+                                               DecodeStats* stats) {
+  const std::string key = container_key(path, table);
+  if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
+    return it->container.get();
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> opened, Container::open(path, &table));
+  if (stats != nullptr) ++stats->containers_opened;
+  adopt(path, table, std::move(opened));
+  return containers_.front().container.get();
+}
+
+void ThreadMediaCache::adopt(const std::string& path, const FrameTable& table,
+                             std::unique_ptr<Container> c) {
+  std::string key = container_key(path, table);
+  if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
+    containers_.pop_front();
+  }
+  containers_.push_front(ContainerEntry{std::move(key), std::move(c)});
+  if (containers_.size() > kMaxContainers) containers_.pop_back();
+}
+
+Result<Decoder*> ThreadMediaCache::decoder(const FrameTable& table, int threads,
+                                           DecodeStats* stats) {
+  const std::string key = decoder_key(table.stream(), threads);
+  if (auto it = find_and_promote(decoders_, key); it != decoders_.end()) return &*it;
+  STOKER_ASSIGN_OR_RETURN(detail::UniqueCodecContext ctx, build_decoder(table.stream(), threads));
+  if (stats != nullptr) ++stats->decoders_built;
+  decoders_.push_front(Decoder{.key = key, .context = std::move(ctx), .positioned_in = 0});
+  if (decoders_.size() > kMaxDecoders) decoders_.pop_back();
+  return &decoders_.front();
+}
+
+}  // namespace stoker::media

@@ -1,0 +1,64 @@
+// ThreadMediaCache: the open containers, decoders and colour converter of one thread, reused
+// across calls so that a call on a warm file opens no container and builds no decoder.
+//
+// - Containers are keyed by file (path, size, modification time), at most kMaxContainers.
+// - Decoders are keyed by their codec parameters and extradata, at most kMaxDecoders. Files with
+//   identical parameters (LeRobot's per-episode files) share one decoder, flushed between them.
+// Both are least-recently-used caches; evicting closes the handle.
+//
+// Ownership: the cache owns everything it hands out; returned pointers stay valid until the
+// next call to the same getter on the same thread.
+// Thread-safety: one cache per thread (current()); never shared.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <string>
+
+#include "media/container.h"
+#include "media/frame_converter.h"
+#include "stoker/video_reader.h"
+
+namespace stoker::media {
+
+/// A codec context and which container's packets it last decoded.
+struct Decoder {
+  std::string key;
+  detail::UniqueCodecContext context;
+  /// Container::id of the stream this decoder is positioned in; 0 when it must seek (fresh,
+  /// drained at end of file, or last used on another file).
+  uint64_t positioned_in = 0;
+  /// Decode-order position of the keyframe its current pass started from.
+  int64_t pass_start = 0;
+};
+
+class ThreadMediaCache {
+ public:
+  static constexpr size_t kMaxContainers = 16;
+  static constexpr size_t kMaxDecoders = 4;
+
+  /// The calling thread's cache.
+  static ThreadMediaCache& current();
+
+  /// An open container for `path`, reused when warm. `table` must describe the file.
+  Result<Container*> container(const std::string& path, const FrameTable& table,
+                               DecodeStats* stats);
+  /// A decoder for `table`'s stream with `threads` threads, reused when warm.
+  Result<Decoder*> decoder(const FrameTable& table, int threads, DecodeStats* stats);
+
+  /// Hands over a container opened elsewhere (after a scan), so the next call finds it warm.
+  void adopt(const std::string& path, const FrameTable& table, std::unique_ptr<Container> c);
+
+  FrameConverter& converter() { return converter_; }
+
+ private:
+  struct ContainerEntry {
+    std::string key;
+    std::unique_ptr<Container> container;
+  };
+  std::list<ContainerEntry> containers_;  // most recently used first
+  std::list<Decoder> decoders_;           // most recently used first
+  FrameConverter converter_;
+};
+
+}  // namespace stoker::media

@@ -1,0 +1,382 @@
+#include "stoker/video_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+#include "media/container.h"
+#include "media/media_cache.h"
+
+namespace stoker {
+
+using media::Container;
+using media::Decoder;
+using media::ThreadMediaCache;
+
+namespace {
+
+constexpr int kMaxOutputSide = 1 << 14;
+
+std::string describe_frame(const FrameTable& table, int64_t frame) {
+  std::ostringstream out;
+  out << "frame " << frame << " (pts " << table.pts_seconds(frame) << " s)";
+  return out.str();
+}
+
+// The distinct requested frames, sorted, and what the decode pass knows about each.
+struct WantedFrames {
+  std::vector<int64_t> frames;       // sorted, unique
+  std::vector<int64_t> slot;         // output slot of the first request for frames[k]
+  std::vector<uint8_t> produced;     // written to its slot
+  std::vector<int64_t> fed_in_pass;  // pass in which its packet went to the decoder, -1 if none
+  std::vector<int> seeks;            // seeks made to reach it
+
+  // Position of `frame` in `frames`, or -1.
+  int64_t find(int64_t frame) const {
+    auto it = std::lower_bound(frames.begin(), frames.end(), frame);
+    return (it != frames.end() && *it == frame) ? it - frames.begin() : -1;
+  }
+};
+
+// One get_frames() call: decodes forward over the wanted frames with as few seeks and as little
+// decoding as the GOP and reference structure allow.
+class DecodePass {
+ public:
+  DecodePass(const std::string& path, const FrameTable& table, Container& container,
+             Decoder& decoder, media::FrameConverter& converter, const OutputOptions& options,
+             int out_height, int out_width, std::span<uint8_t> out, WantedFrames& wanted,
+             DecodeStats& stats)
+      : path_(path),
+        table_(table),
+        container_(container),
+        decoder_(decoder),
+        converter_(converter),
+        options_(options),
+        out_height_(out_height),
+        out_width_(out_width),
+        frame_bytes_(static_cast<size_t>(out_height) * out_width * 3),
+        out_(out),
+        wanted_(wanted),
+        stats_(stats),
+        frame_(av_frame_alloc()) {}
+
+  Status run() {
+    if (!frame_) return Status(StatusCode::kInternal, "cannot allocate a frame");
+    size_t cursor = 0;  // first wanted frame not yet produced
+    while (cursor < wanted_.frames.size()) {
+      if (!can_continue_to(cursor)) {
+        STOKER_RETURN_IF_ERROR(seek_for(cursor));
+        STOKER_RETURN_IF_ERROR(decode_held_packet());
+      } else {
+        STOKER_ASSIGN_OR_RETURN(bool more, container_.read_packet());
+        if (more) {
+          ++stats_.packets_read;
+          STOKER_RETURN_IF_ERROR(decode_held_packet());
+        } else {
+          STOKER_RETURN_IF_ERROR(drain());
+        }
+      }
+      while (cursor < wanted_.frames.size() && wanted_.produced[cursor]) ++cursor;
+      if (cursor < wanted_.frames.size()) STOKER_RETURN_IF_ERROR(check_not_lost(cursor));
+    }
+    return Status();
+  }
+
+ private:
+  int64_t pass() const { return pass_; }
+
+  // Whether decoding forward from the current position reaches wanted frame `k` without
+  // crossing into a later GOP than its own.
+  bool can_continue_to(size_t k) const {
+    if (decoder_.positioned_in != container_.id || container_.next_packet < 0) return false;
+    if (wanted_.fed_in_pass[k] == pass_) return true;  // already in the decoder's pipeline
+    const int64_t frame = wanted_.frames[k];
+    const int64_t next = container_.next_packet;
+    return table_.sync_packet_of_frame(frame) <= next && table_.packet_of_frame(frame) >= next;
+  }
+
+  Status seek_for(size_t k) {
+    const int64_t frame = wanted_.frames[k];
+    if (++wanted_.seeks[k] > 2) {
+      return error_at(frame, StatusCode::kCorruptData,
+                      "the decoder does not produce it after seeking to its keyframe");
+    }
+    avcodec_flush_buffers(decoder_.context.get());
+    const int64_t sync = table_.sync_packet_of_frame(frame);
+    Status seeked = container_.seek_to_packet(table_, sync, &stats_.packets_read);
+    if (!seeked.ok()) {
+      decoder_.positioned_in = 0;
+      return seeked.with_context(describe_frame(table_, frame));
+    }
+    ++stats_.seeks;
+    ++pass_;
+    decoder_.positioned_in = container_.id;
+    decoder_.pass_start = sync;
+    return Status();
+  }
+
+  // Sends the packet held by the container to the decoder, switching the non-reference skip on
+  // unless the packet carries a wanted frame, then collects every frame the decoder returns.
+  Status decode_held_packet() {
+    AVPacket* packet = container_.packet();
+    const int64_t position = table_.packet_with_pts(packet->pts);
+    if (position < 0) {
+      decoder_.positioned_in = 0;
+      return Status(StatusCode::kCorruptData,
+                    "packet with pts " + std::to_string(packet->pts) +
+                        " is not in the frame table (the file changed since it was scanned?)");
+    }
+    container_.next_packet = position + 1;
+    const int64_t frame = table_.frame_of_packet(position);
+    const int64_t k = frame < 0 ? -1 : wanted_.find(frame);
+    const bool wanted = k >= 0 && !wanted_.produced[k];
+    AVCodecContext* ctx = decoder_.context.get();
+    ctx->skip_frame = wanted ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+    if (wanted) wanted_.fed_in_pass[k] = pass_;
+    ++stats_.packets_decoded;
+    if (!wanted) ++stats_.packets_skippable;
+    const int sent = avcodec_send_packet(ctx, packet);
+    if (sent < 0 && sent != AVERROR(EAGAIN)) {
+      last_decoder_error_ =
+          "packet " + std::to_string(position) + ": " + media::detail::av_error_text(sent);
+    }
+    return receive_frames();
+  }
+
+  // End of file: flush the decoder's delayed frames out. The decoder must then seek again.
+  Status drain() {
+    avcodec_send_packet(decoder_.context.get(), nullptr);
+    Status status = receive_frames();
+    decoder_.positioned_in = 0;
+    container_.next_packet = -1;
+    return status;
+  }
+
+  Status receive_frames() {
+    AVCodecContext* ctx = decoder_.context.get();
+    for (;;) {
+      const int received = avcodec_receive_frame(ctx, frame_.get());
+      if (received == AVERROR(EAGAIN) || received == AVERROR_EOF) return Status();
+      if (received < 0) {
+        last_decoder_error_ = media::detail::av_error_text(received);
+        return Status();
+      }
+      ++stats_.frames_received;
+      Status status = take_frame();
+      av_frame_unref(frame_.get());
+      STOKER_RETURN_IF_ERROR(status);
+    }
+  }
+
+  Status take_frame() {
+    const int64_t pts = frame_->pts != AV_NOPTS_VALUE ? frame_->pts : frame_->best_effort_timestamp;
+    const int64_t frame = table_.frame_with_pts(pts);
+    if (frame < 0) {
+      decoder_.positioned_in = 0;
+      return Status(StatusCode::kCorruptData, "the decoder returned a frame with pts " +
+                                                  std::to_string(pts) +
+                                                  ", which is not in the frame table");
+    }
+    last_output_frame_ = frame;
+    const int64_t k = wanted_.find(frame);
+    if (k < 0 || wanted_.produced[k]) return Status();
+    // A frame whose keyframe lies before this pass's start (an open-GOP leading picture) was
+    // decoded from missing references: not taken; its own seek will produce it correctly.
+    if (table_.sync_packet_of_frame(frame) < decoder_.pass_start) return Status();
+    if (frame_->decode_error_flags != 0 || (frame_->flags & AV_FRAME_FLAG_CORRUPT) != 0) {
+      return error_at(frame, StatusCode::kCorruptData, "the decoder reports it corrupt");
+    }
+    Status converted = converter_.convert(*frame_, options_, out_height_, out_width_,
+                                          out_.data() + wanted_.slot[k] * frame_bytes_);
+    if (!converted.ok()) return converted.with_context(describe_frame(table_, frame));
+    wanted_.produced[k] = 1;
+    ++stats_.frames_converted;
+    return Status();
+  }
+
+  // The decoder emits frames in presentation order: once it has emitted a later frame, a wanted
+  // frame fed in this pass that never came out was dropped by the decoder.
+  Status check_not_lost(size_t k) {
+    const int64_t frame = wanted_.frames[k];
+    const bool passed = last_output_frame_ > frame || decoder_.positioned_in == 0;
+    if (!passed || wanted_.fed_in_pass[k] != pass_) return Status();
+    if (table_.sync_packet_of_frame(frame) < decoder_.pass_start) return Status();
+    std::string why = "the decoder did not produce it";
+    if (!last_decoder_error_.empty()) why += " (" + last_decoder_error_ + ")";
+    return error_at(frame, StatusCode::kCorruptData, why);
+  }
+
+  Status error_at(int64_t frame, StatusCode code, const std::string& why) {
+    decoder_.positioned_in = 0;
+    return Status(code, describe_frame(table_, frame) + ": " + why);
+  }
+
+  const std::string& path_;
+  const FrameTable& table_;
+  Container& container_;
+  Decoder& decoder_;
+  media::FrameConverter& converter_;
+  const OutputOptions& options_;
+  const int out_height_;
+  const int out_width_;
+  const size_t frame_bytes_;
+  std::span<uint8_t> out_;
+  WantedFrames& wanted_;
+  DecodeStats& stats_;
+  media::detail::UniqueFrame frame_;
+  int64_t pass_ = 0;
+  int64_t last_output_frame_ = -1;
+  std::string last_decoder_error_;
+};
+
+}  // namespace
+
+VideoReader::VideoReader(std::string path, std::shared_ptr<const FrameTable> table, int threads)
+    : path_(std::move(path)), table_(std::move(table)), threads_(threads) {}
+
+VideoReader::~VideoReader() = default;
+
+Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
+                                                       VideoReaderOptions options) {
+  const std::string context = "video '" + path + "'";
+  if (options.threads < 1) {
+    return Status(StatusCode::kInvalidArgument, context + ": threads must be at least 1");
+  }
+  Result<media::FileIdentity> identity = media::stat_file(path);
+  if (!identity.ok()) return identity.status();
+  std::shared_ptr<const FrameTable> table = std::move(options.frame_table);
+  if (table != nullptr) {
+    if (table->file_size() != identity->size) {
+      return Status(StatusCode::kInvalidArgument,
+                    context + ": the saved frame table is stale (it describes a file of " +
+                        std::to_string(table->file_size()) + " bytes, the file has " +
+                        std::to_string(identity->size) + ")");
+    }
+  } else {
+    Result<std::unique_ptr<Container>> container = Container::open(path, nullptr);
+    if (!container.ok()) return container.status().with_context(context);
+    Result<std::shared_ptr<const FrameTable>> scanned = (*container)->scan(*identity);
+    if (!scanned.ok()) return scanned.status().with_context(context);
+    table = std::move(scanned).value();
+    ThreadMediaCache::current().adopt(path, *table, std::move(container).value());
+  }
+  return std::unique_ptr<VideoReader>(new VideoReader(path, std::move(table), options.threads));
+}
+
+std::pair<int, int> VideoReader::output_size(const OutputOptions& options) const {
+  if (options.height > 0 && options.width > 0) return {options.height, options.width};
+  return {table_->stream().height, table_->stream().width};
+}
+
+size_t VideoReader::frame_bytes(const OutputOptions& options) const {
+  auto [height, width] = output_size(options);
+  return static_cast<size_t>(height) * width * 3;
+}
+
+Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOptions& options,
+                               std::span<uint8_t> out, DecodeStats* stats) const {
+  const std::string context = "video '" + path_ + "'";
+  auto invalid = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, context + ": " + why);
+  };
+  if (indices.empty()) return invalid("no frames were requested (empty index list)");
+  if ((options.height > 0) != (options.width > 0) || options.height < 0 || options.width < 0 ||
+      options.height > kMaxOutputSide || options.width > kMaxOutputSide) {
+    return invalid("output size " + std::to_string(options.height) + "x" +
+                   std::to_string(options.width) + " is invalid");
+  }
+  const int64_t num_frames = table_->num_frames();
+  for (int64_t index : indices) {
+    if (index < 0 || index >= num_frames) {
+      return Status(StatusCode::kInvalidArgument, context + ": frame index " +
+                                                      std::to_string(index) +
+                                                      " is out of range (the video has " +
+                                                      std::to_string(num_frames) + " frames)");
+    }
+  }
+  const size_t frame_size = frame_bytes(options);
+  if (out.size() != indices.size() * frame_size) {
+    return invalid("output buffer holds " + std::to_string(out.size()) + " bytes, " +
+                   std::to_string(indices.size() * frame_size) + " are needed");
+  }
+
+  // Sort the requests; each distinct frame is decoded into the slot of its first request.
+  std::vector<int64_t> order(indices.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
+  WantedFrames wanted;
+  for (int64_t request : order) {
+    if (wanted.frames.empty() || wanted.frames.back() != indices[request]) {
+      wanted.frames.push_back(indices[request]);
+      wanted.slot.push_back(request);
+    }
+  }
+  wanted.produced.assign(wanted.frames.size(), 0);
+  wanted.fed_in_pass.assign(wanted.frames.size(), -1);
+  wanted.seeks.assign(wanted.frames.size(), 0);
+
+  DecodeStats local_stats;
+  DecodeStats& s = stats != nullptr ? *stats : local_stats;
+  ThreadMediaCache& cache = ThreadMediaCache::current();
+  Result<Container*> container = cache.container(path_, *table_, &s);
+  if (!container.ok()) return container.status().with_context(context);
+  Result<Decoder*> decoder = cache.decoder(*table_, threads_, &s);
+  if (!decoder.ok()) return decoder.status().with_context(context);
+
+  auto [height, width] = output_size(options);
+  DecodePass pass(path_, *table_, **container, **decoder, cache.converter(), options, height, width,
+                  out, wanted, s);
+  STOKER_RETURN_IF_ERROR(pass.run().with_context(context));
+
+  // Repeated requests copy the already converted frame.
+  for (size_t k = 1; k < order.size(); ++k) {
+    const int64_t request = order[k];
+    const int64_t first = wanted.slot[wanted.find(indices[request])];
+    if (first != request) {
+      std::memcpy(out.data() + request * frame_size, out.data() + first * frame_size, frame_size);
+    }
+  }
+  return Status();
+}
+
+Result<int64_t> VideoReader::frame_at(double seconds, std::optional<double> tolerance) const {
+  const std::string context = "video '" + path_ + "'";
+  if (!std::isfinite(seconds)) {
+    return Status(StatusCode::kInvalidArgument,
+                  context + ": time " + std::to_string(seconds) + " s is not a finite number");
+  }
+  const int64_t frame = table_->nearest_frame(seconds);
+  const double distance = std::abs(table_->pts_seconds(frame) - seconds);
+  std::ostringstream why;
+  if (tolerance.has_value()) {
+    if (distance > *tolerance) {
+      why << "no frame within " << *tolerance << " s of t=" << seconds << " s (nearest is "
+          << describe_frame(*table_, frame) << ")";
+    }
+  } else {
+    const double start = table_->pts_seconds(0);
+    const double end = start + table_->duration();
+    if (seconds < start || seconds > end) {
+      why << "t=" << seconds << " s is outside the video, which spans [" << start << ", " << end
+          << "] s";
+    }
+  }
+  if (!why.str().empty()) return Status(StatusCode::kInvalidArgument, context + ": " + why.str());
+  return frame;
+}
+
+Status VideoReader::get_frames_at(std::span<const double> seconds, std::optional<double> tolerance,
+                                  const OutputOptions& options, std::span<uint8_t> out,
+                                  DecodeStats* stats) const {
+  std::vector<int64_t> indices(seconds.size());
+  for (size_t k = 0; k < seconds.size(); ++k) {
+    STOKER_ASSIGN_OR_RETURN(indices[k], frame_at(seconds[k], tolerance));
+  }
+  return get_frames(indices, options, out, stats);
+}
+
+}  // namespace stoker
