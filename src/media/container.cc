@@ -20,9 +20,9 @@ Result<FileIdentity> stat_file(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     const int error = errno;
     return Status(error == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  path + ": " + std::strerror(error));
+                  std::strerror(error));
   }
-  if (!S_ISREG(st.st_mode)) return Status(StatusCode::kInvalidArgument, path + ": not a file");
+  if (!S_ISREG(st.st_mode)) return Status(StatusCode::kInvalidArgument, "not a regular file");
   return FileIdentity{
       .size = static_cast<int64_t>(st.st_size),
       .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};

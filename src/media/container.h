@@ -18,6 +18,7 @@ struct FileIdentity {
   int64_t size = 0;
   int64_t mtime_ns = 0;
 };
+/// Errors carry the OS's reason only; the caller names the file.
 Result<FileIdentity> stat_file(const std::string& path);
 
 class Container {

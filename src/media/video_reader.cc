@@ -246,7 +246,7 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
     return Status(StatusCode::kInvalidArgument, context + ": threads must be at least 1");
   }
   Result<media::FileIdentity> identity = media::stat_file(path);
-  if (!identity.ok()) return identity.status();
+  if (!identity.ok()) return identity.status().with_context(context);
   std::shared_ptr<const FrameTable> table = std::move(options.frame_table);
   if (table != nullptr) {
     if (table->file_size() != identity->size) {

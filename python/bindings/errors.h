@@ -1,0 +1,20 @@
+// The one place where a core Status becomes a Python exception.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "stoker/status.h"
+
+namespace stoker::python {
+
+/// Which stoker.Error subclass a failing call raises.
+enum class ErrorKind { kDecode };
+
+/// Creates stoker.Error and its subclasses in module `m`.
+void register_errors(nanobind::module_& m);
+
+/// Raises the ErrorKind's exception with the status's message when !status.ok().
+/// REQUIRES: the GIL is held.
+void raise_if_error(const Status& status, ErrorKind kind);
+
+}  // namespace stoker::python

@@ -1,0 +1,16 @@
+// stoker._core: the compiled half of the stoker package. Argument checking and friendly
+// defaults live in the Python wrappers (python/stoker/); this layer converts types, releases
+// the GIL around every call that does work, and turns Status into exceptions.
+#include <nanobind/nanobind.h>
+
+#include "errors.h"
+
+namespace stoker::python {
+void register_media(nanobind::module_& m);
+}  // namespace stoker::python
+
+NB_MODULE(_core, m) {
+  m.doc() = "stoker's C++ core";
+  stoker::python::register_errors(m);
+  stoker::python::register_media(m);
+}
