@@ -12,9 +12,9 @@ PyObject* decode_error_type = nullptr;
 }  // namespace
 
 void register_errors(nb::module_& m) {
-  error_type = PyErr_NewExceptionWithDoc(
-      "stoker._core.Error", "Base class of every error stoker raises.", PyExc_RuntimeError,
-      nullptr);
+  error_type =
+      PyErr_NewExceptionWithDoc("stoker._core.Error", "Base class of every error stoker raises.",
+                                PyExc_RuntimeError, nullptr);
   decode_error_type = PyErr_NewExceptionWithDoc(
       "stoker._core.DecodeError",
       "A video could not be opened or decoded as asked; the message names the file and frame.",

@@ -24,9 +24,9 @@ std::unique_ptr<VideoReader> open_reader(const std::string& path, int threads,
                                          std::optional<nb::bytes> frame_table) {
   VideoReaderOptions options{.threads = threads};
   if (frame_table.has_value()) {
-    auto table = FrameTable::deserialize(std::span(
-        static_cast<const uint8_t*>(static_cast<const void*>(frame_table->c_str())),
-        frame_table->size()));
+    auto table = FrameTable::deserialize(
+        std::span(static_cast<const uint8_t*>(static_cast<const void*>(frame_table->c_str())),
+                  frame_table->size()));
     raise_if_error(table.status().with_context("video '" + path + "'"), ErrorKind::kDecode);
     options.frame_table = std::move(table).value();
   }

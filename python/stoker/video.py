@@ -110,7 +110,7 @@ class VideoReader:
         Raises :class:`stoker.DecodeError` naming the file and frame on any failure.
         """
         index_array = _as_index_array(indices, "indices")
-        if index_array.dtype.kind not in "iu":
+        if index_array.size and index_array.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got dtype {index_array.dtype}")
         index_array = np.ascontiguousarray(index_array, dtype=np.int64)
         height, width, channels_first, area = self._output_options(size, layout, interpolation)

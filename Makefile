@@ -1,0 +1,84 @@
+# stoker's two front doors: `make demo` and `make test`. Both install what is missing first
+# (Debian packages with apt-get, Python packages into .venv), and are quick when it is there.
+SHELL := /bin/bash
+.DEFAULT_GOAL := demo
+
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+BUILD ?= build
+SANITIZE_BUILD ?= build-sanitize
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-dev libavformat-dev \
+	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test test-cpp test-python test-sanitize bench build deps format clean
+
+## Dependencies ---------------------------------------------------------------------------
+
+.stamps/apt: Makefile
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@mkdir -p .stamps && touch $@
+
+$(VENV)/.stamp: requirements-dev.txt .stamps/apt
+	@[ -x $(PYTHON) ] || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+deps: .stamps/apt $(VENV)/.stamp
+
+## Build ----------------------------------------------------------------------------------
+
+$(BUILD)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+## Tests ----------------------------------------------------------------------------------
+
+test: test-cpp test-python test-sanitize
+
+test-cpp: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: build
+	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
+
+# The bad-input tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target media_test
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
+	  $(SANITIZE_BUILD)/media_test --gtest_brief=1 \
+	  --gtest_filter='VideoReaderBadInput.*:ReaderOnValidFile.*:FrameTable.*'
+
+## Demo and benchmarks --------------------------------------------------------------------
+
+demo: build
+	PYTHONPATH=python $(PYTHON) demo/decode_clip.py
+
+bench: deps
+	cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) \
+	  -DSTOKER_BUILD_BENCHMARKS=ON $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	PYTHONPATH=python $(PYTHON) bench/compare_decoders.py --build $(BUILD)
+
+## Housekeeping ---------------------------------------------------------------------------
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD) python/stoker/_core*.so
