@@ -14,7 +14,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-cpp test-python test-sanitize bench build deps format clean
+.PHONY: demo test test-cpp test-python test-sanitize bench build deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -46,7 +46,7 @@ build: deps $(BUILD)/build.ninja
 
 ## Tests ----------------------------------------------------------------------------------
 
-test: test-cpp test-python test-sanitize
+test: test-cpp test-sanitize test-python
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -54,15 +54,15 @@ test-cpp: build
 test-python: build
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
 
-# The bad-input tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target media_test
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
-	  $(SANITIZE_BUILD)/media_test --gtest_brief=1 \
-	  --gtest_filter='VideoReaderBadInput.*:ReaderOnValidFile.*:FrameTable.*'
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target core_test media_test
+	for t in core_test media_test; do \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media $(SANITIZE_BUILD)/$$t --gtest_brief=1 \
+	  || exit 1; done
 
 ## Demo and benchmarks --------------------------------------------------------------------
 
@@ -76,6 +76,10 @@ bench: deps
 	PYTHONPATH=python $(PYTHON) bench/compare_decoders.py --build $(BUILD)
 
 ## Housekeeping ---------------------------------------------------------------------------
+
+# Type stubs of the compiled module, checked in so editors and type checkers see its API.
+stubs: build
+	PYTHONPATH=python $(PYTHON) -m nanobind.stubgen -m stoker._core -o python/stoker/_core.pyi
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

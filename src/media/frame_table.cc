@@ -39,6 +39,7 @@ class ByteReader {
  public:
   explicit ByteReader(std::span<const uint8_t> in) : in_(in) {}
   bool bytes(void* data, size_t size) {
+    if (size == 0) return true;  // data may be null (an empty vector's)
     if (size > in_.size() - pos_) return false;
     std::memcpy(data, in_.data() + pos_, size);
     pos_ += size;

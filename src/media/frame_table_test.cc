@@ -97,6 +97,18 @@ TEST(FrameTable, SerializeRoundTrip) {
   EXPECT_EQ((*copy)->sync_packet_of_frame(5), 0);
 }
 
+// Regression: an empty extradata (VP9 in WebM has none) made deserialize() pass a null pointer
+// to memcpy, which UBSan reports.
+TEST(FrameTable, SerializeRoundTripWithoutExtradata) {
+  VideoStreamInfo info = stream_info();
+  info.extradata.clear();
+  auto table = FrameTable::create(info, open_gop_packets(), 1, 2);
+  ASSERT_TRUE(table.ok());
+  auto copy = FrameTable::deserialize((*table)->serialize());
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_TRUE((*copy)->stream().extradata.empty());
+}
+
 TEST(FrameTable, DeserializeRejectsEveryTruncationAndRandomDamage) {
   auto table = FrameTable::create(stream_info(), open_gop_packets(), 1234, 5678);
   ASSERT_TRUE(table.ok());
