@@ -70,6 +70,10 @@ class DecodePass {
       if (!can_continue_to(cursor)) {
         STOKER_RETURN_IF_ERROR(seek_for(cursor));
         STOKER_RETURN_IF_ERROR(decode_held_packet());
+      } else if (nothing_left_to_feed_here(cursor)) {
+        // Every wanted frame this run can reach is in the decoder; flushing them out is cheaper
+        // than decoding the reference frames that reordering would otherwise wait for.
+        STOKER_RETURN_IF_ERROR(drain());
       } else {
         STOKER_ASSIGN_OR_RETURN(bool more, container_.read_packet());
         if (more) {
@@ -96,6 +100,16 @@ class DecodePass {
     const int64_t frame = wanted_.frames[k];
     const int64_t next = container_.next_packet;
     return table_.sync_packet_of_frame(frame) <= next && table_.packet_of_frame(frame) >= next;
+  }
+
+  // Whether no wanted frame from `cursor` on still needs a packet from the current position:
+  // each is either already fed, or lies beyond a keyframe that a seek reaches more cheaply.
+  bool nothing_left_to_feed_here(size_t cursor) const {
+    for (size_t k = cursor; k < wanted_.frames.size(); ++k) {
+      if (wanted_.produced[k] || wanted_.fed_in_pass[k] == pass_) continue;
+      return table_.sync_packet_of_frame(wanted_.frames[k]) > container_.next_packet;
+    }
+    return true;
   }
 
   Status seek_for(size_t k) {
