@@ -69,7 +69,12 @@ test-sanitize: deps
 demo: build
 	PYTHONPATH=python $(PYTHON) demo/decode_clip.py
 
-bench: deps
+$(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
+	$(PYTHON) -m pip install -q -r requirements-bench.txt || \
+	  echo "Some benchmark peers could not be installed; they will be reported as missing."
+	@touch $@
+
+bench: deps $(VENV)/.bench-stamp
 	cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) \
 	  -DSTOKER_BUILD_BENCHMARKS=ON $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
