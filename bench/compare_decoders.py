@@ -30,6 +30,7 @@ What it does (everything single-threaded, the process pinned to one CPU):
 
 from __future__ import annotations
 
+import abc
 import argparse
 import csv
 import json
@@ -187,11 +188,12 @@ class Unavailable(Exception):
     """A peer that is not installed or cannot decode this video: reported, never faked."""
 
 
-class Decoder:
+class Decoder(abc.ABC):
     name = ""
 
+    @abc.abstractmethod
     def request(self, indices: List[int]):
-        raise NotImplementedError
+        """The frames at `indices`, in request order."""
 
     def fixed(self, indices: List[int]):
         """A request through a freshly opened reader; peers open per request anyway."""
@@ -203,8 +205,9 @@ class Decoder:
     def end_sequential(self):
         """Frees what prepare_sequential() set up."""
 
+    @abc.abstractmethod
     def sequential(self) -> int:
-        raise NotImplementedError
+        """Decodes every frame of the file; returns how many."""
 
     @staticmethod
     def as_nhwc(frames) -> np.ndarray:
