@@ -8,6 +8,7 @@ namespace {
 // Owned by the module (added as attributes); these are borrowed references for raising.
 PyObject* error_type = nullptr;
 PyObject* decode_error_type = nullptr;
+PyObject* dataset_error_type = nullptr;
 
 }  // namespace
 
@@ -19,8 +20,13 @@ void register_errors(nb::module_& m) {
       "stoker._core.DecodeError",
       "A video could not be opened or decoded as asked; the message names the file and frame.",
       error_type, nullptr);
+  dataset_error_type = PyErr_NewExceptionWithDoc(
+      "stoker._core.DatasetError",
+      "A dataset is malformed or inconsistent; the message names the episode, camera and file.",
+      error_type, nullptr);
   m.attr("Error") = nb::steal(error_type);
   m.attr("DecodeError") = nb::steal(decode_error_type);
+  m.attr("DatasetError") = nb::steal(dataset_error_type);
 }
 
 void raise_if_error(const Status& status, ErrorKind kind) {
@@ -29,6 +35,12 @@ void raise_if_error(const Status& status, ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kDecode:
       type = decode_error_type;
+      break;
+    case ErrorKind::kDataset:
+      type = dataset_error_type;
+      break;
+    case ErrorKind::kArgument:
+      type = PyExc_ValueError;
       break;
   }
   PyErr_SetString(type, status.message().c_str());

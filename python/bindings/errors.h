@@ -7,8 +7,9 @@
 
 namespace stoker::python {
 
-/// Which stoker.Error subclass a failing call raises.
-enum class ErrorKind { kDecode };
+/// What a failing call raises: a stoker.Error subclass, or ValueError for calls whose every
+/// failure is a bad argument (the Python wrappers check arguments first; this is the backstop).
+enum class ErrorKind { kDecode, kDataset, kArgument };
 
 /// Creates stoker.Error and its subclasses in module `m`.
 void register_errors(nanobind::module_& m);

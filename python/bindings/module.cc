@@ -7,10 +7,12 @@
 
 namespace stoker::python {
 void register_media(nanobind::module_& m);
+void register_sampling(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_core, m) {
   m.doc() = "stoker's C++ core";
   stoker::python::register_errors(m);
   stoker::python::register_media(m);
+  stoker::python::register_sampling(m);
 }

@@ -1,0 +1,247 @@
+// Samplers: which sample ids a rank visits in an epoch, and in what order.
+//
+// Every random choice comes from a counter-based RNG (Philox4x32-10) keyed by (seed, epoch,
+// id, stream), so a sampler is a pure function: the id at (epoch, position) is computed, never
+// stored, and is the same whichever thread asks, in whatever order, whenever. Consequences:
+//   - a random order over a huge dataset needs no stored permutation (Permutation below);
+//   - resuming is exact from a two-number state (SamplerState): the epoch and the next position;
+//   - results do not depend on the number of threads that read them.
+//
+// Ownership: create() returns a sampler the caller owns; it copies what it needs from its
+// arguments (weights, costs), which may be freed afterwards.
+// Thread-safety: samplers and Permutation are immutable after construction; every const method
+// may run concurrently from any number of threads.
+//
+// An empty dataset (n = 0) gives an empty epoch for the samplers that only order samples
+// (DistributedSampler, LoadBalancedSampler); WeightedSampler cannot draw from nothing and fails.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker::sampling {
+
+// ---- Counter-based random numbers -------------------------------------------------------
+
+/// One Philox4x32-10 block (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+/// SC'11): a keyed bijection of the 128-bit counter. Bit-exact with Random123's philox4x32_10.
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+/// 128 random bits for one choice: philox4x32 with key = seed and counter = (id, epoch,
+/// stream). Give each kind of choice its own `stream` so that choices never share bits;
+/// streams below 256 are stoker's own (see src/sampling/detail/common.h).
+std::array<uint32_t, 4> random_words(uint64_t seed, uint32_t epoch, uint64_t id, uint32_t stream);
+
+/// A uniform double in [0, 1) from 53 of the bits of two words.
+double unit_double(uint32_t hi, uint32_t lo);
+
+/// A random permutation of [0, n), computed position by position and never stored: a Feistel
+/// network over the smallest power of two >= n, keyed by 128 bits, with cycle-walking for the
+/// values >= n. A lookup costs eight rounds of integer mixing (24 for n <= 64, where few rounds
+/// are measurably non-uniform) times fewer than two walks on average. Any n >= 0 works;
+/// construction is O(1).
+class Permutation {
+ public:
+  /// `key`: e.g. random_words(seed, epoch, id, stream).
+  Permutation(int64_t n, std::array<uint32_t, 4> key);
+
+  int64_t size() const { return n_; }
+  /// The value at position i. REQUIRES: 0 <= i < size().
+  int64_t operator()(int64_t i) const;
+  /// The position of value x: inverse(operator()(i)) == i. REQUIRES: 0 <= x < size().
+  int64_t inverse(int64_t x) const;
+
+ private:
+  static constexpr int kMaxRounds = 24;
+  uint64_t encrypt(uint64_t x) const;
+  uint64_t decrypt(uint64_t x) const;
+
+  int64_t n_;
+  int left_bits_;  // high half; the low half has the rest of the domain's bits
+  int right_bits_;
+  int rounds_;  // even
+  std::array<uint64_t, kMaxRounds> round_keys_;
+};
+
+// ---- Samplers ---------------------------------------------------------------------------
+
+/// Where iteration stands: the next position to hand out, in an epoch. Restoring it restores
+/// exactly the remaining order.
+struct SamplerState {
+  uint32_t epoch = 0;
+  int64_t position = 0;
+};
+
+/// What every sampler answers. Positions are this rank's: 0 .. size() - 1 in each epoch.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+
+  /// The number of ids this rank visits per epoch (the same for every rank and epoch).
+  virtual int64_t size() const = 0;
+
+  /// The sample id at `position` of `epoch`. O(1) for DistributedSampler and WeightedSampler;
+  /// LoadBalancedSampler solves the position's whole step. REQUIRES: 0 <= position < size().
+  virtual int64_t at(uint32_t epoch, int64_t position) const = 0;
+
+  /// out[k] = at(epoch, start + k), at less cost per id than at(). Errors (kInvalidArgument):
+  /// the range [start, start + out.size()) leaves [0, size()].
+  virtual Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const;
+
+  /// Fills out with the ids from *state onward, stopping at the end of its epoch, and advances
+  /// state->position past them. Returns how many were written: 0 once the epoch is done (the
+  /// caller moves on with {epoch + 1, 0}). Errors: a position outside [0, size()].
+  Result<int64_t> next(SamplerState* state, std::span<int64_t> out) const;
+
+ protected:
+  Status check_range(int64_t start, size_t count) const;
+};
+
+/// Sequential, random and distributed order, as torch's SequentialSampler, RandomSampler and
+/// DistributedSampler: every sample once per epoch, split between ranks.
+struct DistributedOptions {
+  /// A new random order each epoch (a Permutation keyed by seed and epoch) instead of
+  /// 0, 1, 2, ... Default: true.
+  bool shuffle = true;
+  uint64_t seed = 0;
+  /// This process's rank, in [0, world_size), and the number of ranks. Default: 0 of 1.
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  /// When n is not a multiple of world_size: false pads to ceil(n / world_size) ids per rank by
+  /// repeating the epoch's order from its start; true drops the order's tail, giving
+  /// floor(n / world_size) per rank. Default: false.
+  bool drop_last = false;
+};
+
+/// Rank r visits positions r, r + world_size, ... of the epoch's (padded or cut) order.
+class DistributedSampler final : public Sampler {
+ public:
+  /// Errors (kInvalidArgument): n < 0, world_size < 1, rank outside [0, world_size).
+  static Result<std::unique_ptr<DistributedSampler>> create(int64_t n,
+                                                            DistributedOptions options = {});
+  int64_t size() const override { return per_rank_; }
+  int64_t at(uint32_t epoch, int64_t position) const override;
+  Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+
+ private:
+  DistributedSampler(int64_t n, DistributedOptions options, int64_t per_rank)
+      : n_(n), options_(options), per_rank_(per_rank) {}
+  int64_t n_;
+  DistributedOptions options_;
+  int64_t per_rank_;
+};
+
+struct WeightedOptions {
+  /// Draws per epoch over all ranks. Default: the number of weights.
+  std::optional<int64_t> num_samples;
+  uint64_t seed = 0;
+  /// As DistributedOptions: rank r makes draws r, r + world_size, ... of the epoch; drop_last
+  /// chooses floor instead of ceil(num_samples / world_size) draws per rank. Default: 0 of 1.
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  bool drop_last = false;
+};
+
+/// Draws with replacement, sample i with probability weights[i] / sum(weights), by Walker's
+/// alias method: O(1) per draw, each draw a pure function of (seed, epoch, draw index).
+class WeightedSampler final : public Sampler {
+ public:
+  /// Errors (kInvalidArgument): no weights, a negative, NaN or infinite weight, all weights
+  /// zero, num_samples < 0, world_size < 1, rank outside [0, world_size).
+  static Result<std::unique_ptr<WeightedSampler>> create(std::span<const double> weights,
+                                                         WeightedOptions options = {});
+  int64_t size() const override { return per_rank_; }
+  int64_t at(uint32_t epoch, int64_t position) const override;
+
+ private:
+  WeightedSampler(WeightedOptions options, int64_t per_rank)
+      : options_(options), per_rank_(per_rank) {}
+
+  WeightedOptions options_;
+  int64_t per_rank_;
+  std::vector<double> accept_;  // alias table: keep column i with this probability,
+  std::vector<int64_t> alias_;  // else take alias_[i]
+};
+
+/// How expand_group_weights reads a group's weight.
+enum class GroupWeight {
+  kTotal,      // the group's share of all draws, spread evenly over its samples (datasets mixed
+               // by ratio; episodes drawn equally often whatever their length)
+  kPerSample,  // every sample of the group gets the weight
+};
+
+/// Per-sample weights from per-group weights (groups of consecutive samples: episodes, or
+/// datasets), for WeightedSampler. Errors (kInvalidArgument): lengths differ, a negative size,
+/// a negative or non-finite weight, a positive kTotal weight on an empty group.
+Result<std::vector<double>> expand_group_weights(std::span<const double> group_weights,
+                                                 std::span<const int64_t> group_sizes,
+                                                 GroupWeight mode = GroupWeight::kTotal);
+
+struct LoadBalancedOptions {
+  /// Samples per rank per step. REQUIRES: >= 1. Default: 1.
+  int64_t batch_size = 1;
+  /// As DistributedOptions. Default: shuffled, seed 0, rank 0 of 1, padded.
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  bool drop_last = false;
+};
+
+/// max / mean of the ranks' summed costs in a step, summarized over an epoch's steps.
+struct Imbalance {
+  double mean = 1.0;   // the average step's ratio
+  double worst = 1.0;  // the largest step's ratio
+  /// sum over steps of the largest rank cost / sum of the mean rank cost: how much longer
+  /// synchronous steps take than perfectly balanced ones.
+  double total = 1.0;
+};
+
+struct BalanceReport {
+  int64_t steps = 0;
+  Imbalance before;  // the step's samples dealt round-robin, as DistributedSampler does
+  Imbalance after;   // as this sampler assigns them
+};
+
+/// DistributedSampler's order, cut into global steps of world_size * batch_size samples (the
+/// last step may be smaller, the same count on every rank); each step's samples are
+/// re-dealt so the ranks' summed costs are even:
+///   1. sort the step's samples by cost, descending (ties by position);
+///   2. give each to the bin (one per rank) with the least total so far among those not yet
+///      full, so every bin ends with the same count;
+///   3. map the bins to rank ids by a random permutation per step, and shuffle the order
+///      inside each rank's batch, so no rank is always the heavy one and batches are not
+///      sorted by cost.
+/// Every rank computes the same global assignment from the same costs, with no communication.
+class LoadBalancedSampler final : public Sampler {
+ public:
+  /// `costs`: one per sample, e.g. frames to decode plus pixels to convert.
+  /// Errors (kInvalidArgument): a negative, NaN or infinite cost, batch_size < 1,
+  /// world_size < 1, rank outside [0, world_size).
+  static Result<std::unique_ptr<LoadBalancedSampler>> create(std::span<const double> costs,
+                                                             LoadBalancedOptions options = {});
+  int64_t size() const override { return per_rank_; }
+  /// O(s log s) for a step of s = world_size * batch_size samples.
+  int64_t at(uint32_t epoch, int64_t position) const override;
+  Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+
+  /// The imbalance of `epoch`'s steps before and after balancing (the same on every rank).
+  BalanceReport report(uint32_t epoch) const;
+
+ private:
+  LoadBalancedSampler(std::vector<double> costs, LoadBalancedOptions options, int64_t per_rank)
+      : costs_(std::move(costs)), options_(options), per_rank_(per_rank) {}
+
+  std::vector<double> costs_;
+  LoadBalancedOptions options_;
+  int64_t per_rank_;
+};
+
+}  // namespace stoker::sampling

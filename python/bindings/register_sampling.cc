@@ -1,0 +1,146 @@
+// Bindings for stoker::sampling. Samplers are immutable C++ objects; the Python wrappers
+// (python/stoker/sampling.py) hold the mutable (epoch, position) and ask for ids in blocks,
+// which come back as numpy arrays filled with the GIL released.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include <cstring>
+
+#include "errors.h"
+#include "stoker/sampling.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using namespace stoker::sampling;
+
+using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// Every sampling error is bad input (kInvalidArgument), which Python spells ValueError.
+void raise_if_invalid(const Status& status) { raise_if_error(status, ErrorKind::kArgument); }
+
+template <typename T>
+T value_or_raise(Result<T> result) {
+  raise_if_invalid(result.status());
+  return std::move(result).value();
+}
+
+template <typename T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T> values) {
+  auto* data = new std::vector<T>(std::move(values));
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(data->data(), {data->size()}, owner);
+}
+
+nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int64_t start,
+                                     int64_t count) {
+  if (count < 0) throw nb::value_error("count must be non-negative");
+  std::vector<int64_t> ids(static_cast<size_t>(count));
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = sampler.fill(epoch, start, ids);
+  }
+  raise_if_invalid(status);
+  return owned_array(std::move(ids));
+}
+
+nb::dict imbalance_dict(const Imbalance& imbalance) {
+  nb::dict d;
+  d["mean"] = imbalance.mean;
+  d["worst"] = imbalance.worst;
+  d["total"] = imbalance.total;
+  return d;
+}
+
+}  // namespace
+
+void register_sampling(nb::module_& m) {
+  nb::class_<Sampler>(m, "Sampler")
+      .def_prop_ro("size", &Sampler::size)
+      .def("at", &Sampler::at, nb::arg("epoch"), nb::arg("position"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("fill", &fill, nb::arg("epoch"), nb::arg("start"), nb::arg("count"));
+
+  nb::class_<DistributedSampler, Sampler>(m, "DistributedSampler")
+      .def(nb::new_([](int64_t n, bool shuffle, uint64_t seed, int64_t rank, int64_t world_size,
+                       bool drop_last) {
+             return value_or_raise(DistributedSampler::create(n, {.shuffle = shuffle,
+                                                                  .seed = seed,
+                                                                  .rank = rank,
+                                                                  .world_size = world_size,
+                                                                  .drop_last = drop_last}));
+           }),
+           nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"),
+           nb::arg("world_size"), nb::arg("drop_last"));
+
+  nb::class_<WeightedSampler, Sampler>(m, "WeightedSampler")
+      .def(nb::new_([](Doubles weights, std::optional<int64_t> num_samples, uint64_t seed,
+                       int64_t rank, int64_t world_size, bool drop_last) {
+             Result<std::unique_ptr<WeightedSampler>> sampler = [&] {
+               nb::gil_scoped_release release;
+               return WeightedSampler::create(std::span(weights.data(), weights.shape(0)),
+                                              {.num_samples = num_samples,
+                                               .seed = seed,
+                                               .rank = rank,
+                                               .world_size = world_size,
+                                               .drop_last = drop_last});
+             }();
+             return value_or_raise(std::move(sampler));
+           }),
+           nb::arg("weights"), nb::arg("num_samples").none(), nb::arg("seed"), nb::arg("rank"),
+           nb::arg("world_size"), nb::arg("drop_last"));
+
+  nb::class_<LoadBalancedSampler, Sampler>(m, "LoadBalancedSampler")
+      .def(nb::new_([](Doubles costs, int64_t batch_size, bool shuffle, uint64_t seed, int64_t rank,
+                       int64_t world_size, bool drop_last) {
+             Result<std::unique_ptr<LoadBalancedSampler>> sampler = [&] {
+               nb::gil_scoped_release release;
+               return LoadBalancedSampler::create(std::span(costs.data(), costs.shape(0)),
+                                                  {.batch_size = batch_size,
+                                                   .shuffle = shuffle,
+                                                   .seed = seed,
+                                                   .rank = rank,
+                                                   .world_size = world_size,
+                                                   .drop_last = drop_last});
+             }();
+             return value_or_raise(std::move(sampler));
+           }),
+           nb::arg("costs"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
+           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"))
+      .def(
+          "report",
+          [](const LoadBalancedSampler& sampler, uint32_t epoch) {
+            BalanceReport report;
+            {
+              nb::gil_scoped_release release;
+              report = sampler.report(epoch);
+            }
+            nb::dict d;
+            d["steps"] = report.steps;
+            d["before"] = imbalance_dict(report.before);
+            d["after"] = imbalance_dict(report.after);
+            return d;
+          },
+          nb::arg("epoch"));
+
+  m.def(
+      "expand_group_weights",
+      [](Doubles weights, Int64s sizes, bool per_sample) {
+        Result<std::vector<double>> expanded = [&] {
+          nb::gil_scoped_release release;
+          return expand_group_weights(std::span(weights.data(), weights.shape(0)),
+                                      std::span(sizes.data(), sizes.shape(0)),
+                                      per_sample ? GroupWeight::kPerSample : GroupWeight::kTotal);
+        }();
+        return owned_array(value_or_raise(std::move(expanded)));
+      },
+      nb::arg("weights"), nb::arg("sizes"), nb::arg("per_sample"));
+}
+
+}  // namespace stoker::python

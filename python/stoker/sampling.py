@@ -1,0 +1,284 @@
+"""Samplers: which sample ids this rank visits each epoch, and in what order.
+
+Every sampler is a pure function of (seed, epoch, position) computed in C++ by a counter-based
+RNG (Philox4x32-10): nothing is stored per sample, any thread may ask, and the order resumes
+exactly from :meth:`Sampler.state_dict` (two numbers: the epoch and the next position).
+
+Samplers follow torch's protocol (iterable of ints, ``len()``, ``set_epoch()``) and can be
+passed to a ``torch.utils.data.DataLoader`` as ``sampler=``. Iterating hands out the ids from
+the current (epoch, position) to the end of the epoch, advancing the position as it goes; an
+epoch iterated to its end moves the sampler on to the next epoch, so iterating twice gives two
+different orders. :meth:`Sampler.indices` returns a whole epoch as a numpy array instead.
+
+An empty dataset gives an empty epoch for the samplers that only order samples; a
+:class:`WeightedSampler` cannot draw from nothing and raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Dict, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from stoker import _core
+
+_MAX_EPOCH = 2**32 - 1
+_MAX_SEED = 2**64 - 1
+_MAX_INT64 = 2**63 - 1
+_CHUNK = 8192  # ids fetched per call while iterating
+
+__all__ = ["DistributedSampler", "LoadBalancedSampler", "RandomSampler", "Sampler",
+           "SequentialSampler", "WeightedSampler", "expand_group_weights"]
+
+
+class Sampler:
+    """What every stoker sampler offers. Not constructed directly."""
+
+    def __init__(self, core: _core.Sampler):
+        self._core = core
+        self._epoch = 0
+        self._position = 0
+        self._generation = 0  # bumped by set_epoch / load_state_dict: running iterators stop
+
+    def __len__(self) -> int:
+        """Ids this rank visits per epoch."""
+        return self._core.size
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def position(self) -> int:
+        """The next position of the current epoch that iteration hands out."""
+        return self._position
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch ``epoch`` (0 <= epoch < 2**32) from its beginning."""
+        self._epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        self._position = 0
+        self._generation += 1
+
+    def state_dict(self) -> Dict[str, int]:
+        """``{"epoch": e, "position": p}``: restoring it continues with the identical remainder."""
+        return {"epoch": self._epoch, "position": self._position}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict` (of a sampler built with the same arguments)."""
+        if not isinstance(state, dict) or set(state) != {"epoch", "position"}:
+            raise ValueError("state must be a dict with keys 'epoch' and 'position', "
+                             f"got {state!r}")
+        epoch = _check_int("epoch", state["epoch"], 0, _MAX_EPOCH)
+        position = _check_int("position", state["position"], 0, len(self))
+        self._epoch, self._position = epoch, position
+        self._generation += 1
+
+    def indices(self, epoch: Optional[int] = None, *, start: int = 0,
+                count: Optional[int] = None) -> np.ndarray:
+        """The ids at positions [start, start + count) of an epoch (default: the current
+        epoch, all of it) for this rank, as int64, in order. Computed in C++ with the GIL
+        released; does not change the sampler's state."""
+        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        start = _check_int("start", start, 0, len(self))
+        count = len(self) - start if count is None else _check_int("count", count, 0,
+                                                                   len(self) - start)
+        return self._core.fill(epoch, start, count)
+
+    def __iter__(self) -> Iterator[int]:
+        generation, epoch, size = self._generation, self._epoch, len(self)
+        while self._position < size:
+            ids = self._core.fill(epoch, self._position, min(_CHUNK, size - self._position))
+            for sample_id in ids.tolist():
+                if self._generation != generation:
+                    return  # the state was reset under this iterator
+                self._position += 1
+                yield sample_id
+        if self._generation == generation and self._epoch < _MAX_EPOCH:
+            self._epoch += 1
+            self._position = 0
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(len={len(self)}, epoch={self._epoch}, "
+                f"position={self._position})")
+
+
+class DistributedSampler(Sampler):
+    """Every sample once per epoch, split between ``world_size`` ranks, as torch's
+    ``DistributedSampler``: rank r takes positions r, r + world_size, ... of the epoch's order.
+
+    Args:
+        num_samples: the dataset's size, or the dataset (anything with ``len()``).
+        rank, world_size: this process's rank in [0, world_size), and the number of ranks.
+        shuffle: a new random order each epoch (keyed by seed and epoch) instead of 0, 1, 2, ...
+        seed: the same on every rank.
+        drop_last: when num_samples is not a multiple of world_size, False pads every rank to
+            ceil(num_samples / world_size) by repeating the order from its start; True drops the
+            order's tail, leaving floor(num_samples / world_size) per rank.
+    """
+
+    def __init__(self, num_samples: Union[int, Any], *, rank: int = 0, world_size: int = 1,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+        n = _check_size(num_samples)
+        world_size, rank = _check_partition(rank, world_size)
+        super().__init__(_core.DistributedSampler(n, _check_bool("shuffle", shuffle),
+                                                  _check_seed(seed), rank, world_size,
+                                                  _check_bool("drop_last", drop_last)))
+
+
+class SequentialSampler(DistributedSampler):
+    """0, 1, ..., num_samples - 1, every epoch."""
+
+    def __init__(self, num_samples: Union[int, Any]):
+        super().__init__(num_samples, shuffle=False)
+
+
+class RandomSampler(DistributedSampler):
+    """Every sample once per epoch, in a new random order each epoch (without replacement; for
+    draws with replacement use :class:`WeightedSampler` with equal weights). The order is
+    computed position by position, never stored, so any size is fine."""
+
+    def __init__(self, num_samples: Union[int, Any], *, seed: int = 0):
+        super().__init__(num_samples, shuffle=True, seed=seed)
+
+
+class WeightedSampler(Sampler):
+    """Draws with replacement, sample i with probability weights[i] / sum(weights).
+
+    Each draw is a pure function of (seed, epoch, draw index); ranks split one sequence of draws
+    (rank r makes draws r, r + world_size, ...). For per-episode or per-dataset weights, expand
+    them first with :func:`expand_group_weights`.
+
+    Args:
+        weights: one non-negative, finite weight per sample; not all zero.
+        num_samples: draws per epoch over all ranks. Default: len(weights).
+        rank, world_size, drop_last: as :class:`DistributedSampler`: each rank makes
+            ceil (or, with drop_last, floor) of num_samples / world_size draws.
+    """
+
+    def __init__(self, weights: Union[Sequence[float], np.ndarray], *,
+                 num_samples: Optional[int] = None, seed: int = 0, rank: int = 0,
+                 world_size: int = 1, drop_last: bool = False):
+        weights = _check_values("weights", weights)
+        if weights.size == 0:
+            raise ValueError("weights is empty: cannot draw from an empty dataset")
+        if not weights.sum() > 0:
+            raise ValueError("weights are all zero: nothing can be drawn")
+        if not np.isfinite(weights.sum()):
+            raise ValueError("weights sum to infinity")
+        if num_samples is not None:
+            num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
+        world_size, rank = _check_partition(rank, world_size)
+        super().__init__(_core.WeightedSampler(weights, num_samples, _check_seed(seed), rank,
+                                               world_size, _check_bool("drop_last", drop_last)))
+
+
+class LoadBalancedSampler(Sampler):
+    """:class:`DistributedSampler`'s order, with each global step (world_size * batch_size
+    samples) re-dealt so that every rank gets the same number of samples and about the same
+    total cost: heaviest first, each to the rank with the least total so far. Rank ids and the
+    order inside each batch are then shuffled, so no rank is always the heavy one.
+
+    Every rank computes the same assignment from the same costs, without communicating.
+
+    Args:
+        costs: one non-negative, finite cost per sample (e.g. frames to decode plus pixels).
+        batch_size: samples per rank per step (the DataLoader's batch_size).
+        rank, world_size, shuffle, seed, drop_last: as :class:`DistributedSampler`.
+    """
+
+    def __init__(self, costs: Union[Sequence[float], np.ndarray], *, batch_size: int,
+                 rank: int = 0, world_size: int = 1, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False):
+        costs = _check_values("costs", costs)
+        batch_size = _check_int("batch_size", batch_size, 1, _MAX_INT64)
+        world_size, rank = _check_partition(rank, world_size)
+        self.batch_size = batch_size
+        super().__init__(_core.LoadBalancedSampler(costs, batch_size,
+                                                   _check_bool("shuffle", shuffle),
+                                                   _check_seed(seed), rank, world_size,
+                                                   _check_bool("drop_last", drop_last)))
+
+    def imbalance(self, epoch: Optional[int] = None) -> Dict[str, Any]:
+        """How uneven the ranks' step costs are in an epoch (default: the current one), before
+        (dealt round-robin, as :class:`DistributedSampler` does) and after balancing.
+
+        Returns ``{"steps": n, "before": {...}, "after": {...}}``, each side with ``mean`` (the
+        average step's max/mean rank cost), ``worst`` (the largest step's) and ``total`` (sum
+        of the steps' max rank cost / sum of their mean: how much longer synchronous steps take
+        than perfectly balanced ones). 1.0 is perfect balance.
+        """
+        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        return self._core.report(epoch)
+
+
+def expand_group_weights(weights: Union[Sequence[float], np.ndarray],
+                         sizes: Union[Sequence[int], np.ndarray], *,
+                         mode: str = "total") -> np.ndarray:
+    """Per-sample weights (float64) from weights of groups of consecutive samples (episodes,
+    datasets), for :class:`WeightedSampler`.
+
+    ``mode="total"``: a group's weight is its share of all draws, spread evenly over its samples
+    (datasets mixed by ratio; episodes drawn equally often whatever their length).
+    ``mode="per_sample"``: every sample of the group gets the group's weight.
+    """
+    if mode not in ("total", "per_sample"):
+        raise ValueError(f"mode must be 'total' or 'per_sample', got {mode!r}")
+    weights = _check_values("weights", weights)
+    sizes_array = np.asarray(sizes)
+    if sizes_array.ndim != 1 or (sizes_array.size and sizes_array.dtype.kind not in "iu"):
+        raise ValueError("sizes must be a one-dimensional array of integers")
+    if len(sizes_array) != len(weights):
+        raise ValueError(f"{len(weights)} weights for {len(sizes_array)} group sizes")
+    if (sizes_array < 0).any():
+        raise ValueError("group sizes must be non-negative")
+    if mode == "total" and ((sizes_array == 0) & (weights > 0)).any():
+        group = int(np.flatnonzero((sizes_array == 0) & (weights > 0))[0])
+        raise ValueError(f"group {group} is empty but has a positive weight")
+    return _core.expand_group_weights(weights, np.ascontiguousarray(sizes_array, dtype=np.int64),
+                                      mode == "per_sample")
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_seed(seed: Any) -> int:
+    return _check_int("seed", seed, 0, _MAX_SEED)
+
+
+def _check_size(num_samples: Any) -> int:
+    if not isinstance(num_samples, numbers.Integral) and hasattr(num_samples, "__len__"):
+        num_samples = len(num_samples)
+    return _check_int("num_samples", num_samples, 0, _MAX_INT64)
+
+
+def _check_partition(rank: Any, world_size: Any):
+    world_size = _check_int("world_size", world_size, 1, _MAX_INT64)
+    rank = _check_int("rank", rank, 0, world_size - 1)
+    return world_size, rank
+
+
+def _check_values(name: str, values: Any) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if array.size and array.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be numbers, got dtype {array.dtype}")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    bad = ~(np.isfinite(array) & (array >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] must be finite and non-negative, got {array[i]}")
+    return array

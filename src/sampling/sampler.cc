@@ -1,0 +1,55 @@
+#include <algorithm>
+#include <string>
+
+#include "sampling/detail/common.h"
+#include "stoker/sampling.h"
+
+namespace stoker::sampling {
+
+namespace detail {
+
+Status check_partition(int64_t rank, int64_t world_size) {
+  if (world_size < 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "world_size must be at least 1, got " + std::to_string(world_size));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return Status(
+        StatusCode::kInvalidArgument,
+        "rank must be in [0, " + std::to_string(world_size) + "), got " + std::to_string(rank));
+  }
+  return ok_status();
+}
+
+}  // namespace detail
+
+Status Sampler::check_range(int64_t start, size_t count) const {
+  if (start < 0 || start > size() || count > static_cast<uint64_t>(size() - start)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "positions [" + std::to_string(start) + ", " +
+                      std::to_string(start + static_cast<int64_t>(count)) +
+                      ") are outside the epoch's " + std::to_string(size()) + " positions");
+  }
+  return ok_status();
+}
+
+Status Sampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const {
+  STOKER_RETURN_IF_ERROR(check_range(start, out.size()));
+  for (size_t k = 0; k < out.size(); ++k) out[k] = at(epoch, start + static_cast<int64_t>(k));
+  return ok_status();
+}
+
+Result<int64_t> Sampler::next(SamplerState* state, std::span<int64_t> out) const {
+  if (state->position < 0 || state->position > size()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "state position " + std::to_string(state->position) + " is outside the epoch's " +
+                      std::to_string(size()) + " positions");
+  }
+  const int64_t count =
+      std::min<int64_t>(static_cast<int64_t>(out.size()), size() - state->position);
+  STOKER_RETURN_IF_ERROR(fill(state->epoch, state->position, out.first(count)));
+  state->position += count;
+  return count;
+}
+
+}  // namespace stoker::sampling
