@@ -44,3 +44,52 @@ def video(media_dir):
         return path
 
     return make
+
+
+# LeRobot datasets (see lerobot_datasets.py), written once per session; tests that alter one
+# work on a copy from `lerobot_copy`.
+
+CAMERAS = ("observation.images.top", "observation.images.wrist")
+
+
+@pytest.fixture(scope="session")
+def lerobot_cache(tmp_path_factory):
+    """Folder of per-episode encodes shared by every LeRobot dataset of the session."""
+    return str(tmp_path_factory.mktemp("lerobot-encodes"))
+
+
+@pytest.fixture(scope="session")
+def lerobot_v21(tmp_path_factory, lerobot_cache):
+    """A v2.1 dataset: 3 episodes (5, 7, 6 frames) at 30 fps, two AV1 cameras."""
+    import lerobot_datasets
+
+    return lerobot_datasets.write_v21(tmp_path_factory.mktemp("lerobot") / "v21", [5, 7, 6],
+                                      CAMERAS, fps=30, cache_dir=lerobot_cache)
+
+
+@pytest.fixture(scope="session")
+def lerobot_v30(tmp_path_factory, lerobot_cache):
+    """A v3.0 dataset: 5 episodes (5, 7, 6, 4, 8 frames) at 30 fps, two AV1 cameras.
+
+    Two episodes per data file and per top-camera video, three per wrist-camera video, and two
+    files per chunk: three data files over two chunks, and offsets that differ by camera.
+    """
+    import lerobot_datasets
+
+    return lerobot_datasets.write_v30(tmp_path_factory.mktemp("lerobot") / "v30",
+                                      [5, 7, 6, 4, 8], CAMERAS, fps=30, episodes_per_file=2,
+                                      video_episodes_per_file={CAMERAS[1]: 3}, chunks_size=2,
+                                      cache_dir=lerobot_cache)
+
+
+@pytest.fixture
+def lerobot_copy(tmp_path):
+    """lerobot_copy(written) -> root of a private copy of that dataset, free to alter."""
+    import shutil
+
+    def make(written):
+        target = tmp_path / os.path.basename(written.root)
+        shutil.copytree(written.root, target)
+        return str(target)
+
+    return make

@@ -1,0 +1,760 @@
+"""Reading LeRobot dataset metadata and tables (codebase versions v2.1 and v3.0).
+
+This is the Python front of stoker's LeRobot support: it reads ``meta/`` and the Parquet
+tables with pyarrow and hands whole numpy columns onward, never per-row Python objects.
+
+Layouts (facts from LeRobot's ``lerobot.datasets.utils``):
+
+* **v2.1** (v2.0 is read the same way): ``meta/info.json``, ``meta/episodes.jsonl``
+  (``episode_index``, ``tasks``, ``length``), ``meta/tasks.jsonl`` (``task_index``, ``task``);
+  one Parquet file per episode at ``info["data_path"]`` (default
+  ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``) and one MP4 per
+  camera per episode at ``info["video_path"]`` (default
+  ``videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4``), with
+  ``episode_chunk = episode_index // info["chunks_size"]``. Video time starts at 0 in every file.
+* **v3.0**: ``meta/info.json``, ``meta/tasks.parquet`` (task strings as the pandas index,
+  column ``task_index``) and ``meta/episodes/chunk-XXX/file-XXX.parquet`` with one row per
+  episode. Data and video files hold many episodes back to back, at ``info["data_path"]``
+  (default ``data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet``) and
+  ``info["video_path"]`` (default
+  ``videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4``). A frame's time in
+  its video file is the episode's ``videos/<camera>/from_timestamp`` plus the row's
+  ``timestamp``.
+
+Every problem with the dataset raises :class:`stoker.DatasetError` naming the offending
+episodes and files (all of them, when a check covers many).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from stoker._core import DatasetError
+
+__all__ = [
+    "CameraVideos",
+    "DatasetError",
+    "Feature",
+    "LeRobotMetadata",
+    "read_columns",
+    "read_lerobot_metadata",
+]
+
+SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
+
+#: Columns every LeRobot data file has, besides the features of info.json.
+DEFAULT_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+# How many offenders a message lists before it says "and N more".
+_MAX_LISTED = 20
+
+
+class Feature(NamedTuple):
+    """One entry of info.json's ``features``: its dtype string and shape."""
+
+    dtype: str
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CameraVideos:
+    """Where one camera's frames are, per episode.
+
+    ``files`` are the distinct video files (absolute paths) in dataset order, and
+    ``file_index[e]`` says which of them holds the e-th episode (the e-th entry of
+    :attr:`LeRobotMetadata.episode_index`). ``from_timestamp[e]`` / ``to_timestamp[e]`` are the
+    episode's span in that file in seconds, as the metadata states it (v2.1: 0 and
+    length / fps). In packed v3.0 files ``from_timestamp`` is a running sum of durations, which
+    can drift from the real pts (see ``shared/PEERS.md``): treat it as an estimate to snap to.
+    """
+
+    files: np.ndarray  # str [V]
+    file_index: np.ndarray  # int32 [E]
+    from_timestamp: np.ndarray  # float64 [E]
+    to_timestamp: np.ndarray  # float64 [E]
+
+    @property
+    def paths(self) -> np.ndarray:
+        """The video file of every episode: str [E]."""
+        return self.files[self.file_index]
+
+
+@dataclass(frozen=True)
+class LeRobotMetadata:
+    """Everything about a LeRobot dataset except its rows and pixels, as numpy columns.
+
+    Per-episode arrays have one entry per episode, sorted by ``episode_index``. Rows are
+    numbered in dataset order (the ``index`` column): episode e covers rows
+    ``dataset_from_index[e]`` to ``dataset_to_index[e]`` (exclusive). All arrays are read-only.
+    """
+
+    root: str
+    codebase_version: str
+    fps: float
+    cameras: Tuple[str, ...]  # video keys, in info.json order
+    features: Dict[str, Feature]  # every feature of info.json, videos included
+    tasks: np.ndarray  # str [T]: the text of task_index t is tasks[t] ("" where undefined)
+    num_episodes: int
+    num_frames: int
+    # Per episode.
+    episode_index: np.ndarray  # int64 [E]
+    length: np.ndarray  # int64 [E]
+    dataset_from_index: np.ndarray  # int64 [E]
+    dataset_to_index: np.ndarray  # int64 [E]
+    task_index: np.ndarray  # int64 [E], the episode's first task; -1 when it lists none
+    episode_data_file: np.ndarray  # int32 [E]: index into data_files
+    # Per data file, in dataset order.
+    data_files: np.ndarray  # str [F], absolute paths
+    data_file_from_index: np.ndarray  # int64 [F]
+    data_file_to_index: np.ndarray  # int64 [F], exclusive
+    # Per camera.
+    videos: Dict[str, CameraVideos]
+
+
+def read_lerobot_metadata(root) -> LeRobotMetadata:
+    """Reads the metadata of the LeRobot dataset in folder ``root``.
+
+    Checks that the meta files exist and agree: a known ``codebase_version``, at least one
+    episode with frames, episode row ranges that are contiguous and match the lengths, every
+    data file present, every camera present in every episode, every video file present.
+    Parquet contents are not read here (see :func:`read_columns`), only the metadata tables.
+
+    Raises:
+        stoker.DatasetError: naming the meta file, or all the offending episodes and files.
+    """
+    root = os.path.abspath(os.fspath(root))
+    info_path = os.path.join(root, "meta", "info.json")
+    info = _load_json(info_path)
+    version = info.get("codebase_version")
+    if version not in SUPPORTED_VERSIONS:
+        raise DatasetError(
+            f"unknown codebase_version {version!r} in {info_path}: stoker reads LeRobot "
+            f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}")
+    for key in ("fps", "features", "data_path"):
+        if key not in info:
+            raise DatasetError(f"{info_path} has no {key!r}")
+    fps = float(info["fps"])
+    if not fps > 0:
+        raise DatasetError(f"{info_path}: fps must be positive, got {info['fps']!r}")
+    features = _parse_features(info["features"], info_path)
+    cameras = tuple(name for name, feature in features.items() if feature.dtype == "video")
+    if cameras and not info.get("video_path"):
+        raise DatasetError(f"{info_path} has video features {list(cameras)} but no video_path")
+
+    if version == "v3.0":
+        parts = _read_v30(root, info, cameras)
+    else:
+        parts = _read_v21(root, info, cameras)
+    meta = LeRobotMetadata(root=root, codebase_version=version, fps=fps, cameras=cameras,
+                           features=features, **parts)
+    for value in vars(meta).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    for videos in meta.videos.values():
+        for value in vars(videos).values():
+            value.flags.writeable = False
+    return meta
+
+
+def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
+                 tolerance_s: float = 1e-4) -> Dict[str, np.ndarray]:
+    """Loads Parquet columns of the whole dataset as contiguous numpy arrays.
+
+    ``names`` may be any of :data:`DEFAULT_COLUMNS` and the numeric features of info.json
+    (e.g. ``observation.state``, ``action``). A scalar column comes back 1-D [rows]; a
+    fixed-length list feature comes back 2-D [rows, dim]. Files are concatenated in dataset
+    order, so row r of every array is the row with ``index`` r.
+
+    Checks, whatever ``names`` asks for: the schema is the same in every data file; every
+    file holds exactly its episodes' rows; ``index`` runs 0, 1, ... in row order; each
+    episode's rows carry its ``episode_index`` and number its ``length``; within each
+    episode ``timestamp`` advances by 1 / fps per row, within ``tolerance_s``; and, when
+    asked for, ``frame_index`` counts 0, 1, ... within each episode.
+
+    Raises:
+        ValueError: a name that is not a readable column.
+        stoker.DatasetError: naming the offending files or episodes.
+    """
+    names = list(dict.fromkeys([names] if isinstance(names, str) else names))
+    readable = _readable_columns(meta)
+    unknown = [name for name in names if name not in readable]
+    if unknown:
+        raise ValueError(f"cannot read columns {unknown}: the readable columns of this dataset "
+                         f"are {sorted(readable)}")
+    if not tolerance_s >= 0:
+        raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
+
+    _check_schemas(meta.data_files)
+    needed = list(dict.fromkeys(["index", "episode_index", "timestamp", *names]))
+    columns = _load_columns(meta, needed, readable)
+    _check_rows(meta, columns, tolerance_s)
+    return {name: columns[name] for name in names}
+
+
+# ---------------------------------------------------------------------------------------------
+# info.json
+
+
+def _load_json(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise DatasetError(f"missing meta file {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"cannot read meta file {path}: {e}") from None
+    if not isinstance(value, dict):
+        raise DatasetError(f"meta file {path} does not hold a JSON object")
+    return value
+
+
+def _parse_features(raw, info_path: str) -> Dict[str, Feature]:
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{info_path}: 'features' is not an object")
+    features = {}
+    for name, spec in raw.items():
+        try:
+            features[name] = Feature(str(spec["dtype"]), tuple(int(d) for d in spec["shape"]))
+        except (KeyError, TypeError, ValueError):
+            raise DatasetError(
+                f"{info_path}: feature {name!r} lacks a dtype or an integer shape") from None
+    return features
+
+
+# ---------------------------------------------------------------------------------------------
+# v2.1
+
+
+def _read_v21(root: str, info: dict, cameras: Sequence[str]) -> dict:
+    episodes_path = os.path.join(root, "meta", "episodes.jsonl")
+    tasks_path = os.path.join(root, "meta", "tasks.jsonl")
+    episodes = _read_jsonl(episodes_path)
+    tasks = _read_jsonl(tasks_path)
+    _require_columns(episodes, ("episode_index", "length"), episodes_path)
+    if episodes.num_rows == 0:
+        raise DatasetError(f"empty dataset: {episodes_path} lists no episodes")
+    episodes = episodes.sort_by("episode_index")
+    episode_index = _int_column(episodes, "episode_index", episodes_path)
+    length = _int_column(episodes, "length", episodes_path)
+    _check_episode_indices(episode_index, episodes_path)
+    _check_lengths(episode_index, length, episodes_path)
+
+    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
+    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, episodes_path)
+
+    from_index = np.zeros(len(length), np.int64)
+    np.cumsum(length[:-1], out=from_index[1:])
+    to_index = from_index + length
+
+    chunks_size = _chunks_size(info, root)
+    episode_chunk = episode_index // chunks_size
+    data_files = _format_paths(root, info["data_path"], "data_path",
+                               episode_chunk=episode_chunk, episode_index=episode_index)
+    _check_files_exist(data_files, episode_index, "missing data files")
+
+    videos = {}
+    for camera in cameras:
+        paths = _format_paths(root, info["video_path"], "video_path", episode_chunk=episode_chunk,
+                              episode_index=episode_index, video_key=camera)
+        _check_files_exist(paths, episode_index,
+                           f"missing video files of camera {camera!r} (the camera is missing "
+                           "from these episodes)")
+        videos[camera] = CameraVideos(
+            files=paths, file_index=np.arange(len(paths), dtype=np.int32),
+            from_timestamp=np.zeros(len(paths)),
+            to_timestamp=length / float(info["fps"]))
+
+    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
+                episode_index=episode_index, length=length, dataset_from_index=from_index,
+                dataset_to_index=to_index, task_index=episode_task,
+                episode_data_file=np.arange(len(data_files), dtype=np.int32),
+                data_files=data_files, data_file_from_index=from_index.copy(),
+                data_file_to_index=to_index.copy(), videos=videos)
+
+
+def _read_jsonl(path: str) -> pa.Table:
+    if not os.path.isfile(path):
+        raise DatasetError(f"missing meta file {path}")
+    if os.path.getsize(path) == 0:
+        return pa.table({})
+    try:
+        return pa_json.read_json(path)
+    except (OSError, pa.ArrowException) as e:
+        raise DatasetError(f"cannot read meta file {path}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# v3.0
+
+
+def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
+    tasks_path = os.path.join(root, "meta", "tasks.parquet")
+    tasks = _read_parquet_table(tasks_path, "meta file")
+    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
+
+    pattern = os.path.join(root, "meta", "episodes", "chunk-*", "file-*.parquet")
+    episode_files = sorted(glob.glob(pattern))
+    if not episode_files:
+        raise DatasetError(f"missing meta files {pattern}")
+    wanted = ["episode_index", "length", "data/chunk_index", "data/file_index",
+              "dataset_from_index", "dataset_to_index", "tasks"]
+    for camera in cameras:
+        wanted += [f"videos/{camera}/{field}" for field in
+                   ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
+    episodes = _read_episode_tables(episode_files, wanted)
+    where = os.path.join(root, "meta", "episodes")
+    _require_columns(episodes, wanted[:6], where)
+    if episodes.num_rows == 0:
+        raise DatasetError(f"empty dataset: {where} lists no episodes")
+    episodes = episodes.sort_by("episode_index")
+    episode_index = _int_column(episodes, "episode_index", where)
+    length = _int_column(episodes, "length", where)
+    from_index = _int_column(episodes, "dataset_from_index", where)
+    to_index = _int_column(episodes, "dataset_to_index", where)
+    _check_episode_indices(episode_index, where)
+    _check_lengths(episode_index, length, where)
+    expected_from = np.zeros(len(length), np.int64)
+    np.cumsum(length[:-1], out=expected_from[1:])
+    bad = np.flatnonzero((from_index != expected_from) | (to_index != from_index + length))
+    if bad.size:
+        raise DatasetError(
+            f"{where}: the row ranges of episodes are not contiguous or do not match their "
+            "lengths: " + _listing(
+                f"episode {episode_index[i]} (dataset_from_index {from_index[i]}, "
+                f"dataset_to_index {to_index[i]}, length {length[i]}; expected from "
+                f"{expected_from[i]})" for i in bad))
+    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
+
+    chunks_size = _chunks_size(info, root)
+    data_chunk = _int_column(episodes, "data/chunk_index", where)
+    data_file = _int_column(episodes, "data/file_index", where)
+    data_key = data_chunk * chunks_size + data_file
+    first, episode_data_file = _unique_in_order(data_key)
+    if np.any(np.diff(episode_data_file) < 0):
+        bad = np.flatnonzero(np.diff(episode_data_file) < 0) + 1
+        raise DatasetError(f"{where}: data files do not hold episodes in dataset order: " +
+                           _listing(f"episode {episode_index[i]}" for i in bad))
+    data_files = _format_paths(root, info["data_path"], "data_path",
+                               chunk_index=data_chunk[first], file_index=data_file[first])
+    _check_files_exist(data_files, None, "missing data files")
+    file_from = from_index[first]
+    file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file,
+                                                                   prepend=-1)))
+
+    videos = {}
+    for camera in cameras:
+        videos[camera] = _camera_videos_v30(root, info, episodes, episode_index, camera,
+                                            chunks_size, where)
+
+    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
+                episode_index=episode_index, length=length, dataset_from_index=from_index,
+                dataset_to_index=to_index, task_index=episode_task,
+                episode_data_file=episode_data_file.astype(np.int32), data_files=data_files,
+                data_file_from_index=file_from, data_file_to_index=file_to, videos=videos)
+
+
+def _read_episode_tables(paths: Sequence[str], wanted: Sequence[str]) -> pa.Table:
+    """Reads ``wanted`` columns of the episode tables; a column one file lacks becomes nulls."""
+    tables = []
+    for path in paths:
+        try:
+            schema = pq.read_schema(path)
+        except (OSError, pa.ArrowException) as e:
+            raise DatasetError(f"cannot read meta file {path}: {e}") from None
+        present = [name for name in wanted if name in schema.names]
+        table = _read_parquet_table(path, "meta file", columns=present)
+        for name in wanted:
+            if name not in present:
+                table = table.append_column(name, pa.nulls(table.num_rows))
+        tables.append(table.select(list(wanted)))
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except pa.ArrowException as e:
+        raise DatasetError(f"episode tables in {os.path.dirname(os.path.dirname(paths[0]))} "
+                           f"disagree on column types: {e}") from None
+
+
+def _camera_videos_v30(root, info, episodes, episode_index, camera, chunks_size, where):
+    prefix = f"videos/{camera}/"
+    columns = {field: episodes.column(prefix + field) for field in
+               ("chunk_index", "file_index", "from_timestamp", "to_timestamp")}
+    missing = np.zeros(episodes.num_rows, bool)
+    for column in columns.values():
+        missing |= column.is_null().to_numpy(zero_copy_only=False)
+    if missing.any():
+        raise DatasetError(
+            f"camera {camera!r} is missing from some episodes (no {prefix}* entries in "
+            f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing]))
+    chunk = _int_column(episodes, prefix + "chunk_index", where)
+    file = _int_column(episodes, prefix + "file_index", where)
+    first, file_index = _unique_in_order(chunk * chunks_size + file)
+    files = _format_paths(root, info["video_path"], "video_path", video_key=camera,
+                          chunk_index=chunk[first], file_index=file[first])
+    absent = [i for i, path in enumerate(files) if not _nonempty_file(path)]
+    if absent:
+        raise DatasetError(
+            f"missing video files of camera {camera!r}: " + _listing(
+                f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})"
+                for i in absent))
+    return CameraVideos(
+        files=files, file_index=file_index.astype(np.int32),
+        from_timestamp=_float_column(episodes, prefix + "from_timestamp", where),
+        to_timestamp=_float_column(episodes, prefix + "to_timestamp", where))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared metadata helpers
+
+
+def _read_parquet_table(path: str, what: str, columns=None) -> pa.Table:
+    if not os.path.isfile(path):
+        raise DatasetError(f"missing {what} {path}")
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        raise DatasetError(f"cannot read {what} {path}: {e}") from None
+
+
+def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
+    """Raises when a non-empty table lacks one of ``names`` (or has it only as nulls)."""
+    if table.num_rows == 0:
+        return
+    missing = [name for name in names if name not in table.column_names
+               or table.column(name).null_count == table.num_rows]
+    if missing:
+        raise DatasetError(f"{where} lacks the columns {missing}")
+
+
+def _int_column(table: pa.Table, name: str, where: str) -> np.ndarray:
+    column = table.column(name)
+    if column.null_count:
+        raise DatasetError(f"{where}: column {name!r} has missing values")
+    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
+        raise DatasetError(f"{where}: column {name!r} is {column.type}, not integers")
+    return np.ascontiguousarray(column.to_numpy(), dtype=np.int64)
+
+
+def _float_column(table: pa.Table, name: str, where: str) -> np.ndarray:
+    column = table.column(name)
+    if column.null_count:
+        raise DatasetError(f"{where}: column {name!r} has missing values")
+    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+        raise DatasetError(f"{where}: column {name!r} is {column.type}, not numbers")
+    return np.ascontiguousarray(column.to_numpy(), dtype=np.float64)
+
+
+def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
+    repeated = np.unique(episode_index[1:][np.diff(episode_index) == 0])
+    if repeated.size:
+        raise DatasetError(f"{where} lists episodes more than once: " +
+                           _listing(f"episode {e}" for e in repeated))
+    if episode_index[0] < 0:
+        raise DatasetError(f"{where}: negative episode_index {episode_index[0]}")
+
+
+def _check_lengths(episode_index: np.ndarray, length: np.ndarray, where: str) -> None:
+    bad = np.flatnonzero(length < 0)
+    if bad.size:
+        raise DatasetError(f"{where}: negative episode lengths: " +
+                           _listing(f"episode {episode_index[i]}" for i in bad))
+    if length.sum() == 0:
+        raise DatasetError(f"empty dataset: the episodes in {where} have no frames")
+
+
+def _read_tasks_table(tasks: pa.Table, path: str) -> Tuple[np.ndarray, np.ndarray]:
+    """(texts by task_index, the task_index values in table order) of a tasks table."""
+    if tasks.num_rows == 0:
+        return np.array([], dtype=str), np.array([], dtype=np.int64)
+    text_column = None
+    pandas_meta = (tasks.schema.metadata or {}).get(b"pandas")
+    if pandas_meta:
+        index_columns = json.loads(pandas_meta).get("index_columns", [])
+        if index_columns and isinstance(index_columns[0], str):
+            text_column = index_columns[0]
+    for name in ("task", "__index_level_0__"):
+        if text_column is None and name in tasks.column_names:
+            text_column = name
+    if text_column is None or "task_index" not in tasks.column_names:
+        raise DatasetError(f"{path} lacks the task texts or the task_index column")
+    task_index = _int_column(tasks, "task_index", path)
+    if np.any(task_index < 0):
+        raise DatasetError(f"{path}: negative task_index")
+    texts = np.full(int(task_index.max()) + 1, "", dtype=object)
+    texts[task_index] = tasks.column(text_column).to_numpy(zero_copy_only=False)
+    return texts.astype(str), task_index
+
+
+def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndarray:
+    """The task_index of each episode's first listed task, -1 where it lists none."""
+    if "tasks" not in episodes.column_names or texts.size == 0:
+        return np.full(episodes.num_rows, -1, np.int64)
+    column = episodes.column("tasks")
+    if pa.types.is_null(column.type):
+        return np.full(episodes.num_rows, -1, np.int64)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        first = column.combine_chunks()
+    else:
+        column = column.combine_chunks()
+        counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        listing = np.flatnonzero(counts > 0)
+        first = pa.nulls(len(column), pa.string()).to_numpy(zero_copy_only=False)
+        first[listing] = column.flatten().take(pa.array(starts[listing])).to_numpy(
+            zero_copy_only=False)
+        first = pa.array(first, pa.string())
+    listed = texts[task_index]
+    position = pc.index_in(first, value_set=pa.array(listed, pa.string())).to_numpy(
+        zero_copy_only=False)
+    has_task = ~first.is_null().to_numpy(zero_copy_only=False)
+    unknown = has_task & np.isnan(position.astype(np.float64))
+    if unknown.any():
+        raise DatasetError(f"{where}: episodes name tasks missing from the tasks table: " +
+                           _listing(f"episode {e}" for e in episode_index[unknown]))
+    result = np.full(episodes.num_rows, -1, np.int64)
+    result[has_task] = task_index[position[has_task].astype(np.int64)]
+    return result
+
+
+def _chunks_size(info: dict, root: str) -> int:
+    value = info.get("chunks_size", 1000)
+    if not isinstance(value, int) or value < 1:
+        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: chunks_size must be a "
+                           f"positive integer, got {value!r}")
+    return value
+
+
+def _format_paths(root: str, template: str, template_name: str, **columns) -> np.ndarray:
+    """Absolute paths from a path template of info.json, one per entry of the columns."""
+    n = len(next(iter(v for v in columns.values() if isinstance(v, np.ndarray))))
+    values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n)
+              for k, v in columns.items()}
+    try:
+        paths = [os.path.join(root, template.format(**dict(zip(values, row))))
+                 for row in zip(*values.values())]
+    except (KeyError, IndexError, ValueError) as e:
+        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: cannot fill "
+                           f"{template_name} {template!r}: {e!r}") from None
+    return np.array(paths, dtype=str)
+
+
+def _nonempty_file(path: str) -> bool:
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+def _check_files_exist(paths: np.ndarray, episode_index: Optional[np.ndarray], what: str):
+    """Raises ``what: <the absent or empty files>`` when any of ``paths`` is missing."""
+    absent = [i for i, path in enumerate(paths) if not _nonempty_file(path)]
+    if absent:
+        if episode_index is None:
+            items = (str(paths[i]) for i in absent)
+        else:
+            items = (f"episode {episode_index[i]} ({paths[i]})" for i in absent)
+        raise DatasetError(f"{what}: " + _listing(items))
+
+
+def _unique_in_order(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(position of each distinct key's first occurrence, in order; each entry's group)."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.reshape(-1)]
+
+
+def _listing(items: Iterable[str]) -> str:
+    items = list(items)
+    text = ", ".join(items[:_MAX_LISTED])
+    if len(items) > _MAX_LISTED:
+        text += f", and {len(items) - _MAX_LISTED} more"
+    return text
+
+
+def _ranges(values: np.ndarray) -> str:
+    """'3-7' for a run of integers, '3, 5' otherwise."""
+    values = np.asarray(values)
+    if values.size and np.all(np.diff(values) == 1) and values.size > 2:
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(str(v) for v in values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parquet columns
+
+
+def _readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+    """Column name -> (numpy dtype, per-row shape) of every column read_columns can load."""
+    readable = {}
+    for name, feature in meta.features.items():
+        if feature.dtype in ("video", "image", "string"):
+            continue
+        try:
+            dtype = np.dtype(feature.dtype).name
+        except TypeError:
+            continue
+        if np.dtype(dtype).kind not in "biuf":
+            continue
+        shape = () if feature.shape in ((), (1,)) else feature.shape
+        if len(shape) <= 1:
+            readable[name] = (dtype, shape)
+    defaults = {"timestamp": "float32"}
+    for name in DEFAULT_COLUMNS:
+        readable.setdefault(name, (defaults.get(name, "int64"), ()))
+    return readable
+
+
+def _check_schemas(paths: np.ndarray) -> None:
+    schemas = []
+    for path in paths:
+        try:
+            schemas.append(pq.read_schema(path).remove_metadata())
+        except (OSError, pa.ArrowException) as e:
+            raise DatasetError(f"cannot read data file {path}: {e}") from None
+    reference = schemas[0]
+    offenders = []
+    for path, schema in zip(paths[1:], schemas[1:]):
+        if schema.equals(reference):
+            continue
+        differences = []
+        for field in reference:
+            if field.name not in schema.names:
+                differences.append(f"column {field.name!r} missing")
+            elif not schema.field(field.name).type.equals(field.type):
+                differences.append(f"column {field.name!r} is {schema.field(field.name).type}, "
+                                   f"not {field.type}")
+        differences += [f"extra column {name!r}" for name in schema.names
+                        if name not in reference.names]
+        if not differences:
+            differences.append("columns in a different order")
+        offenders.append(f"{path} ({'; '.join(differences)})")
+    if offenders:
+        raise DatasetError(f"data files differ in schema from the first one, {paths[0]}: " +
+                           _listing(offenders))
+
+
+def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str, np.ndarray]:
+    """The columns ``names`` of every data file, concatenated into preallocated arrays."""
+    out = {}
+    for name in names:
+        dtype, shape = readable[name]
+        out[name] = np.empty((meta.num_frames, *shape), dtype=dtype)
+    for f, path in enumerate(meta.data_files):
+        start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
+        schema_names = pq.read_schema(path).names
+        missing = [name for name in names if name not in schema_names]
+        if missing:
+            raise DatasetError(f"data file {path} lacks the columns {missing}")
+        table = _read_parquet_table(path, "data file", columns=names)
+        if table.num_rows != stop - start:
+            episodes = meta.episode_index[meta.episode_data_file == f]
+            raise DatasetError(
+                f"data file {path} has {table.num_rows} rows, but its episodes "
+                f"{_ranges(episodes)} have {stop - start} in the metadata")
+        for name in names:
+            _fill(out[name][start:stop], table.column(name), name, path)
+    return out
+
+
+def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> None:
+    if column.null_count:
+        raise DatasetError(f"data file {path}: column {name!r} has missing values")
+    if target.ndim == 1:
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                or pa.types.is_boolean(column.type)):
+            raise DatasetError(f"data file {path}: column {name!r} is {column.type}, not numbers")
+        target[:] = column.to_numpy()
+        return
+    dim = target.shape[1]
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+            or pa.types.is_fixed_size_list(column.type)):
+        raise DatasetError(f"data file {path}: column {name!r} is {column.type}, "
+                           f"not a list of {dim} numbers")
+    row = 0
+    for chunk in column.chunks:
+        if chunk.values.null_count:
+            raise DatasetError(f"data file {path}: column {name!r} has missing values")
+        lengths = pc.list_value_length(chunk).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != dim)
+        if bad.size:
+            raise DatasetError(f"data file {path}: column {name!r} has {lengths[bad[0]]} values "
+                               f"in row {row + bad[0]} of the file, info.json says {dim}")
+        values = chunk.flatten().to_numpy(zero_copy_only=False)
+        target[row:row + len(chunk)] = values.reshape(len(chunk), dim)
+        row += len(chunk)
+
+
+def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance_s: float):
+    rows = np.arange(meta.num_frames, dtype=np.int64)
+
+    def file_of(row: int) -> str:
+        return str(meta.data_files[np.searchsorted(meta.data_file_to_index, row, side="right")])
+
+    index = columns["index"]
+    wrong = np.flatnonzero(index != rows)
+    if wrong.size:
+        r = int(wrong[0])
+        backwards = np.flatnonzero(np.diff(index) <= 0)
+        if backwards.size:
+            r = int(backwards[0]) + 1
+            raise DatasetError(f"rows are not ordered by index: in {file_of(r)}, index "
+                               f"{index[r]} follows {index[r - 1]} (dataset row {r})")
+        raise DatasetError(f"index does not count the rows: dataset row {r} in {file_of(r)} has "
+                           f"index {index[r]}")
+
+    starts = meta.dataset_from_index
+    episode_of_row = np.repeat(np.arange(meta.num_episodes), meta.length)
+    offset_in_episode = rows - starts[episode_of_row]
+    nonempty = meta.length > 0
+
+    def offenders(bad_rows: np.ndarray) -> np.ndarray:
+        counts = np.zeros(meta.num_episodes, np.int64)
+        np.add.at(counts, episode_of_row[bad_rows], 1)
+        return np.flatnonzero(counts)
+
+    def describe(episodes: np.ndarray, detail) -> str:
+        return _listing(
+            f"episode {meta.episode_index[e]} ({detail(e)}; "
+            f"{meta.data_files[meta.episode_data_file[e]]})" for e in episodes)
+
+    episode_col = columns["episode_index"]
+    listed, counts = np.unique(episode_col, return_counts=True)
+    k = np.minimum(np.searchsorted(listed, meta.episode_index), len(listed) - 1)
+    found = np.where(listed[k] == meta.episode_index, counts[k], 0)
+    misplaced = np.zeros(meta.num_episodes, bool)
+    misplaced[offenders(np.flatnonzero(episode_col != meta.episode_index[episode_of_row]))] = True
+    bad = np.flatnonzero(misplaced | (found != meta.length))
+    if bad.size:
+        raise DatasetError(
+            "episode rows do not match the episode lengths: " + describe(
+                bad, lambda e: f"{found[e]} rows carry its episode_index, its length is "
+                               f"{meta.length[e]}"))
+
+    timestamp = columns["timestamp"].astype(np.float64)
+    first = np.zeros(meta.num_episodes)
+    first[nonempty] = timestamp[starts[nonempty]]
+    error = np.abs(timestamp - first[episode_of_row] - offset_in_episode / meta.fps)
+    bad_rows = np.flatnonzero(error > tolerance_s)
+    if bad_rows.size:
+        worst = np.zeros(meta.num_episodes)
+        np.maximum.at(worst, episode_of_row[bad_rows], error[bad_rows])
+        raise DatasetError(
+            f"timestamps inconsistent with fps {meta.fps:g} (beyond {tolerance_s:g} s): " +
+            describe(offenders(bad_rows), lambda e: f"off by up to {worst[e]:.6f} s"))
+
+    if "frame_index" in columns:
+        bad = offenders(np.flatnonzero(columns["frame_index"] != offset_in_episode))
+        if bad.size:
+            raise DatasetError("frame_index does not count 0, 1, ... within episodes: " +
+                               describe(bad, lambda e: "wrong frame_index"))

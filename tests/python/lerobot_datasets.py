@@ -1,0 +1,449 @@
+"""Writers of tiny but real LeRobot datasets (v2.1 and v3.0) for the tests.
+
+The layout, metadata files and Parquet columns follow LeRobot's conventions; videos are
+encoded with the ffmpeg program using LeRobot's settings (libsvtav1, g=2, crf 30, yuv420p, or
+libx264 with the same g / crf), with a fast preset and tiny frames.
+
+Everything a test may want to check is encoded in the data:
+
+* Row values: ``observation.state[j] = episode * 1000 + frame + j / 8`` and
+  ``action[j] = -(episode * 1000 + frame) - j / 8`` (exact in float32), see
+  :func:`state_values` / :func:`action_values`.
+* Pixels: each frame is gray and split into 6 vertical stripes whose brightness levels are the
+  base-8 digits of ``episode * 512 + frame`` (``frame`` counts within the episode; with
+  ``mark_episodes=False`` the episode part is 0). :func:`read_marks` turns decoded RGB frames
+  back into (episode, frame).
+
+v3.0 video files are packed the way LeRobot packs them: each episode is encoded on its own,
+then the episodes are joined with FFmpeg's concat demuxer by stream copy, and
+``videos/<camera>/from_timestamp`` is the running sum of the episodes' durations
+(length / fps). That sum drifts from the real pts of the joined file (see
+``shared/PEERS.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEFAULT_CAMERA = "observation.images.top"
+TASKS = ("pick up the cube", "push the cube to the left")
+
+# Digits of the pixel mark: stripe k shows digit k of a 6-digit base-8 number.
+_MARK_DIGITS = 6
+_MARK_BASE = 8
+_MARK_STEP = 32  # brightness per digit step: levels 16, 48, ..., 240
+
+_ENCODERS = {
+    "av1": ["-c:v", "libsvtav1", "-preset", "12", "-g", "2", "-crf", "30", "-pix_fmt", "yuv420p"],
+    "h264": ["-c:v", "libx264", "-preset", "veryfast", "-g", "2", "-crf", "30",
+             "-pix_fmt", "yuv420p"],
+}
+_CODEC_NAMES = {"av1": "av1", "h264": "h264"}
+
+
+@dataclass
+class WrittenDataset:
+    """What a writer produced, for the tests to compare with what stoker reads."""
+
+    root: str
+    version: str
+    lengths: List[int]
+    fps: int
+    cameras: List[str]
+    tasks: List[str]
+    episode_task: List[int]
+    # camera -> per episode: absolute video path and from_timestamp as written to the metadata.
+    video_paths: Dict[str, List[str]] = field(default_factory=dict)
+    from_timestamp: Dict[str, np.ndarray] = field(default_factory=dict)
+    data_paths: List[str] = field(default_factory=list)  # per episode
+
+
+def state_values(episode, frame, dim: int = 6) -> np.ndarray:
+    """observation.state of (episode, frame) rows: float32 [..., dim]."""
+    base = np.asarray(episode, np.float64) * 1000 + np.asarray(frame, np.float64)
+    return (base[..., None] + np.arange(dim) / 8).astype(np.float32)
+
+
+def action_values(episode, frame, dim: int = 6) -> np.ndarray:
+    """action of (episode, frame) rows: float32 [..., dim]."""
+    return -state_values(episode, frame, dim)
+
+
+def read_marks(frames: np.ndarray, layout: str = "NHWC") -> Tuple[np.ndarray, np.ndarray]:
+    """(episode, frame) int arrays [N] read from the stripes of decoded uint8 RGB frames."""
+    frames = np.asarray(frames)
+    if layout == "NCHW":
+        frames = frames.transpose(0, 2, 3, 1)
+    n, height, width, _ = frames.shape
+    centres = ((np.arange(_MARK_DIGITS) + 0.5) * width / _MARK_DIGITS).astype(int)
+    rows = slice(height // 4, height - height // 4)
+    levels = frames[:, rows][:, :, centres].astype(np.float64).mean(axis=(1, 3))  # [N, digits]
+    digits = np.clip(np.rint((levels - 16) / _MARK_STEP), 0, _MARK_BASE - 1).astype(np.int64)
+    value = np.zeros(n, np.int64)
+    for k in range(_MARK_DIGITS):
+        value = value * _MARK_BASE + digits[:, k]
+    return value // 512, value % 512
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers
+
+
+def write_v21(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_CAMERA,),
+              fps: int = 30, codec: str = "av1", size: Tuple[int, int] = (64, 64), *,
+              state_dim: int = 6, action_dim: int = 6, chunks_size: int = 1000,
+              list_type: str = "fixed", mark_episodes: bool = True,
+              cache_dir: Optional[str] = None) -> WrittenDataset:
+    """Writes a LeRobot v2.1 dataset of episodes of the given lengths into folder ``root``.
+
+    One Parquet file per episode, one MP4 per camera per episode, at LeRobot's default path
+    templates with ``episode_chunk = episode_index // chunks_size``. ``size`` is (height,
+    width); AV1 (SVT-AV1) needs both at least 64. ``list_type`` is "fixed" (Arrow
+    fixed_size_list, as HF datasets writes ``Sequence(length=n)``) or "list". ``cache_dir``
+    keeps encoded episodes for reuse across datasets (default: a fresh temporary folder).
+    """
+    root = os.path.abspath(os.fspath(root))
+    lengths = [int(n) for n in episodes]
+    tasks, episode_task = _tasks_for(len(lengths))
+    written = WrittenDataset(root, "v2.1", lengths, fps, list(cameras), list(tasks),
+                             episode_task)
+    data_template = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+    video_template = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+
+    start = 0
+    for e, n in enumerate(lengths):
+        path = os.path.join(root, data_template.format(episode_chunk=e // chunks_size,
+                                                       episode_index=e))
+        _write_rows(path, [e], [n], start, fps, episode_task, state_dim, action_dim, list_type)
+        written.data_paths.append(path)
+        start += n
+
+    encoded = _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir)
+    for camera in cameras:
+        paths = []
+        for e in range(len(lengths)):
+            path = os.path.join(root, video_template.format(
+                episode_chunk=e // chunks_size, video_key=camera, episode_index=e))
+            _link(encoded[e], path)
+            paths.append(path)
+        written.video_paths[camera] = paths
+        written.from_timestamp[camera] = np.zeros(len(lengths))
+
+    _write_jsonl(os.path.join(root, "meta", "episodes.jsonl"), [
+        {"episode_index": e, "tasks": [tasks[episode_task[e]]], "length": n}
+        for e, n in enumerate(lengths)])
+    _write_jsonl(os.path.join(root, "meta", "tasks.jsonl"),
+                 [{"task_index": t, "task": text} for t, text in enumerate(tasks)])
+    info = _info("v2.1", lengths, len(tasks), fps, cameras, codec, size, state_dim, action_dim,
+                 chunks_size, data_template, video_template)
+    info["total_videos"] = len(lengths) * len(cameras)
+    info["total_chunks"] = (len(lengths) - 1) // chunks_size + 1 if lengths else 0
+    _write_json(os.path.join(root, "meta", "info.json"), info)
+    return written
+
+
+def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_CAMERA,),
+              fps: int = 30, codec: str = "av1", size: Tuple[int, int] = (64, 64), *,
+              episodes_per_file: int = 2,
+              video_episodes_per_file: Optional[Dict[str, int]] = None,
+              state_dim: int = 6, action_dim: int = 6, chunks_size: int = 1000,
+              list_type: str = "fixed", mark_episodes: bool = True,
+              offsets: str = "nominal", cache_dir: Optional[str] = None) -> WrittenDataset:
+    """Writes a LeRobot v3.0 dataset of episodes of the given lengths into folder ``root``.
+
+    Data files, episode-table files and each camera's video files hold ``episodes_per_file``
+    episodes each (a camera listed in ``video_episodes_per_file`` uses its own count, so its
+    offsets differ from the other cameras'). File n of a kind is ``chunk-{n // chunks_size}/
+    file-{n % chunks_size}``. Videos are packed by stream-copy concatenation of per-episode
+    encodes; ``from_timestamp`` is the running sum, within each file, of the episodes'
+    durations: length / fps with ``offsets="nominal"``, or with ``offsets="probed"`` the
+    container duration ffprobe reports for each episode's encode (``format=duration``), which
+    is what LeRobot's own recorder and v2.1 -> v3.0 converter sum. With
+    ``mark_episodes=False`` every episode of one length shares one encode, which makes packing
+    hundreds of episodes cheap. Other arguments as in :func:`write_v21`.
+    """
+    root = os.path.abspath(os.fspath(root))
+    lengths = [int(n) for n in episodes]
+    tasks, episode_task = _tasks_for(len(lengths))
+    written = WrittenDataset(root, "v3.0", lengths, fps, list(cameras), list(tasks),
+                             episode_task)
+    data_template = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    video_template = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+    episodes_template = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def place(n):
+        return {"chunk_index": n // chunks_size, "file_index": n % chunks_size}
+
+    records = {"episode_index": list(range(len(lengths))),
+               "tasks": [[tasks[t]] for t in episode_task], "length": lengths,
+               "data/chunk_index": [], "data/file_index": [],
+               "dataset_from_index": starts[:-1].tolist(), "dataset_to_index": starts[1:].tolist()}
+
+    groups = _groups(len(lengths), episodes_per_file)
+    for n, group in enumerate(groups):
+        path = os.path.join(root, data_template.format(**place(n)))
+        _write_rows(path, group, [lengths[e] for e in group], int(starts[group[0]]), fps,
+                    episode_task, state_dim, action_dim, list_type)
+        for e in group:
+            records["data/chunk_index"].append(place(n)["chunk_index"])
+            records["data/file_index"].append(place(n)["file_index"])
+            written.data_paths.append(path)
+
+    encoded = _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir)
+    if offsets == "nominal":
+        durations = [n / fps for n in lengths]
+    elif offsets == "probed":
+        probed = {path: probe_duration(path) for path in set(encoded)}
+        durations = [probed[path] for path in encoded]
+    else:
+        raise ValueError(f'offsets must be "nominal" or "probed", got {offsets!r}')
+    for camera in cameras:
+        per_file = (video_episodes_per_file or {}).get(camera, episodes_per_file)
+        columns = {k: [] for k in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")}
+        paths = []
+        for n, group in enumerate(_groups(len(lengths), per_file)):
+            path = os.path.join(root, video_template.format(video_key=camera, **place(n)))
+            _concat([encoded[e] for e in group], path)
+            duration = 0.0
+            for e in group:
+                columns["chunk_index"].append(place(n)["chunk_index"])
+                columns["file_index"].append(place(n)["file_index"])
+                columns["from_timestamp"].append(duration)
+                duration += durations[e]
+                columns["to_timestamp"].append(duration)
+                paths.append(path)
+        for k, values in columns.items():
+            records[f"videos/{camera}/{k}"] = values
+        written.video_paths[camera] = paths
+        written.from_timestamp[camera] = np.array(columns["from_timestamp"])
+
+    table = pa.table({
+        k: pa.array(v, pa.list_(pa.string()) if k == "tasks" else
+                    pa.float64() if k.endswith("_timestamp") else pa.int64())
+        for k, v in records.items()})
+    for n, group in enumerate(groups):
+        meta_columns = {"meta/episodes/chunk_index": [place(n)["chunk_index"]] * len(group),
+                        "meta/episodes/file_index": [place(n)["file_index"]] * len(group)}
+        part = table.slice(group[0], len(group))
+        for k, v in meta_columns.items():
+            part = part.append_column(k, pa.array(v, pa.int64()))
+        path = os.path.join(root, episodes_template.format(**place(n)))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(part, path)
+
+    _write_tasks_parquet(os.path.join(root, "meta", "tasks.parquet"), tasks)
+    info = _info("v3.0", lengths, len(tasks), fps, cameras, codec, size, state_dim, action_dim,
+                 chunks_size, data_template, video_template)
+    info["data_files_size_in_mb"] = 100
+    info["video_files_size_in_mb"] = 500
+    _write_json(os.path.join(root, "meta", "info.json"), info)
+    return written
+
+
+# ---------------------------------------------------------------------------------------------
+# Pieces
+
+
+def _tasks_for(num_episodes: int) -> Tuple[List[str], List[int]]:
+    """Episodes alternate between the two tasks (one task when there is one episode)."""
+    count = min(len(TASKS), max(num_episodes, 1))
+    return list(TASKS[:count]), [e % count for e in range(num_episodes)]
+
+
+def _groups(count: int, per_group: int) -> List[List[int]]:
+    if per_group < 1:
+        raise ValueError(f"episodes per file must be positive, got {per_group}")
+    return [list(range(i, min(i + per_group, count))) for i in range(0, count, per_group)]
+
+
+def _write_rows(path, episodes, lengths, start, fps, episode_task, state_dim, action_dim,
+                list_type):
+    """One data Parquet file holding ``episodes`` back to back, rows numbered from ``start``."""
+    episode = np.repeat(np.asarray(episodes, np.int64), lengths)
+    frame = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]) if lengths else \
+        np.zeros(0, np.int64)
+    rows = len(frame)
+
+    def vectors(values):
+        flat = pa.array(values.reshape(-1), pa.float32())
+        if list_type == "fixed":
+            return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+        offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * values.shape[1])
+        return pa.ListArray.from_arrays(offsets, flat)
+
+    table = pa.table({
+        "observation.state": vectors(state_values(episode, frame, state_dim)),
+        "action": vectors(action_values(episode, frame, action_dim)),
+        "timestamp": pa.array((frame / fps).astype(np.float32)),
+        "frame_index": pa.array(frame),
+        "episode_index": pa.array(episode),
+        "index": pa.array(start + np.arange(rows, dtype=np.int64)),
+        "task_index": pa.array(np.asarray(episode_task, np.int64)[episode]
+                               if rows else np.zeros(0, np.int64)),
+    })
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _write_tasks_parquet(path, tasks):
+    """meta/tasks.parquet as pandas writes LeRobot's table: task texts as the index."""
+    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()),
+                      "__index_level_0__": pa.array(tasks, pa.string())})
+    pandas_meta = {
+        "index_columns": ["__index_level_0__"],
+        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
+                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
+             "numpy_type": "int64", "metadata": None},
+            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
+             "numpy_type": "object", "metadata": None}],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    table = table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _info(version, lengths, num_tasks, fps, cameras, codec, size, state_dim, action_dim,
+          chunks_size, data_template, video_template):
+    height, width = size
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [state_dim],
+                              "names": [f"joint_{j}" for j in range(state_dim)]},
+        "action": {"dtype": "float32", "shape": [action_dim],
+                   "names": [f"joint_{j}" for j in range(action_dim)]},
+    }
+    for camera in cameras:
+        features[camera] = {
+            "dtype": "video", "shape": [height, width, 3],
+            "names": ["height", "width", "channels"],
+            "info": {"video.height": height, "video.width": width,
+                     "video.codec": _CODEC_NAMES[codec], "video.pix_fmt": "yuv420p",
+                     "video.is_depth_map": False, "video.fps": fps, "video.channels": 3,
+                     "has_audio": False}}
+    features["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
+    for name in ("frame_index", "episode_index", "index", "task_index"):
+        features[name] = {"dtype": "int64", "shape": [1], "names": None}
+    return {
+        "codebase_version": version, "robot_type": "stoker_test",
+        "total_episodes": len(lengths), "total_frames": int(sum(lengths)),
+        "total_tasks": num_tasks, "chunks_size": chunks_size, "fps": fps,
+        "splits": {"train": f"0:{len(lengths)}"}, "data_path": data_template,
+        "video_path": video_template if cameras else None, "features": features,
+    }
+
+
+def _write_json(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=4)
+
+
+def _write_jsonl(path, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def _link(source, target):
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Video
+
+
+def _mark_expression(episode: Optional[int]) -> str:
+    value = f"({episode}*512+N)" if episode is not None else "N"
+    digit = (f"mod(floor({value}/pow({_MARK_BASE}\\,{_MARK_DIGITS - 1}-floor(X*{_MARK_DIGITS}/W)))"
+             f"\\,{_MARK_BASE})")
+    return f"16+{_MARK_STEP}*{digit}"
+
+
+def encode_episode(path: str, length: int, fps: int, codec: str = "av1",
+                   size: Tuple[int, int] = (64, 64), episode: Optional[int] = 0) -> None:
+    """Encodes one episode of ``length`` marked frames with LeRobot's settings to ``path``."""
+    if codec not in _ENCODERS:
+        raise ValueError(f"codec must be one of {sorted(_ENCODERS)}, got {codec!r}")
+    height, width = size
+    if codec == "av1" and min(height, width) < 64:
+        raise ValueError(f"SVT-AV1 needs frames of at least 64x64, got {size}")
+    if length < 1:
+        raise ValueError("an encoded episode needs at least one frame")
+    mark = _mark_expression(episode)
+    source = (f"color=c=black:s={width}x{height}:r={fps},format=rgb24,"
+              f"geq=r='{mark}':g='{mark}':b='{mark}'")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _ffmpeg(["-f", "lavfi", "-i", source, "-frames:v", str(length), *_ENCODERS[codec],
+             "-r", str(fps), path])
+
+
+def _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir) -> List[str]:
+    """Path of each episode's encode, made (in parallel) unless ``cache_dir`` has it."""
+    if cache_dir is None:
+        cache_dir = tempfile.mkdtemp(prefix="stoker-lerobot-")
+    os.makedirs(cache_dir, exist_ok=True)
+    height, width = size
+    paths, jobs = [], {}
+    for e, n in enumerate(lengths):
+        episode = e if mark_episodes else None
+        name = f"{codec}_{fps}fps_{width}x{height}_n{n}_e{'x' if episode is None else episode}.mp4"
+        path = os.path.join(cache_dir, name)
+        paths.append(path)
+        if not os.path.exists(path) and path not in jobs:
+            jobs[path] = (n, episode)
+
+    def run(item):
+        path, (n, episode) = item
+        partial = path + ".part.mp4"
+        encode_episode(partial, n, fps, codec, size, episode)
+        os.replace(partial, path)
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(run, jobs.items()))
+    return paths
+
+
+def _concat(sources: Sequence[str], target: str) -> None:
+    """Joins episode videos into ``target`` with the concat demuxer, by stream copy."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+        listing.writelines(f"file '{os.path.abspath(s)}'\n" for s in sources)
+    try:
+        _ffmpeg(["-f", "concat", "-safe", "0", "-i", listing.name, "-c", "copy", target])
+    finally:
+        os.unlink(listing.name)
+
+
+def probe_duration(path: str) -> float:
+    """The container duration ffprobe reports (``format=duration``), in seconds."""
+    result = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration",
+                             "-of", "default=noprint_wrappers=1:nokey=1", path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    return float(result.stdout)
+
+
+def _ffmpeg(arguments: Sequence[str]) -> None:
+    result = subprocess.run(["ffmpeg", "-nostdin", "-y", "-loglevel", "error", *arguments],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"ffmpeg failed ({result.returncode}): {' '.join(arguments)}\n"
+                           f"{result.stderr[-2000:]}")
