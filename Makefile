@@ -58,8 +58,8 @@ test-python: build
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target core_test media_test sampling_test
-	for t in core_test media_test sampling_test; do \
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target core_test media_test sampling_test dataset_test
+	for t in core_test media_test sampling_test dataset_test; do \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media $(SANITIZE_BUILD)/$$t --gtest_brief=1 \
 	  || exit 1; done

@@ -1,0 +1,163 @@
+// EpisodeIndex: a dataset's episodes, videos and low-dimensional columns in one versioned,
+// memory-mapped file, so that going from a row (a sample) to its episode, its rows and each
+// camera's frame is O(1) array arithmetic, whatever the number of files.
+//
+// Built once per dataset by build() from whole columns (the Python front reads LeRobot's
+// metadata and Parquet with pyarrow), it holds:
+// - the episodes: first row, length, task; and the episode of every row;
+// - per camera and episode: the video file and the episode's first frame in it. In packed
+//   (LeRobot v3.0) files the stated offset is snapped to the nearest real pts once, at build;
+//   the drift between the two is recorded, and rows map to frames by arithmetic inside the
+//   episode;
+// - the frame table of every video file (built in parallel);
+// - the low-dimensional columns (state, action, ...) as contiguous typed arrays;
+// - the size and modification time of every source file, so a changed dataset is detected.
+//
+// Ownership: open() returns a shared, immutable index; its arrays point into the mapping and
+// live as long as it does.
+// Thread-safety: every const method may be called from any thread; frame tables are decoded
+// from the mapping on first use, once, under a lock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/frame_table.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+/// A low-dimensional column: rows x dim values of one element type.
+enum class ColumnType : int32_t { kFloat32 = 0, kFloat64 = 1, kInt64 = 2 };
+size_t column_type_size(ColumnType type);
+
+/// What an index is built from. All per-row arrays have num_rows entries, in dataset order.
+struct EpisodeIndexSource {
+  double fps = 0;
+  /// Per episode (dataset order): its first row and its number of rows; episodes are contiguous.
+  std::vector<int64_t> episode_from_row;
+  std::vector<int64_t> episode_length;
+  std::vector<int64_t> episode_task;
+  /// Each row's timestamp within its episode (LeRobot's `timestamp` column), seconds.
+  std::vector<double> row_timestamp;
+  /// Camera names, and every video file of every camera (absolute paths).
+  std::vector<std::string> cameras;
+  std::vector<std::string> video_files;
+  /// [camera][episode]: index into video_files, and the stated time of the episode's start in
+  /// that file (LeRobot v3.0's from_timestamp; 0 for one file per episode).
+  std::vector<std::vector<int64_t>> episode_video;
+  std::vector<std::vector<double>> episode_video_offset;
+  struct Column {
+    std::string name;
+    ColumnType type = ColumnType::kFloat32;
+    int64_t dim = 1;
+    std::vector<uint8_t> data;  // num_rows * dim values
+  };
+  std::vector<Column> columns;
+  /// Other files whose change must rebuild the index (metadata, Parquet tables).
+  std::vector<std::string> tracked_files;
+  /// How far a frame's pts may sit from the time its row states, after snapping, in seconds.
+  double tolerance_s = 1e-4;
+};
+
+struct EpisodeIndexBuildOptions {
+  /// Threads scanning video files. Default 0: as many as the machine has cores.
+  int threads = 0;
+  /// Called from the building thread after each video file is scanned: (done, total).
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+/// What build() found, for the user to read.
+struct EpisodeIndexBuildReport {
+  double seconds = 0;
+  /// Per video file: the largest |real first-frame pts - stated offset| over its episodes.
+  std::vector<double> max_drift_s;
+};
+
+class EpisodeIndex {
+ public:
+  /// Scans every video, snaps every episode's start, checks that each episode's rows fit its
+  /// video frames, and writes the index to `path` atomically (a temporary file, then rename).
+  /// Errors name the episode, camera and file; when several files fail, all are listed.
+  static Status build(const EpisodeIndexSource& source, const std::string& path,
+                      const EpisodeIndexBuildOptions& options = {},
+                      EpisodeIndexBuildReport* report = nullptr);
+
+  /// Maps an index file. Fails (kCorruptData) on a foreign or older format version or any
+  /// inconsistency; never reads outside the file.
+  static Result<std::shared_ptr<const EpisodeIndex>> open(const std::string& path);
+  ~EpisodeIndex();
+
+  /// The source files (videos and tracked files) whose size or modification time changed since
+  /// the build, or that are gone. Empty means the index is current.
+  std::vector<std::string> stale_files() const;
+
+  double fps() const { return fps_; }
+  int64_t num_rows() const { return static_cast<int64_t>(row_episode_.size()); }
+  int64_t num_episodes() const { return static_cast<int64_t>(episode_from_row_.size()); }
+  int64_t num_cameras() const { return static_cast<int64_t>(cameras_.size()); }
+  const std::vector<std::string>& cameras() const { return cameras_; }
+  const std::vector<std::string>& video_files() const { return video_files_; }
+
+  /// REQUIRES: 0 <= row < num_rows(). O(1).
+  int64_t episode_of_row(int64_t row) const { return row_episode_[row]; }
+  int64_t episode_from_row(int64_t e) const { return episode_from_row_[e]; }
+  int64_t episode_length(int64_t e) const { return episode_length_[e]; }
+  int64_t episode_task(int64_t e) const { return episode_task_[e]; }
+  double row_timestamp(int64_t row) const { return row_timestamp_[row]; }
+
+  /// Camera c's video file for episode e, the episode's first frame in it, and the drift of the
+  /// stated offset from that frame's pts (seconds).
+  int64_t video_of(int64_t c, int64_t e) const { return episode_video_[c * num_episodes() + e]; }
+  int64_t first_frame(int64_t c, int64_t e) const {
+    return episode_first_frame_[c * num_episodes() + e];
+  }
+  double drift(int64_t c, int64_t e) const { return episode_drift_[c * num_episodes() + e]; }
+  /// The frame of camera c showing `row`: first_frame + (row - episode start). O(1).
+  int64_t frame_of_row(int64_t c, int64_t row) const {
+    const int64_t e = row_episode_[row];
+    return first_frame(c, e) + (row - episode_from_row_[e]);
+  }
+
+  /// The frame table of video file `v`, decoded from the mapping on first use.
+  Result<std::shared_ptr<const FrameTable>> frame_table(int64_t v) const;
+
+  struct ColumnView {
+    std::string name;
+    ColumnType type;
+    int64_t dim;
+    std::span<const uint8_t> data;  // num_rows() * dim values, in the mapping
+  };
+  const std::vector<ColumnView>& columns() const { return columns_; }
+
+ private:
+  EpisodeIndex() = default;
+  struct Mapping;
+  struct TrackedFile {
+    std::string path;
+    int64_t size;
+    int64_t mtime_ns;
+  };
+
+  std::unique_ptr<Mapping> mapping_;
+  double fps_ = 0;
+  std::span<const int64_t> episode_from_row_, episode_length_, episode_task_;
+  std::span<const int32_t> row_episode_;
+  std::span<const double> row_timestamp_;
+  std::span<const int64_t> episode_video_, episode_first_frame_;
+  std::span<const double> episode_drift_;
+  std::vector<std::string> cameras_;
+  std::vector<std::string> video_files_;
+  std::vector<std::span<const uint8_t>> frame_table_bytes_;
+  std::vector<TrackedFile> tracked_;
+  std::vector<ColumnView> columns_;
+  mutable std::mutex tables_mutex_;
+  mutable std::vector<std::shared_ptr<const FrameTable>> tables_;  // GUARDED_BY(tables_mutex_)
+};
+
+}  // namespace stoker

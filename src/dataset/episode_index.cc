@@ -1,0 +1,600 @@
+#include "stoker/episode_index.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include "media/container.h"
+#include "stoker/video_reader.h"
+
+namespace stoker {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kMaxListed = 20;
+
+struct Section {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// The fixed-size start of an index file. Arrays follow, each 8-byte aligned; `records` holds
+// the variable-length parts (names, paths, file stats, column descriptors).
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  double fps;
+  int64_t num_episodes;
+  int64_t num_rows;
+  int64_t num_cameras;
+  Section episode_from_row, episode_length, episode_task;
+  Section row_episode, row_timestamp;
+  Section episode_video, episode_first_frame, episode_drift;
+  Section records;
+};
+
+class Writer {
+ public:
+  Writer() : out_(sizeof(Header), 0) {}
+  template <typename T>
+  Section array(std::span<const T> values) {
+    align();
+    Section section{out_.size(), values.size_bytes()};
+    append(values.data(), values.size_bytes());
+    return section;
+  }
+  void append(const void* data, size_t size) {
+    if (size == 0) return;
+    const size_t at = out_.size();
+    out_.resize(at + size);
+    std::memcpy(out_.data() + at, data, size);
+  }
+  void align() { out_.resize((out_.size() + 7) / 8 * 8, 0); }
+  size_t size() const { return out_.size(); }
+  std::vector<uint8_t>& bytes() { return out_; }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+// Variable-length records, written and read field by field with bounds checks.
+class RecordWriter {
+ public:
+  template <typename T>
+  void pod(T value) {
+    const size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &value, sizeof(T));
+  }
+  void string(const std::string& s) {
+    pod<uint64_t>(s.size());
+    const size_t at = out_.size();
+    out_.resize(at + s.size());
+    if (!s.empty()) std::memcpy(out_.data() + at, s.data(), s.size());
+  }
+  std::span<const uint8_t> bytes() const { return out_; }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+class RecordReader {
+ public:
+  explicit RecordReader(std::span<const uint8_t> in) : in_(in) {}
+  template <typename T>
+  bool pod(T* value) {
+    if (sizeof(T) > in_.size() - pos_) return false;
+    std::memcpy(value, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool string(std::string* s) {
+    uint64_t size = 0;
+    if (!pod(&size) || size > in_.size() - pos_) return false;
+    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), size);
+    pos_ += size;
+    return true;
+  }
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+};
+
+Status invalid(const std::string& why) { return Status(StatusCode::kInvalidArgument, why); }
+
+std::string list_problems(const std::vector<std::string>& problems) {
+  std::ostringstream out;
+  out << problems.size() << (problems.size() == 1 ? " problem" : " problems") << ":";
+  for (size_t k = 0; k < problems.size() && k < kMaxListed; ++k) out << "\n  " << problems[k];
+  if (problems.size() > kMaxListed)
+    out << "\n  ... and " << problems.size() - kMaxListed << " more";
+  return out.str();
+}
+
+Status check_source(const EpisodeIndexSource& s) {
+  const size_t episodes = s.episode_from_row.size();
+  if (episodes == 0) return invalid("the dataset has no episodes");
+  if (!(s.fps > 0)) return invalid("fps must be positive");
+  if (s.episode_length.size() != episodes || s.episode_task.size() != episodes) {
+    return invalid("episode columns differ in length");
+  }
+  int64_t row = 0;
+  for (size_t e = 0; e < episodes; ++e) {
+    if (s.episode_from_row[e] != row || s.episode_length[e] <= 0) {
+      return invalid("episode " + std::to_string(e) + " starts at row " +
+                     std::to_string(s.episode_from_row[e]) + " with " +
+                     std::to_string(s.episode_length[e]) + " rows; expected a non-empty episode " +
+                     "starting at row " + std::to_string(row));
+    }
+    row += s.episode_length[e];
+  }
+  if (static_cast<int64_t>(s.row_timestamp.size()) != row) {
+    return invalid("there are " + std::to_string(s.row_timestamp.size()) + " timestamps for " +
+                   std::to_string(row) + " rows");
+  }
+  if (s.episode_video.size() != s.cameras.size() ||
+      s.episode_video_offset.size() != s.cameras.size()) {
+    return invalid("per-camera episode columns do not match the cameras");
+  }
+  for (size_t c = 0; c < s.cameras.size(); ++c) {
+    if (s.episode_video[c].size() != episodes || s.episode_video_offset[c].size() != episodes) {
+      return invalid("camera '" + s.cameras[c] + "' does not list every episode");
+    }
+    for (int64_t v : s.episode_video[c]) {
+      if (v < 0 || v >= static_cast<int64_t>(s.video_files.size())) {
+        return invalid("camera '" + s.cameras[c] + "' names video file " + std::to_string(v) +
+                       ", which does not exist");
+      }
+    }
+  }
+  for (const auto& column : s.columns) {
+    if (column.dim <= 0 || column.data.size() != static_cast<size_t>(row) * column.dim *
+                                                     column_type_size(column.type)) {
+      return invalid("column '" + column.name + "' does not hold " + std::to_string(row) +
+                     " rows of " + std::to_string(column.dim) + " values");
+    }
+  }
+  return Status();
+}
+
+struct ScannedVideo {
+  std::shared_ptr<const FrameTable> table;
+  Status status;
+};
+
+// Builds every video's frame table on `threads` threads; the calling thread reports progress.
+std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int threads,
+                                      const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<ScannedVideo> scanned(paths.size());
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t done = 0;  // GUARDED_BY(mutex)
+  auto work = [&] {
+    for (size_t v = next++; v < paths.size(); v = next++) {
+      Result<std::unique_ptr<VideoReader>> reader = VideoReader::open(paths[v]);
+      if (reader.ok()) {
+        scanned[v].table = (*reader)->shared_frame_table();
+      } else {
+        scanned[v].status = reader.status();
+      }
+      std::lock_guard lock(mutex);
+      ++done;
+      changed.notify_one();
+    }
+  };
+  const int count = std::max(1, std::min<int>(threads, static_cast<int>(paths.size())));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < count; ++t) workers.emplace_back(work);
+  size_t reported = 0;
+  for (std::unique_lock lock(mutex); reported < paths.size();) {
+    changed.wait(lock, [&] { return done > reported; });
+    reported = done;
+    if (progress) {
+      lock.unlock();
+      progress(static_cast<int64_t>(reported), static_cast<int64_t>(paths.size()));
+      lock.lock();
+    }
+  }
+  for (auto& worker : workers) worker.join();
+  return scanned;
+}
+
+std::string describe(const EpisodeIndexSource& s, size_t c, size_t e) {
+  return "episode " + std::to_string(e) + ", camera '" + s.cameras[c] + "', file '" +
+         s.video_files[s.episode_video[c][e]] + "'";
+}
+
+// Places every episode of camera c in its video file. When a file's frames are exactly its
+// episodes' rows, episodes follow each other frame by frame (in the order of their stated
+// offsets) and the stated offsets only order them; otherwise each is snapped to the pts nearest
+// its stated offset. Either way every row's timing is then checked against its frame's pts.
+void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<ScannedVideo>& videos,
+                    std::vector<int64_t>& first_frame, std::vector<double>& drift,
+                    std::vector<std::string>& problems) {
+  const size_t episodes = s.episode_from_row.size();
+  std::vector<std::vector<size_t>> by_file(s.video_files.size());
+  for (size_t e = 0; e < episodes; ++e) by_file[s.episode_video[c][e]].push_back(e);
+  const double frame_period = 1.0 / s.fps;
+  for (size_t v = 0; v < by_file.size(); ++v) {
+    std::vector<size_t>& in_file = by_file[v];
+    if (in_file.empty() || videos[v].table == nullptr) continue;
+    const FrameTable& table = *videos[v].table;
+    std::stable_sort(in_file.begin(), in_file.end(), [&](size_t a, size_t b) {
+      return s.episode_video_offset[c][a] < s.episode_video_offset[c][b];
+    });
+    int64_t rows = 0;
+    for (size_t e : in_file) rows += s.episode_length[e];
+    const bool tiled = rows == table.num_frames();
+    int64_t cursor = 0;
+    for (size_t e : in_file) {
+      const int64_t from_row = s.episode_from_row[e];
+      const double stated = s.episode_video_offset[c][e] + s.row_timestamp[from_row];
+      const int64_t first = tiled ? cursor : table.nearest_frame(stated);
+      cursor = first + s.episode_length[e];
+      first_frame[e] = first;
+      drift[e] = table.pts_seconds(first) - stated;
+      if (!tiled && std::abs(drift[e]) > frame_period / 2) {
+        problems.push_back(describe(s, c, e) + ": no frame near its stated start " +
+                           std::to_string(stated) + " s, and the file's " +
+                           std::to_string(table.num_frames()) + " frames do not match its " +
+                           std::to_string(rows) + " rows");
+        continue;
+      }
+      if (first + s.episode_length[e] > table.num_frames()) {
+        problems.push_back(describe(s, c, e) + ": the episode needs " +
+                           std::to_string(s.episode_length[e]) + " frames from frame " +
+                           std::to_string(first) + ", the file has " +
+                           std::to_string(table.num_frames()));
+        continue;
+      }
+      const double start_pts = table.pts_seconds(first);
+      for (int64_t k = 1; k < s.episode_length[e]; ++k) {
+        const double expected =
+            start_pts + s.row_timestamp[from_row + k] - s.row_timestamp[from_row];
+        const double actual = table.pts_seconds(first + k);
+        if (std::abs(actual - expected) > s.tolerance_s) {
+          problems.push_back(describe(s, c, e) + ": row " + std::to_string(from_row + k) +
+                             " is at " + std::to_string(expected) + " s in the video, its frame " +
+                             std::to_string(first + k) + " at " + std::to_string(actual) +
+                             " s (timestamps inconsistent with the video)");
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t column_type_size(ColumnType type) {
+  switch (type) {
+    case ColumnType::kFloat32:
+      return 4;
+    case ColumnType::kFloat64:
+    case ColumnType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+// The read-only mapping of an index file.
+struct EpisodeIndex::Mapping {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
+  }
+};
+
+EpisodeIndex::~EpisodeIndex() = default;
+
+Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& path,
+                           const EpisodeIndexBuildOptions& options,
+                           EpisodeIndexBuildReport* report) {
+  const auto started = std::chrono::steady_clock::now();
+  STOKER_RETURN_IF_ERROR(check_source(source));
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
+
+  std::vector<std::string> problems;
+  for (size_t v = 0; v < videos.size(); ++v) {
+    if (!videos[v].status.ok()) problems.push_back(videos[v].status.message());
+  }
+  const size_t episodes = source.episode_from_row.size();
+  const size_t cameras = source.cameras.size();
+  std::vector<int64_t> first_frame(cameras * episodes, 0);
+  std::vector<double> drift(cameras * episodes, 0);
+  for (size_t c = 0; c < cameras; ++c) {
+    std::vector<int64_t> camera_first(episodes, 0);
+    std::vector<double> camera_drift(episodes, 0);
+    place_episodes(source, c, videos, camera_first, camera_drift, problems);
+    std::copy(camera_first.begin(), camera_first.end(), first_frame.begin() + c * episodes);
+    std::copy(camera_drift.begin(), camera_drift.end(), drift.begin() + c * episodes);
+  }
+  if (!problems.empty()) return Status(StatusCode::kCorruptData, list_problems(problems));
+
+  std::vector<media::FileIdentity> tracked(source.tracked_files.size());
+  for (size_t k = 0; k < tracked.size(); ++k) {
+    Result<media::FileIdentity> identity = media::stat_file(source.tracked_files[k]);
+    if (!identity.ok()) return identity.status().with_context(source.tracked_files[k]);
+    tracked[k] = *identity;
+  }
+
+  // Arrays, then frame tables and columns, then the records that locate them.
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.version = kFormatVersion;
+  header.header_bytes = sizeof(Header);
+  header.fps = source.fps;
+  header.num_episodes = static_cast<int64_t>(episodes);
+  header.num_rows = static_cast<int64_t>(source.row_timestamp.size());
+  header.num_cameras = static_cast<int64_t>(cameras);
+  Writer w;
+  header.episode_from_row = w.array<int64_t>(source.episode_from_row);
+  header.episode_length = w.array<int64_t>(source.episode_length);
+  header.episode_task = w.array<int64_t>(source.episode_task);
+  std::vector<int32_t> row_episode(source.row_timestamp.size());
+  for (size_t e = 0; e < episodes; ++e) {
+    std::fill_n(row_episode.begin() + source.episode_from_row[e], source.episode_length[e],
+                static_cast<int32_t>(e));
+  }
+  header.row_episode = w.array<int32_t>(row_episode);
+  header.row_timestamp = w.array<double>(source.row_timestamp);
+  std::vector<int64_t> episode_video;
+  for (const auto& per_camera : source.episode_video) {
+    episode_video.insert(episode_video.end(), per_camera.begin(), per_camera.end());
+  }
+  header.episode_video = w.array<int64_t>(episode_video);
+  header.episode_first_frame = w.array<int64_t>(first_frame);
+  header.episode_drift = w.array<double>(drift);
+
+  RecordWriter records;
+  records.pod<uint64_t>(cameras);
+  for (const std::string& camera : source.cameras) records.string(camera);
+  records.pod<uint64_t>(videos.size());
+  for (size_t v = 0; v < videos.size(); ++v) {
+    const std::vector<uint8_t> table = videos[v].table->serialize();
+    const Section section = w.array<uint8_t>(table);
+    records.string(source.video_files[v]);
+    records.pod<int64_t>(videos[v].table->file_size());
+    records.pod<int64_t>(videos[v].table->file_mtime_ns());
+    records.pod<uint64_t>(section.offset);
+    records.pod<uint64_t>(section.bytes);
+  }
+  records.pod<uint64_t>(tracked.size());
+  for (size_t k = 0; k < tracked.size(); ++k) {
+    records.string(source.tracked_files[k]);
+    records.pod<int64_t>(tracked[k].size);
+    records.pod<int64_t>(tracked[k].mtime_ns);
+  }
+  records.pod<uint64_t>(source.columns.size());
+  for (const auto& column : source.columns) {
+    const Section section = w.array<uint8_t>(column.data);
+    records.string(column.name);
+    records.pod<int32_t>(static_cast<int32_t>(column.type));
+    records.pod<int64_t>(column.dim);
+    records.pod<uint64_t>(section.offset);
+    records.pod<uint64_t>(section.bytes);
+  }
+  header.records = w.array<uint8_t>(records.bytes());
+  std::memcpy(w.bytes().data(), &header, sizeof(header));
+
+  const std::string temporary = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(w.bytes().data()),
+              static_cast<std::streamsize>(w.size()));
+    if (!out.good()) {
+      std::filesystem::remove(temporary);
+      return Status(StatusCode::kIoError, "cannot write the index '" + temporary + "'");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    return Status(StatusCode::kIoError,
+                  "cannot write the index '" + path + "': " + error.message());
+  }
+
+  if (report != nullptr) {
+    report->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report->max_drift_s.assign(videos.size(), 0.0);
+    for (size_t c = 0; c < cameras; ++c) {
+      for (size_t e = 0; e < episodes; ++e) {
+        double& worst = report->max_drift_s[source.episode_video[c][e]];
+        worst = std::max(worst, std::abs(drift[c * episodes + e]));
+      }
+    }
+  }
+  return Status();
+}
+
+Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string& path) {
+  auto malformed = [&](const std::string& why) {
+    return Status(StatusCode::kCorruptData, "index '" + path + "' is malformed: " + why);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  "index '" + path + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Header))) {
+    ::close(fd);
+    return malformed("shorter than its header");
+  }
+  void* data = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (data == MAP_FAILED) return Status(StatusCode::kIoError, "cannot map index '" + path + "'");
+
+  std::shared_ptr<EpisodeIndex> index(new EpisodeIndex());
+  index->mapping_ = std::make_unique<Mapping>();
+  index->mapping_->data = static_cast<const uint8_t*>(data);
+  index->mapping_->size = static_cast<size_t>(st.st_size);
+  const uint8_t* base = index->mapping_->data;
+  const size_t size = index->mapping_->size;
+
+  Header header;
+  std::memcpy(&header, base, sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+    return malformed("not a stoker episode index");
+  }
+  if (header.version != kFormatVersion || header.header_bytes != sizeof(Header)) {
+    return malformed("format version " + std::to_string(header.version) + ", this stoker reads " +
+                     std::to_string(kFormatVersion));
+  }
+  const int64_t episodes = header.num_episodes;
+  const int64_t rows = header.num_rows;
+  const int64_t cameras = header.num_cameras;
+  if (episodes <= 0 || rows <= 0 || cameras < 0 || !(header.fps > 0)) {
+    return malformed("bad counts");
+  }
+  auto bytes_of = [&](const Section& s, size_t alignment) -> std::span<const uint8_t> {
+    if (s.offset > size || s.bytes > size - s.offset || s.offset % alignment != 0) return {};
+    return std::span(base + s.offset, s.bytes);
+  };
+  auto array = [&]<typename T>(const Section& s, int64_t count, std::span<const T>* out) {
+    std::span<const uint8_t> b = bytes_of(s, alignof(T));
+    if (b.data() == nullptr || b.size() != static_cast<size_t>(count) * sizeof(T)) return false;
+    *out = std::span(reinterpret_cast<const T*>(b.data()), static_cast<size_t>(count));
+    return true;
+  };
+  EpisodeIndex& x = *index;
+  if (!array(header.episode_from_row, episodes, &x.episode_from_row_) ||
+      !array(header.episode_length, episodes, &x.episode_length_) ||
+      !array(header.episode_task, episodes, &x.episode_task_) ||
+      !array(header.row_episode, rows, &x.row_episode_) ||
+      !array(header.row_timestamp, rows, &x.row_timestamp_) ||
+      !array(header.episode_video, cameras * episodes, &x.episode_video_) ||
+      !array(header.episode_first_frame, cameras * episodes, &x.episode_first_frame_) ||
+      !array(header.episode_drift, cameras * episodes, &x.episode_drift_)) {
+    return malformed("an array lies outside the file");
+  }
+  x.fps_ = header.fps;
+
+  std::span<const uint8_t> record_bytes = bytes_of(header.records, 1);
+  if (record_bytes.data() == nullptr) return malformed("records lie outside the file");
+  RecordReader r(record_bytes);
+  uint64_t count = 0;
+  if (!r.pod(&count) || count != static_cast<uint64_t>(cameras)) return malformed("cameras");
+  x.cameras_.resize(count);
+  for (std::string& camera : x.cameras_) {
+    if (!r.string(&camera)) return malformed("cameras");
+  }
+  if (!r.pod(&count) || count > size) return malformed("video files");
+  x.video_files_.resize(count);
+  x.frame_table_bytes_.resize(count);
+  x.tables_.resize(count);
+  for (uint64_t v = 0; v < count; ++v) {
+    TrackedFile file;
+    Section table;
+    if (!r.string(&file.path) || !r.pod(&file.size) || !r.pod(&file.mtime_ns) ||
+        !r.pod(&table.offset) || !r.pod(&table.bytes)) {
+      return malformed("video files");
+    }
+    x.frame_table_bytes_[v] = bytes_of(table, 1);
+    if (x.frame_table_bytes_[v].data() == nullptr) return malformed("a frame table");
+    x.video_files_[v] = file.path;
+    x.tracked_.push_back(std::move(file));
+  }
+  if (!r.pod(&count) || count > size) return malformed("tracked files");
+  for (uint64_t k = 0; k < count; ++k) {
+    TrackedFile file;
+    if (!r.string(&file.path) || !r.pod(&file.size) || !r.pod(&file.mtime_ns)) {
+      return malformed("tracked files");
+    }
+    x.tracked_.push_back(std::move(file));
+  }
+  if (!r.pod(&count) || count > size) return malformed("columns");
+  for (uint64_t k = 0; k < count; ++k) {
+    ColumnView column;
+    int32_t type = 0;
+    Section data;
+    if (!r.string(&column.name) || !r.pod(&type) || !r.pod(&column.dim) || !r.pod(&data.offset) ||
+        !r.pod(&data.bytes) || type < 0 || type > 2 || column.dim <= 0) {
+      return malformed("columns");
+    }
+    column.type = static_cast<ColumnType>(type);
+    column.data = bytes_of(data, 1);
+    if (column.data.data() == nullptr || column.data.size() != static_cast<size_t>(rows) *
+                                                                   column.dim *
+                                                                   column_type_size(column.type)) {
+      return malformed("column '" + column.name + "'");
+    }
+    x.columns_.push_back(std::move(column));
+  }
+  if (!r.at_end()) return malformed("trailing records");
+
+  // Every stored reference must hold, so lookups never leave the arrays.
+  for (int64_t e = 0, row = 0; e < episodes; row += x.episode_length_[e], ++e) {
+    if (x.episode_from_row_[e] != row || x.episode_length_[e] <= 0 ||
+        x.episode_length_[e] > rows - row) {
+      return malformed("episode " + std::to_string(e) + " rows");
+    }
+  }
+  for (int64_t row = 0; row < rows; ++row) {
+    const int32_t e = x.row_episode_[row];
+    if (e < 0 || e >= episodes || row < x.episode_from_row_[e] ||
+        row >= x.episode_from_row_[e] + x.episode_length_[e]) {
+      return malformed("row " + std::to_string(row) + " episode");
+    }
+  }
+  for (int64_t k = 0; k < cameras * episodes; ++k) {
+    if (x.episode_video_[k] < 0 ||
+        x.episode_video_[k] >= static_cast<int64_t>(x.video_files_.size()) ||
+        x.episode_first_frame_[k] < 0) {
+      return malformed("episode video references");
+    }
+  }
+  return std::shared_ptr<const EpisodeIndex>(std::move(index));
+}
+
+std::vector<std::string> EpisodeIndex::stale_files() const {
+  std::vector<std::string> stale;
+  for (const TrackedFile& file : tracked_) {
+    Result<media::FileIdentity> now = media::stat_file(file.path);
+    if (!now.ok() || now->size != file.size || now->mtime_ns != file.mtime_ns) {
+      stale.push_back(file.path);
+    }
+  }
+  return stale;
+}
+
+Result<std::shared_ptr<const FrameTable>> EpisodeIndex::frame_table(int64_t v) const {
+  if (v < 0 || v >= static_cast<int64_t>(video_files_.size())) {
+    return Status(StatusCode::kInvalidArgument,
+                  "video file " + std::to_string(v) + " is out of range");
+  }
+  std::lock_guard lock(tables_mutex_);
+  if (tables_[v] == nullptr) {
+    Result<std::shared_ptr<const FrameTable>> table =
+        FrameTable::deserialize(frame_table_bytes_[v]);
+    if (!table.ok()) return table.status().with_context("video '" + video_files_[v] + "'");
+    tables_[v] = std::move(table).value();
+  }
+  return tables_[v];
+}
+
+}  // namespace stoker

@@ -1,0 +1,222 @@
+#include "stoker/episode_index.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "media/testing/test_videos.h"
+
+namespace stoker {
+namespace {
+
+using testing::make_test_video;
+using testing::run_command;
+using testing::test_media_dir;
+using testing::TestVideoSpec;
+
+constexpr int kFrames = 30;  // per episode: 1 s at 30 fps
+
+std::string episode_video(const std::string& name, const std::string& filter = "") {
+  TestVideoSpec spec{.name = name,
+                     .extension = "mp4",
+                     .seconds = 1,
+                     .encoder_args = "-c:v libx264 -preset veryfast -pix_fmt yuv420p -g 10 -bf 2",
+                     .filter = filter};
+  auto path = make_test_video(spec);
+  EXPECT_TRUE(path.ok()) << path.status().message();
+  return path.ok() ? *path : "";
+}
+
+std::string scratch(const std::string& name) {
+  return (std::filesystem::path(test_media_dir()) / name).string();
+}
+
+// Episodes of kFrames rows, one camera, each in the file `files[file_of[e]]` at `offset[e]`.
+EpisodeIndexSource make_source(const std::vector<std::string>& files,
+                               const std::vector<int64_t>& file_of,
+                               const std::vector<double>& offset) {
+  EpisodeIndexSource s;
+  s.fps = 30;
+  s.cameras = {"observation.images.front"};
+  s.video_files = files;
+  s.episode_video = {file_of};
+  s.episode_video_offset = {offset};
+  EpisodeIndexSource::Column state{
+      .name = "observation.state", .type = ColumnType::kFloat32, .dim = 2};
+  for (size_t e = 0; e < file_of.size(); ++e) {
+    s.episode_from_row.push_back(static_cast<int64_t>(e) * kFrames);
+    s.episode_length.push_back(kFrames);
+    s.episode_task.push_back(static_cast<int64_t>(e % 2));
+    for (int k = 0; k < kFrames; ++k) {
+      s.row_timestamp.push_back(k / 30.0);
+      for (float v : {static_cast<float>(e), static_cast<float>(k)}) {
+        const auto* bytes = reinterpret_cast<const uint8_t*>(&v);
+        state.data.insert(state.data.end(), bytes, bytes + sizeof(v));
+      }
+    }
+  }
+  s.columns.push_back(std::move(state));
+  return s;
+}
+
+std::shared_ptr<const EpisodeIndex> build_and_open(const EpisodeIndexSource& source,
+                                                   const std::string& path,
+                                                   EpisodeIndexBuildReport* report = nullptr) {
+  std::vector<int64_t> progress;
+  Status built = EpisodeIndex::build(
+      source, path,
+      {.threads = 2, .progress = [&](int64_t done, int64_t) { progress.push_back(done); }}, report);
+  EXPECT_TRUE(built.ok()) << built.message();
+  if (!built.ok()) return nullptr;
+  EXPECT_EQ(progress.back(), static_cast<int64_t>(source.video_files.size()));
+  auto index = EpisodeIndex::open(path);
+  EXPECT_TRUE(index.ok()) << index.status().message();
+  return index.ok() ? *index : nullptr;
+}
+
+TEST(EpisodeIndex, OneFilePerEpisode) {
+  const std::vector<std::string> files = {episode_video("index_ep0"),
+                                          episode_video("index_ep1", "hflip"),
+                                          episode_video("index_ep2", "vflip")};
+  const std::string path = scratch("per_episode.index");
+  auto index = build_and_open(make_source(files, {0, 1, 2}, {0, 0, 0}), path);
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(index->num_episodes(), 3);
+  EXPECT_EQ(index->num_rows(), 90);
+  EXPECT_EQ(index->fps(), 30);
+  EXPECT_EQ(index->cameras(), std::vector<std::string>{"observation.images.front"});
+  for (int64_t row = 0; row < 90; ++row) {
+    EXPECT_EQ(index->episode_of_row(row), row / kFrames);
+    EXPECT_EQ(index->frame_of_row(0, row), row % kFrames);
+    EXPECT_EQ(index->video_of(0, row / kFrames), row / kFrames);
+  }
+  EXPECT_EQ(index->episode_task(1), 1);
+  ASSERT_EQ(index->columns().size(), 1u);
+  const auto& state = index->columns()[0];
+  EXPECT_EQ(state.name, "observation.state");
+  EXPECT_EQ(state.dim, 2);
+  const auto* values = reinterpret_cast<const float*>(state.data.data());
+  EXPECT_EQ(values[2 * 45], 1.0f);
+  EXPECT_EQ(values[2 * 45 + 1], 15.0f);
+  auto table = index->frame_table(2);
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ((*table)->num_frames(), kFrames);
+  EXPECT_TRUE(index->stale_files().empty());
+}
+
+TEST(EpisodeIndex, PackedFileWithDriftingOffsetsIsPlacedFrameByFrame) {
+  // Three episodes packed into one file by stream copy, as LeRobot v3.0 does, with stated
+  // offsets that drift by a whole frame per episode: frame arithmetic still places them.
+  const std::string a = episode_video("index_ep0");
+  const std::string b = episode_video("index_ep1", "hflip");
+  const std::string packed = scratch("packed3.mp4");
+  const std::string list = scratch("packed3.txt");
+  std::ofstream(list) << "file '" << a << "'\nfile '" << b << "'\nfile '" << a << "'\n";
+  ASSERT_TRUE(run_command("ffmpeg -nostdin -y -loglevel error -f concat -safe 0 -i '" + list +
+                          "' -c copy '" + packed + "'")
+                  .ok());
+  EpisodeIndexBuildReport report;
+  auto index =
+      build_and_open(make_source({packed}, {0, 0, 0}, {0.0, 1.0 + 1 / 30.0, 2.0 + 2 / 30.0}),
+                     scratch("packed3.index"), &report);
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(index->first_frame(0, 0), 0);
+  EXPECT_EQ(index->first_frame(0, 1), kFrames);
+  EXPECT_EQ(index->first_frame(0, 2), 2 * kFrames);
+  EXPECT_EQ(index->frame_of_row(0, 2 * kFrames + 7), 2 * kFrames + 7);
+  EXPECT_NEAR(index->drift(0, 2), -2 / 30.0, 2e-3);
+  ASSERT_EQ(report.max_drift_s.size(), 1u);
+  EXPECT_NEAR(report.max_drift_s[0], 2 / 30.0, 2e-3);
+}
+
+TEST(EpisodeIndex, ChangedSourceFilesAreReportedStale) {
+  const std::string copy = scratch("index_stale_copy.mp4");
+  std::filesystem::copy_file(episode_video("index_ep0"), copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string tracked = scratch("index_stale_info.json");
+  std::ofstream(tracked) << "{}";
+  EpisodeIndexSource source = make_source({copy}, {0}, {0});
+  source.tracked_files = {tracked};
+  auto index = build_and_open(source, scratch("stale.index"));
+  ASSERT_NE(index, nullptr);
+  EXPECT_TRUE(index->stale_files().empty());
+  std::ofstream(tracked) << "{\"changed\": true}";
+  EXPECT_EQ(index->stale_files(), std::vector<std::string>{tracked});
+  std::filesystem::remove(copy);
+  EXPECT_EQ(index->stale_files().size(), 2u);
+}
+
+TEST(EpisodeIndexBadInput, EmptyDataset) {
+  EpisodeIndexSource source;
+  source.fps = 30;
+  Status status = EpisodeIndex::build(source, scratch("empty.index"));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("no episodes"), std::string::npos);
+}
+
+TEST(EpisodeIndexBadInput, MissingVideosAreAllListed) {
+  Status status = EpisodeIndex::build(
+      make_source({scratch("gone-a.mp4"), scratch("gone-b.mp4")}, {0, 1}, {0, 0}),
+      scratch("missing.index"));
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("2 problems"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("gone-a.mp4"), std::string::npos);
+  EXPECT_NE(status.message().find("gone-b.mp4"), std::string::npos);
+}
+
+TEST(EpisodeIndexBadInput, VideoShorterThanItsRows) {
+  EpisodeIndexSource source = make_source({episode_video("index_ep0")}, {0}, {0});
+  source.episode_length = {kFrames + 5};
+  source.row_timestamp.resize(kFrames + 5);
+  for (int k = 0; k < kFrames + 5; ++k) source.row_timestamp[k] = k / 30.0;
+  source.columns.clear();
+  Status status = EpisodeIndex::build(source, scratch("short.index"));
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("episode 0, camera 'observation.images.front', file '"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST(EpisodeIndexBadInput, TimestampsInconsistentWithTheVideo) {
+  EpisodeIndexSource source = make_source({episode_video("index_ep0")}, {0}, {0});
+  for (int k = 0; k < kFrames; ++k) source.row_timestamp[k] = k / 15.0;  // says 15 fps
+  Status status = EpisodeIndex::build(source, scratch("timing.index"));
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("timestamps inconsistent"), std::string::npos)
+      << status.message();
+}
+
+TEST(EpisodeIndexBadInput, DamagedIndexFilesAreRefused) {
+  const std::string path = scratch("damaged-source.index");
+  auto index = build_and_open(make_source({episode_video("index_ep0")}, {0}, {0}), path);
+  ASSERT_NE(index, nullptr);
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string damaged = scratch("damaged.index");
+  auto write = [&](const std::vector<char>& b) {
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc)
+        .write(b.data(), static_cast<std::streamsize>(b.size()));
+  };
+  for (size_t size : {size_t{0}, size_t{10}, bytes.size() / 3, bytes.size() - 1}) {
+    write(std::vector<char>(bytes.begin(), bytes.begin() + size));
+    EXPECT_EQ(EpisodeIndex::open(damaged).status().code(), StatusCode::kCorruptData) << size;
+  }
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<char> b = bytes;
+    b[rng() % b.size()] ^= static_cast<char>(1 + rng() % 255);
+    write(b);
+    auto opened = EpisodeIndex::open(damaged);  // must not crash or read out of bounds
+    if (opened.ok()) {
+      for (int64_t row = 0; row < (*opened)->num_rows(); ++row) {
+        (void)(*opened)->frame_of_row(0, row);
+      }
+    }
+  }
+  EXPECT_EQ(EpisodeIndex::open(scratch("no-such.index")).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace stoker
