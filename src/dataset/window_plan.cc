@@ -1,0 +1,86 @@
+#include "stoker/window_plan.h"
+
+#include <algorithm>
+#include <set>
+
+namespace stoker {
+
+Result<std::unique_ptr<WindowPlanner>> WindowPlanner::create(
+    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys) {
+  if (keys.empty()) return Status(StatusCode::kInvalidArgument, "the window has no keys");
+  std::unique_ptr<WindowPlanner> planner(new WindowPlanner());
+  std::set<std::string> names;
+  for (const WindowKey& key : keys) {
+    if (!names.insert(key.name).second) {
+      return Status(StatusCode::kInvalidArgument, "output key '" + key.name + "' appears twice");
+    }
+    const auto& cameras = index->cameras();
+    const auto camera = std::find(cameras.begin(), cameras.end(), key.source);
+    int64_t column = -1;
+    for (size_t k = 0; k < index->columns().size(); ++k) {
+      if (index->columns()[k].name == key.source) column = static_cast<int64_t>(k);
+    }
+    if (camera == cameras.end() && column < 0) {
+      std::string known;
+      for (const auto& c : cameras) known += " '" + c + "'";
+      for (const auto& c : index->columns()) known += " '" + c.name + "'";
+      return Status(StatusCode::kInvalidArgument, "key '" + key.name + "' reads '" + key.source +
+                                                      "', which the dataset does not have (it "
+                                                      "has" +
+                                                      known + ")");
+    }
+    planner->key_camera_.push_back(camera == cameras.end() ? -1 : camera - cameras.begin());
+    planner->key_column_.push_back(camera == cameras.end() ? column : -1);
+  }
+  planner->index_ = std::move(index);
+  planner->keys_ = std::move(keys);
+  return planner;
+}
+
+Status WindowPlanner::plan(int64_t row, WindowPlan* plan) const {
+  const EpisodeIndex& index = *index_;
+  if (row < 0 || row >= index.num_rows()) {
+    return Status(StatusCode::kInvalidArgument, "sample " + std::to_string(row) +
+                                                    " is out of range (the dataset has " +
+                                                    std::to_string(index.num_rows()) + ")");
+  }
+  const int64_t episode = index.episode_of_row(row);
+  const int64_t first = index.episode_from_row(episode);
+  const int64_t last = first + index.episode_length(episode) - 1;
+  plan->row = row;
+  plan->episode = episode;
+  plan->rows.clear();
+  plan->pad.clear();
+  plan->key_begin.clear();
+  plan->reads.clear();
+  plan->key_read.assign(keys_.size(), -1);
+  plan->key_read_begin.assign(keys_.size(), 0);
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    plan->key_begin.push_back(static_cast<int64_t>(plan->rows.size()));
+    const std::vector<int64_t>& offsets = keys_[k].offsets;
+    const size_t steps = offsets.empty() ? 1 : offsets.size();
+    for (size_t t = 0; t < steps; ++t) {
+      const int64_t wanted = row + (offsets.empty() ? 0 : offsets[t]);
+      const int64_t clamped = std::clamp(wanted, first, last);
+      plan->rows.push_back(clamped);
+      plan->pad.push_back(clamped != wanted ? 1 : 0);
+    }
+    const int64_t camera = key_camera_[k];
+    if (camera < 0) continue;
+    auto read = std::find_if(plan->reads.begin(), plan->reads.end(),
+                             [&](const WindowPlan::Read& r) { return r.camera == camera; });
+    if (read == plan->reads.end()) {
+      plan->reads.push_back({.camera = camera, .video_file = index.video_of(camera, episode)});
+      read = plan->reads.end() - 1;
+    }
+    plan->key_read[k] = read - plan->reads.begin();
+    plan->key_read_begin[k] = static_cast<int64_t>(read->frames.size());
+    for (size_t t = plan->rows.size() - steps; t < plan->rows.size(); ++t) {
+      read->frames.push_back(index.frame_of_row(camera, plan->rows[t]));
+    }
+  }
+  plan->key_begin.push_back(static_cast<int64_t>(plan->rows.size()));
+  return Status();
+}
+
+}  // namespace stoker
