@@ -80,6 +80,7 @@ bench: deps $(VENV)/.bench-stamp
 	cmake --build $(BUILD) -j $(JOBS)
 	PYTHONPATH=python $(PYTHON) bench/compare_decoders.py --build $(BUILD)
 	PYTHONPATH=python $(PYTHON) bench/sampler_bench.py
+	PYTHONPATH=python $(PYTHON) bench/index_bench.py
 
 ## Housekeeping ---------------------------------------------------------------------------
 

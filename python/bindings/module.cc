@@ -6,6 +6,7 @@
 #include "errors.h"
 
 namespace stoker::python {
+void register_dataset(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
 }  // namespace stoker::python
@@ -14,5 +15,6 @@ NB_MODULE(_core, m) {
   m.doc() = "stoker's C++ core";
   stoker::python::register_errors(m);
   stoker::python::register_media(m);
+  stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);
 }

@@ -1,5 +1,6 @@
 """stoker's C++ core"""
 
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 import numpy
@@ -54,6 +55,67 @@ class VideoReader:
     def get_frames(self, indices: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, channels_first: bool, area: bool) -> None: ...
 
     def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, channels_first: bool, area: bool) -> None: ...
+
+def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None) -> dict:
+    """
+    Builds the episode index of a dataset from its columns and writes it to `path`.
+    Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.
+    """
+
+class EpisodeIndex:
+    @staticmethod
+    def open(path: str) -> EpisodeIndex: ...
+
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def num_episodes(self) -> int: ...
+
+    @property
+    def fps(self) -> float: ...
+
+    @property
+    def cameras(self) -> list[str]: ...
+
+    @property
+    def video_files(self) -> list[str]: ...
+
+    @property
+    def column_names(self) -> list[tuple[str, str, int]]: ...
+
+    def stale_files(self) -> list[str]: ...
+
+    def episode_of_row(self, row: int) -> int: ...
+
+    def frame_of_row(self, camera: int, row: int) -> int: ...
+
+    def episode_of_rows(self, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.int64]: ...
+
+    def frames_of_rows(self, camera: int, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.int64]: ...
+
+    def episode_table(self) -> tuple: ...
+
+    def videos_of(self, camera: int) -> NDArray[numpy.int64]: ...
+
+    def first_frames(self, camera: int) -> NDArray[numpy.int64]: ...
+
+    def drifts(self, camera: int) -> NDArray[numpy.float64]: ...
+
+    def frame_table(self, video: int) -> bytes: ...
+
+    def column(self, name: str) -> object:
+        """
+        A read-only [rows, dim] view of a column in the mapped file; it keeps the index alive.
+        """
+
+class WindowPlanner:
+    def __init__(self, index: EpisodeIndex, names: Sequence[str], sources: Sequence[str], offsets: Sequence[Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]) -> None: ...
+
+    def plan(self, row: int) -> dict:
+        """
+        Rows, pad masks and per-camera frames of sample `row` (see stoker/window_plan.h).
+        """
 
 class Sampler:
     @property

@@ -245,14 +245,17 @@ void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<Sca
     for (size_t e : in_file) rows += s.episode_length[e];
     const bool tiled = rows == table.num_frames();
     int64_t cursor = 0;
+    double previous_drift = 0;  // drift grows along a packed file, so snap relative to it
     for (size_t e : in_file) {
       const int64_t from_row = s.episode_from_row[e];
       const double stated = s.episode_video_offset[c][e] + s.row_timestamp[from_row];
-      const int64_t first = tiled ? cursor : table.nearest_frame(stated);
+      const double snap_base = previous_drift;
+      const int64_t first = tiled ? cursor : table.nearest_frame(stated + snap_base);
       cursor = first + s.episode_length[e];
       first_frame[e] = first;
       drift[e] = table.pts_seconds(first) - stated;
-      if (!tiled && std::abs(drift[e]) > frame_period / 2) {
+      previous_drift = drift[e];
+      if (!tiled && std::abs(table.pts_seconds(first) - (stated + snap_base)) > frame_period / 2) {
         problems.push_back(describe(s, c, e) + ": no frame near its stated start " +
                            std::to_string(stated) + " s, and the file's " +
                            std::to_string(table.num_frames()) + " frames do not match its " +
@@ -317,11 +320,14 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
 
   std::vector<std::string> problems;
-  for (size_t v = 0; v < videos.size(); ++v) {
-    if (!videos[v].status.ok()) problems.push_back(videos[v].status.message());
-  }
   const size_t episodes = source.episode_from_row.size();
   const size_t cameras = source.cameras.size();
+  for (size_t c = 0; c < cameras; ++c) {
+    for (size_t e = 0; e < episodes; ++e) {
+      const Status& failed = videos[source.episode_video[c][e]].status;
+      if (!failed.ok()) problems.push_back(describe(source, c, e) + ": " + failed.message());
+    }
+  }
   std::vector<int64_t> first_frame(cameras * episodes, 0);
   std::vector<double> drift(cameras * episodes, 0);
   for (size_t c = 0; c < cameras; ++c) {
@@ -399,7 +405,9 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   header.records = w.array<uint8_t>(records.bytes());
   std::memcpy(w.bytes().data(), &header, sizeof(header));
 
-  const std::string temporary = path + ".tmp" + std::to_string(getpid());
+  static std::atomic<uint64_t> builds{0};
+  const std::string temporary =
+      path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(builds++);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(w.bytes().data()),

@@ -131,6 +131,29 @@ TEST(EpisodeIndex, PackedFileWithDriftingOffsetsIsPlacedFrameByFrame) {
   EXPECT_NEAR(report.max_drift_s[0], 2 / 30.0, 2e-3);
 }
 
+// Regression: in a file holding more frames than its listed episodes' rows, episodes are
+// snapped to the pts nearest their stated start; stated starts whose drift has grown past half
+// a frame picked the previous episode's last frame. Snapping relative to the previous
+// episode's drift follows the slowly growing drift.
+TEST(EpisodeIndex, SnappingFollowsDriftThatGrowsPastHalfAFrame) {
+  const std::string a = episode_video("index_ep0");
+  const std::string packed = scratch("packed5.mp4");
+  const std::string list = scratch("packed5.txt");
+  std::ofstream(list) << std::string("file '" + a + "'\n") + "file '" + a + "'\nfile '" + a +
+                             "'\nfile '" + a + "'\nfile '" + a + "'\n";
+  ASSERT_TRUE(run_command("ffmpeg -nostdin -y -loglevel error -f concat -safe 0 -i '" + list +
+                          "' -c copy '" + packed + "'")
+                  .ok());
+  // Four of the five episodes listed; each stated start 0.2 frame later than the one before.
+  std::vector<double> offsets;
+  for (int e = 0; e < 4; ++e) offsets.push_back(e * (1.0 + 0.2 / 30));
+  auto index =
+      build_and_open(make_source({packed}, {0, 0, 0, 0}, offsets), scratch("packed5.index"));
+  ASSERT_NE(index, nullptr);
+  for (int e = 0; e < 4; ++e) EXPECT_EQ(index->first_frame(0, e), e * kFrames) << e;
+  EXPECT_NEAR(index->drift(0, 3), -0.6 / 30, 2e-3);
+}
+
 TEST(EpisodeIndex, ChangedSourceFilesAreReportedStale) {
   const std::string copy = scratch("index_stale_copy.mp4");
   std::filesystem::copy_file(episode_video("index_ep0"), copy,

@@ -1,0 +1,429 @@
+// Bindings for EpisodeIndex. The Python front (python/stoker/dataset_index.py) reads LeRobot
+// metadata and Parquet with pyarrow and passes whole numpy columns here; build_episode_index
+// copies them once into an EpisodeIndexSource and scans the videos with the GIL released.
+// Lookups are vectorised (one call per array of rows); column() is a zero-copy, read-only view
+// of the mapped file, kept alive by the Python index object that returned it.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+#include "stoker/episode_index.h"
+#include "stoker/window_plan.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Int64Matrix = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using DoubleMatrix = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+// The Python-side EpisodeIndex: a shared handle on the immutable, mapped index.
+struct IndexHandle {
+  std::shared_ptr<const EpisodeIndex> index;
+};
+
+template <typename T>
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T> values) {
+  auto* data = new std::vector<T>(std::move(values));
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(data->data(), {data->size()}, owner);
+}
+
+template <typename T, typename Array>
+std::vector<T> to_vector(const Array& array) {
+  return std::vector<T>(array.data(), array.data() + array.shape(0));
+}
+
+std::optional<ColumnType> column_type_of(const nb::dlpack::dtype& dtype) {
+  if (dtype == nb::dtype<float>()) return ColumnType::kFloat32;
+  if (dtype == nb::dtype<double>()) return ColumnType::kFloat64;
+  if (dtype == nb::dtype<int64_t>()) return ColumnType::kInt64;
+  return std::nullopt;
+}
+
+const char* column_type_name(ColumnType type) {
+  switch (type) {
+    case ColumnType::kFloat32:
+      return "float32";
+    case ColumnType::kFloat64:
+      return "float64";
+    case ColumnType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+// Calls a Python progress callable from the building thread. Captures only a borrowed pointer
+// (copying an nb::object would touch its reference count without the GIL); the first exception
+// the callable raises is kept and re-raised once the build returns, later calls are skipped.
+struct ProgressRelay {
+  PyObject* callable = nullptr;
+  std::optional<nb::python_error> error;  // GUARDED_BY(the GIL)
+
+  void operator()(int64_t done, int64_t total) {
+    nb::gil_scoped_acquire acquire;
+    if (error.has_value()) return;
+    try {
+      nb::handle function(callable);
+      function(done, total);
+    } catch (nb::python_error& e) {
+      error.emplace(std::move(e));
+    }
+  }
+};
+
+nb::dict build_episode_index(const std::string& path, double fps, Int64s episode_from_row,
+                             Int64s episode_length, Int64s episode_task, Doubles row_timestamp,
+                             std::vector<std::string> cameras, std::vector<std::string> video_files,
+                             Int64Matrix episode_video, DoubleMatrix episode_video_offset,
+                             std::vector<std::pair<std::string, AnyArray>> columns,
+                             std::vector<std::string> tracked_files, double tolerance_s,
+                             int threads, std::optional<nb::callable> progress) {
+  const size_t num_episodes = episode_from_row.shape(0);
+  const size_t num_rows = row_timestamp.shape(0);
+  if (episode_length.shape(0) != num_episodes || episode_task.shape(0) != num_episodes) {
+    throw nb::value_error("episode_from_row, episode_length and episode_task differ in length");
+  }
+  if (episode_video.shape(0) != cameras.size() || episode_video_offset.shape(0) != cameras.size()) {
+    throw nb::value_error("episode_video and episode_video_offset need one row per camera");
+  }
+  if (episode_video.shape(1) != num_episodes || episode_video_offset.shape(1) != num_episodes) {
+    throw nb::value_error("episode_video and episode_video_offset need one column per episode");
+  }
+  struct PendingColumn {
+    std::string name;
+    ColumnType type;
+    int64_t dim;
+    const uint8_t* data;
+    size_t bytes;
+  };
+  std::vector<PendingColumn> pending;
+  for (const auto& [name, array] : columns) {
+    const std::optional<ColumnType> type = column_type_of(array.dtype());
+    if (!type.has_value()) {
+      throw nb::type_error(("column '" + name +
+                            "': only float32, float64 and int64 columns can "
+                            "be indexed")
+                               .c_str());
+    }
+    if (array.ndim() < 1 || array.ndim() > 2 || array.shape(0) != num_rows) {
+      throw nb::value_error(
+          ("column '" + name +
+           "' must have shape [rows] or [rows, dim] with rows = " + std::to_string(num_rows))
+              .c_str());
+    }
+    const int64_t dim = array.ndim() == 2 ? static_cast<int64_t>(array.shape(1)) : 1;
+    pending.push_back({name, *type, dim, static_cast<const uint8_t*>(array.data()),
+                       array.size() * column_type_size(*type)});
+  }
+
+  ProgressRelay relay;
+  if (progress.has_value() && !progress->is_none()) relay.callable = progress->ptr();
+
+  EpisodeIndexBuildReport report;
+  Status status;
+  {
+    // The arrays stay alive (the arguments hold them) while the GIL is released.
+    nb::gil_scoped_release release;
+    EpisodeIndexSource source;
+    source.fps = fps;
+    source.episode_from_row = to_vector<int64_t>(episode_from_row);
+    source.episode_length = to_vector<int64_t>(episode_length);
+    source.episode_task = to_vector<int64_t>(episode_task);
+    source.row_timestamp = to_vector<double>(row_timestamp);
+    source.cameras = std::move(cameras);
+    source.video_files = std::move(video_files);
+    for (size_t c = 0; c < source.cameras.size(); ++c) {
+      const int64_t* video = episode_video.data() + c * num_episodes;
+      const double* offset = episode_video_offset.data() + c * num_episodes;
+      source.episode_video.emplace_back(video, video + num_episodes);
+      source.episode_video_offset.emplace_back(offset, offset + num_episodes);
+    }
+    for (const PendingColumn& column : pending) {
+      source.columns.push_back(
+          {.name = column.name,
+           .type = column.type,
+           .dim = column.dim,
+           .data = std::vector<uint8_t>(column.data, column.data + column.bytes)});
+    }
+    source.tracked_files = std::move(tracked_files);
+    source.tolerance_s = tolerance_s;
+
+    EpisodeIndexBuildOptions options{.threads = threads};
+    if (relay.callable != nullptr) {
+      options.progress = [&relay](int64_t done, int64_t total) { relay(done, total); };
+    }
+    status = EpisodeIndex::build(source, path, options, &report);
+  }
+  if (relay.error.has_value()) throw std::move(*relay.error);
+  raise_if_error(status, ErrorKind::kDataset);
+  nb::dict result;
+  result["seconds"] = report.seconds;
+  result["max_drift_s"] = owned_array(std::move(report.max_drift_s));
+  return result;
+}
+
+IndexHandle open_index(const std::string& path) {
+  Result<std::shared_ptr<const EpisodeIndex>> index = [&] {
+    nb::gil_scoped_release release;
+    return EpisodeIndex::open(path);
+  }();
+  raise_if_error(index.status().with_context("index '" + path + "'"), ErrorKind::kDataset);
+  return IndexHandle{std::move(index).value()};
+}
+
+int64_t checked_camera(const EpisodeIndex& index, int64_t camera) {
+  if (camera < 0 || camera >= index.num_cameras()) {
+    throw nb::index_error(("camera " + std::to_string(camera) + " out of range [0, " +
+                           std::to_string(index.num_cameras()) + ")")
+                              .c_str());
+  }
+  return camera;
+}
+
+int64_t checked_row(const EpisodeIndex& index, int64_t row) {
+  if (row < 0 || row >= index.num_rows()) {
+    throw nb::index_error(("row " + std::to_string(row) + " out of range [0, " +
+                           std::to_string(index.num_rows()) + ")")
+                              .c_str());
+  }
+  return row;
+}
+
+// Applies `lookup` to every row with the GIL released; rows out of range raise IndexError.
+template <typename Lookup>
+nb::ndarray<nb::numpy, int64_t> map_rows(const EpisodeIndex& index, Int64s rows, Lookup lookup) {
+  const size_t n = rows.shape(0);
+  int64_t* out = new int64_t[n];
+  nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<int64_t*>(p); });
+  int64_t bad = -1;
+  {
+    nb::gil_scoped_release release;
+    const int64_t* in = rows.data();
+    const uint64_t limit = static_cast<uint64_t>(index.num_rows());
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t row = in[i];
+      if (static_cast<uint64_t>(row) >= limit) {
+        bad = static_cast<int64_t>(i);
+        break;
+      }
+      out[i] = lookup(row);
+    }
+  }
+  if (bad >= 0) checked_row(index, rows.data()[bad]);
+  return nb::ndarray<nb::numpy, int64_t>(out, {n}, owner);
+}
+
+template <typename T, typename Get>
+nb::ndarray<nb::numpy, T> per_episode(const EpisodeIndex& index, Get get) {
+  std::vector<T> values(static_cast<size_t>(index.num_episodes()));
+  for (int64_t e = 0; e < index.num_episodes(); ++e) values[e] = get(e);
+  return owned_array(std::move(values));
+}
+
+template <typename T>
+nb::object column_view(nb::handle self, const EpisodeIndex::ColumnView& column, int64_t rows) {
+  const size_t shape[2] = {static_cast<size_t>(rows), static_cast<size_t>(column.dim)};
+  // The view borrows the mapping; `self` (the Python index) owns the shared index that owns it.
+  return nb::ndarray<nb::numpy, const T>(static_cast<const void*>(column.data.data()), 2, shape,
+                                         self)
+      .cast(nb::rv_policy::reference);
+}
+
+}  // namespace
+
+void register_dataset(nb::module_& m) {
+  m.def("build_episode_index", &build_episode_index, nb::arg("path"), nb::arg("fps"),
+        nb::arg("episode_from_row"), nb::arg("episode_length"), nb::arg("episode_task"),
+        nb::arg("row_timestamp"), nb::arg("cameras"), nb::arg("video_files"),
+        nb::arg("episode_video"), nb::arg("episode_video_offset"), nb::arg("columns"),
+        nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
+        nb::arg("progress").none(),
+        "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
+        "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
+
+  nb::class_<IndexHandle>(m, "EpisodeIndex")
+      .def_static("open", &open_index, nb::arg("path"))
+      .def_prop_ro("num_rows", [](const IndexHandle& h) { return h.index->num_rows(); })
+      .def_prop_ro("num_episodes", [](const IndexHandle& h) { return h.index->num_episodes(); })
+      .def_prop_ro("fps", [](const IndexHandle& h) { return h.index->fps(); })
+      .def_prop_ro("cameras", [](const IndexHandle& h) { return h.index->cameras(); })
+      .def_prop_ro("video_files", [](const IndexHandle& h) { return h.index->video_files(); })
+      .def_prop_ro("column_names",
+                   [](const IndexHandle& h) {
+                     std::vector<std::tuple<std::string, std::string, int64_t>> names;
+                     for (const auto& column : h.index->columns()) {
+                       names.emplace_back(column.name, column_type_name(column.type), column.dim);
+                     }
+                     return names;
+                   })
+      .def("stale_files",
+           [](const IndexHandle& h) {
+             nb::gil_scoped_release release;
+             return h.index->stale_files();
+           })
+      .def(
+          "episode_of_row",
+          [](const IndexHandle& h, int64_t row) {
+            return h.index->episode_of_row(checked_row(*h.index, row));
+          },
+          nb::arg("row"))
+      .def(
+          "frame_of_row",
+          [](const IndexHandle& h, int64_t camera, int64_t row) {
+            return h.index->frame_of_row(checked_camera(*h.index, camera),
+                                         checked_row(*h.index, row));
+          },
+          nb::arg("camera"), nb::arg("row"))
+      .def(
+          "episode_of_rows",
+          [](const IndexHandle& h, Int64s rows) {
+            const EpisodeIndex& index = *h.index;
+            return map_rows(index, rows, [&](int64_t row) { return index.episode_of_row(row); });
+          },
+          nb::arg("rows"))
+      .def(
+          "frames_of_rows",
+          [](const IndexHandle& h, int64_t camera, Int64s rows) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t c = checked_camera(index, camera);
+            return map_rows(index, rows, [&](int64_t row) { return index.frame_of_row(c, row); });
+          },
+          nb::arg("camera"), nb::arg("rows"))
+      .def("episode_table",
+           [](const IndexHandle& h) {
+             const EpisodeIndex& index = *h.index;
+             return nb::make_tuple(
+                 per_episode<int64_t>(index, [&](int64_t e) { return index.episode_from_row(e); }),
+                 per_episode<int64_t>(index, [&](int64_t e) { return index.episode_length(e); }),
+                 per_episode<int64_t>(index, [&](int64_t e) { return index.episode_task(e); }));
+           })
+      .def(
+          "videos_of",
+          [](const IndexHandle& h, int64_t camera) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t c = checked_camera(index, camera);
+            return per_episode<int64_t>(index, [&](int64_t e) { return index.video_of(c, e); });
+          },
+          nb::arg("camera"))
+      .def(
+          "first_frames",
+          [](const IndexHandle& h, int64_t camera) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t c = checked_camera(index, camera);
+            return per_episode<int64_t>(index, [&](int64_t e) { return index.first_frame(c, e); });
+          },
+          nb::arg("camera"))
+      .def(
+          "drifts",
+          [](const IndexHandle& h, int64_t camera) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t c = checked_camera(index, camera);
+            return per_episode<double>(index, [&](int64_t e) { return index.drift(c, e); });
+          },
+          nb::arg("camera"))
+      .def(
+          "frame_table",
+          [](const IndexHandle& h, int64_t video) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t count = static_cast<int64_t>(index.video_files().size());
+            if (video < 0 || video >= count) {
+              throw nb::index_error(("video " + std::to_string(video) + " out of range [0, " +
+                                     std::to_string(count) + ")")
+                                        .c_str());
+            }
+            std::vector<uint8_t> bytes;
+            Status status;
+            {
+              nb::gil_scoped_release release;
+              Result<std::shared_ptr<const FrameTable>> table = index.frame_table(video);
+              status = table.status();
+              if (status.ok()) bytes = (*table)->serialize();
+            }
+            raise_if_error(status, ErrorKind::kDataset);
+            return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          },
+          nb::arg("video"))
+      .def(
+          "column",
+          [](nb::pointer_and_handle<IndexHandle> self, const std::string& name) -> nb::object {
+            const EpisodeIndex& index = *self.p->index;
+            for (const EpisodeIndex::ColumnView& column : index.columns()) {
+              if (column.name != name) continue;
+              switch (column.type) {
+                case ColumnType::kFloat32:
+                  return column_view<float>(self.h, column, index.num_rows());
+                case ColumnType::kFloat64:
+                  return column_view<double>(self.h, column, index.num_rows());
+                case ColumnType::kInt64:
+                  return column_view<int64_t>(self.h, column, index.num_rows());
+              }
+            }
+            throw nb::key_error(("the index has no column '" + name + "'").c_str());
+          },
+          nb::arg("name"),
+          "A read-only [rows, dim] view of a column in the mapped file; it keeps the index "
+          "alive.");
+
+  nb::class_<WindowPlanner>(m, "WindowPlanner")
+      .def(nb::new_([](const IndexHandle& index, const std::vector<std::string>& names,
+                       const std::vector<std::string>& sources, std::vector<Int64s> offsets) {
+             if (names.size() != sources.size() || names.size() != offsets.size()) {
+               throw nb::value_error("names, sources and offsets differ in length");
+             }
+             std::vector<WindowKey> keys;
+             for (size_t k = 0; k < names.size(); ++k) {
+               keys.push_back({.name = names[k],
+                               .source = sources[k],
+                               .offsets = to_vector<int64_t>(offsets[k])});
+             }
+             auto planner = WindowPlanner::create(index.index, std::move(keys));
+             raise_if_error(planner.status(), ErrorKind::kDataset);
+             return std::move(planner).value();
+           }),
+           nb::arg("index"), nb::arg("names"), nb::arg("sources"), nb::arg("offsets"))
+      .def(
+          "plan",
+          [](const WindowPlanner& planner, int64_t row) {
+            WindowPlan plan;
+            raise_if_error(planner.plan(row, &plan), ErrorKind::kDataset);
+            nb::list reads;
+            for (WindowPlan::Read& read : plan.reads) {
+              nb::dict r;
+              r["camera"] = read.camera;
+              r["video_file"] = read.video_file;
+              r["frames"] = owned_array(std::move(read.frames));
+              reads.append(r);
+            }
+            nb::dict result;
+            result["episode"] = plan.episode;
+            result["rows"] = owned_array(std::move(plan.rows));
+            result["pad"] = owned_array(std::move(plan.pad));
+            result["key_begin"] = owned_array(std::move(plan.key_begin));
+            result["key_read"] = owned_array(std::move(plan.key_read));
+            result["key_read_begin"] = owned_array(std::move(plan.key_read_begin));
+            result["reads"] = reads;
+            return result;
+          },
+          nb::arg("row"),
+          "Rows, pad masks and per-camera frames of sample `row` (see stoker/window_plan.h).");
+}
+
+}  // namespace stoker::python

@@ -1,0 +1,422 @@
+"""The persistent episode index of a LeRobot dataset: build once, memory-map afterwards.
+
+:func:`load_index` reads the dataset's metadata and Parquet columns with pyarrow
+(:mod:`stoker.lerobot_meta`), scans every video once in C++ (in parallel, with the GIL
+released) and writes one versioned binary file, ``index-v1.bin``:
+
+* in ``<root>/.stoker/`` when the dataset folder is writable;
+* otherwise in a cache folder, ``<cache_dir>/<hash of the absolute root>/``, where
+  ``cache_dir`` defaults to ``$STOKER_CACHE_DIR`` or ``~/.cache/stoker``.
+
+Later calls map the file and return at once, unless a dataset file (meta files, Parquet tables,
+videos) changed size or modification time since the build, in which case the index is rebuilt.
+An index file that cannot be read (corrupted, from another format version) is rebuilt too.
+
+Lookups are vectorised: pass numpy arrays of rows, get numpy arrays back; each costs O(1) per
+row whatever the number of episodes or files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from stoker import _core
+from stoker._core import DatasetError
+from stoker.lerobot_meta import (LeRobotMetadata, _readable_columns, read_columns,
+                                 read_lerobot_metadata)
+
+__all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
+
+INDEX_FILE = "index-v1.bin"
+_INDEXED_DTYPES = ("float32", "float64", "int64")
+
+Progress = Union[bool, Callable[[int, int], None]]
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What building an index found.
+
+    ``max_drift_s[v]`` is, for video file ``video_files[v]``, the largest distance between an
+    episode's stated start (LeRobot v3.0's ``from_timestamp``) and the pts of the frame it was
+    snapped to. In packed files this grows with the number of episodes before it; beyond half a
+    frame, naive nearest-timestamp lookups pick the wrong frame, which the index avoids.
+    """
+
+    seconds: float
+    video_files: Tuple[str, ...]
+    max_drift_s: np.ndarray  # float64 [V]
+
+    def summary(self) -> str:
+        """One line: the build time and the largest drift, with its file."""
+        text = f"{len(self.video_files)} video files in {self.seconds:.2f} s"
+        if len(self.max_drift_s):
+            worst = int(np.argmax(self.max_drift_s))
+            text += (f"; max drift {self.max_drift_s[worst] * 1e3:.3f} ms "
+                     f"({os.path.basename(self.video_files[worst])})")
+        return text
+
+
+class EpisodeIndex:
+    """A dataset's mapped index: episodes, per-camera frames, frame tables and columns.
+
+    Obtained from :func:`load_index` (or :meth:`open` for a known index file). Immutable, and
+    safe to share between threads. ``camera`` arguments are a camera name or its position in
+    :attr:`cameras`.
+    """
+
+    def __init__(self, core: _core.EpisodeIndex, path: str,
+                 report: Optional[IndexReport] = None):
+        self._core = core
+        self._path = path
+        self._report = report
+        self._cameras = tuple(core.cameras)
+        self._camera_ids = {name: c for c, name in enumerate(self._cameras)}
+        self._video_files = tuple(core.video_files)
+        self._video_ids = {path: v for v, path in enumerate(self._video_files)}
+        self._columns = {name: (dtype, dim) for name, dtype, dim in core.column_names}
+
+    @classmethod
+    def open(cls, path: Union[str, os.PathLike]) -> "EpisodeIndex":
+        """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one."""
+        path = os.path.abspath(os.fspath(path))
+        return cls(_core.EpisodeIndex.open(path), path)
+
+    @property
+    def path(self) -> str:
+        """The index file."""
+        return self._path
+
+    @property
+    def report(self) -> Optional[IndexReport]:
+        """What the build found, when this call built the index; None when it was mapped."""
+        return self._report
+
+    @property
+    def num_rows(self) -> int:
+        return self._core.num_rows
+
+    @property
+    def num_episodes(self) -> int:
+        return self._core.num_episodes
+
+    @property
+    def fps(self) -> float:
+        return self._core.fps
+
+    @property
+    def cameras(self) -> Tuple[str, ...]:
+        return self._cameras
+
+    @property
+    def video_files(self) -> Tuple[str, ...]:
+        """Every video file of every camera (absolute paths); ``v`` arguments index this."""
+        return self._video_files
+
+    @property
+    def column_names(self) -> Tuple[str, ...]:
+        return tuple(self._columns)
+
+    def stale_files(self) -> List[str]:
+        """The dataset files changed or gone since the build; empty when the index is current."""
+        return list(self._core.stale_files())
+
+    # Lookups ---------------------------------------------------------------------------------
+
+    def episode_of_row(self, row: int) -> int:
+        """The episode (position in dataset order) of one row."""
+        return self._core.episode_of_row(int(row))
+
+    def frame_of_row(self, camera: Union[str, int], row: int) -> int:
+        """The frame of ``camera``'s video file (see :meth:`videos_of`) showing one row."""
+        return self._core.frame_of_row(self._camera(camera), int(row))
+
+    def episode_of_rows(self, rows) -> np.ndarray:
+        """The episode of every row: int64 array shaped like ``rows``.
+
+        Raises ``IndexError`` for a row outside ``[0, num_rows)``.
+        """
+        array = _rows(rows)
+        return self._core.episode_of_rows(array.reshape(-1)).reshape(array.shape)
+
+    def frames_of_rows(self, camera: Union[str, int], rows) -> np.ndarray:
+        """The frame showing every row in ``camera``'s video file of the row's episode."""
+        array = _rows(rows)
+        c = self._camera(camera)
+        return self._core.frames_of_rows(c, array.reshape(-1)).reshape(array.shape)
+
+    def episode_table(self) -> Dict[str, np.ndarray]:
+        """Per episode: ``from_row``, ``length`` and ``task`` (task index, -1 for none)."""
+        from_row, length, task = self._core.episode_table()
+        return {"from_row": from_row, "length": length, "task": task}
+
+    def videos_of(self, camera: Union[str, int]) -> np.ndarray:
+        """Per episode: the index in :attr:`video_files` of ``camera``'s file."""
+        return self._core.videos_of(self._camera(camera))
+
+    def first_frames(self, camera: Union[str, int]) -> np.ndarray:
+        """Per episode: its first frame in ``camera``'s file (snapped, in packed files)."""
+        return self._core.first_frames(self._camera(camera))
+
+    def drifts(self, camera: Union[str, int]) -> np.ndarray:
+        """Per episode: the first frame's pts minus the stated start, in seconds."""
+        return self._core.drifts(self._camera(camera))
+
+    def frame_table(self, video: Union[int, str]) -> bytes:
+        """The saved frame table of a video file (by index or path), for
+        ``stoker.VideoReader(path, frame_table=...)``, which then skips its scan."""
+        if isinstance(video, (str, os.PathLike)):
+            key = os.path.abspath(os.fspath(video))
+            if key not in self._video_ids:
+                raise KeyError(f"{key} is not a video file of this index")
+            video = self._video_ids[key]
+        return self._core.frame_table(int(video))
+
+    def column(self, name: str) -> np.ndarray:
+        """A low-dimensional column as a read-only, zero-copy view of the mapped file.
+
+        [rows] for a scalar column, [rows, dim] for a vector feature, as
+        :func:`stoker.lerobot_meta.read_columns` returns it. The view keeps the index mapped.
+        """
+        if name not in self._columns:
+            raise KeyError(f"the index has no column {name!r}; it has {sorted(self._columns)}")
+        view = self._core.column(name)
+        _, dim = self._columns[name]
+        return view.reshape(-1) if dim == 1 else view
+
+    def __repr__(self) -> str:
+        return (f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
+                f"rows, cameras={list(self._cameras)})")
+
+    def _camera(self, camera: Union[str, int]) -> int:
+        if isinstance(camera, str):
+            if camera not in self._camera_ids:
+                raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
+            return self._camera_ids[camera]
+        if isinstance(camera, (int, np.integer)) and 0 <= camera < len(self._cameras):
+            return int(camera)
+        raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
+
+
+def default_cache_dir() -> str:
+    """``$STOKER_CACHE_DIR``, or ``~/.cache/stoker``."""
+    return os.environ.get("STOKER_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "stoker")
+
+
+def index_paths(root, cache_dir: Optional[str] = None) -> Tuple[str, str]:
+    """(the index file in the dataset folder, the one in the cache folder) of dataset ``root``."""
+    root = os.path.abspath(os.fspath(root))
+    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    cache = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir()
+    return (os.path.join(root, ".stoker", INDEX_FILE),
+            os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE))
+
+
+def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
+               progress: Progress = True, cache_dir: Optional[str] = None,
+               tolerance_s: float = 1e-4) -> EpisodeIndex:
+    """The episode index of the LeRobot dataset in folder ``root``, built when needed.
+
+    An existing index (in ``<root>/.stoker/`` or the cache folder) that is current is mapped
+    and returned. Otherwise (none yet, a dataset file changed, an unreadable index file, or
+    ``rebuild=True``) the metadata and columns are read, every video is scanned, and the index
+    is written to ``<root>/.stoker/``, or, when that folder cannot be created or written, to
+    the cache folder.
+
+    Args:
+        root: the dataset folder.
+        rebuild: build even when a current index exists.
+        threads: threads scanning videos. Default: one per core.
+        progress: True shows a progress bar on stderr while scanning and prints a one-line
+            summary (build time, max drift) when built; False is silent; a callable is called
+            with (done, total) after each video file.
+        cache_dir: where indexes of read-only datasets go. Default: ``$STOKER_CACHE_DIR`` or
+            ``~/.cache/stoker``; each dataset gets a subfolder named after its path's hash.
+        tolerance_s: how far a frame's pts may sit from the time its row states (after
+            snapping each episode's start), in seconds.
+
+    Returns:
+        The mapped :class:`EpisodeIndex`; its :attr:`~EpisodeIndex.report` tells what the
+        build found when this call built it.
+
+    Raises:
+        stoker.DatasetError: a bad dataset (see :mod:`stoker.lerobot_meta`), or videos that do
+            not match the rows: missing or unreadable files, fewer frames than rows, or frame
+            times that do not match the row timestamps, naming the episode, camera and file.
+    """
+    if threads is None:
+        threads = 0
+    elif not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    if not (progress is True or progress is False or callable(progress)):
+        raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
+    if not tolerance_s >= 0:
+        raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
+    root = os.path.abspath(os.fspath(root))
+    if not os.path.isdir(root):
+        raise DatasetError(f"dataset folder {root} does not exist")
+    local, cached = index_paths(root, cache_dir)
+
+    if not rebuild:
+        for path in (local, cached):
+            if not os.path.exists(path):
+                continue
+            try:
+                index = EpisodeIndex.open(path)
+            except DatasetError:
+                continue  # unreadable (corrupted, another version): rebuilt below
+            if not index.stale_files() and _describes(index, root):
+                return index
+
+    meta = read_lerobot_metadata(root)
+    names = _indexable_columns(meta)
+    columns = read_columns(meta, list(dict.fromkeys([*names, "timestamp"])),
+                           tolerance_s=tolerance_s)
+    path = local if _writable_folder(os.path.dirname(local)) else cached
+    if path == cached and not _writable_folder(os.path.dirname(cached)):
+        raise DatasetError(f"cannot write the index of {root}: neither {os.path.dirname(local)} "
+                           f"nor the cache folder {os.path.dirname(cached)} is writable")
+    timestamp = columns["timestamp"].astype(np.float64)
+    report = _build(meta, timestamp, {name: columns[name] for name in names}, path, threads,
+                    progress, tolerance_s)
+    if progress is True:
+        print(f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
+              file=sys.stderr)
+    index = EpisodeIndex.open(path)
+    index._report = report
+    return index
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+
+def _indexable_columns(meta: LeRobotMetadata) -> List[str]:
+    """Every fixed-length numeric column of float32, float64 or int64 values."""
+    return [name for name, (dtype, _) in _readable_columns(meta).items()
+            if dtype in _INDEXED_DTYPES]
+
+
+def _tracked_files(meta: LeRobotMetadata) -> List[str]:
+    """The meta files the metadata was read from, and every data file."""
+    meta_dir = os.path.join(meta.root, "meta")
+    if meta.codebase_version == "v3.0":
+        names = ["info.json", "tasks.parquet"]
+        episodes_dir = os.path.join(meta_dir, "episodes")
+        tables = sorted(os.path.join(dirpath, name)
+                        for dirpath, _, files in os.walk(episodes_dir) for name in files
+                        if name.endswith(".parquet"))
+    else:
+        names = ["info.json", "episodes.jsonl", "tasks.jsonl"]
+        tables = []
+    files = [os.path.join(meta_dir, name) for name in names] + tables
+    return [path for path in files if os.path.exists(path)] + [str(p) for p in meta.data_files]
+
+
+def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.ndarray],
+           path: str, threads: int, progress: Progress, tolerance_s: float) -> IndexReport:
+    video_files: List[str] = []
+    episode_video = np.zeros((len(meta.cameras), meta.num_episodes), np.int64)
+    episode_offset = np.zeros((len(meta.cameras), meta.num_episodes), np.float64)
+    for c, camera in enumerate(meta.cameras):
+        videos = meta.videos[camera]
+        episode_video[c] = videos.file_index.astype(np.int64) + len(video_files)
+        episode_offset[c] = videos.from_timestamp
+        video_files.extend(str(p) for p in videos.files)
+
+    if progress is True:
+        callback = _ProgressBar("indexing videos") if video_files else None
+    elif progress is False:
+        callback = None
+    else:
+        callback = progress
+    try:
+        result = _core.build_episode_index(
+            path, float(meta.fps),
+            np.ascontiguousarray(meta.dataset_from_index, np.int64),
+            np.ascontiguousarray(meta.length, np.int64),
+            np.ascontiguousarray(meta.task_index, np.int64),
+            timestamp, list(meta.cameras), video_files, episode_video, episode_offset,
+            [(name, np.ascontiguousarray(values)) for name, values in columns.items()],
+            _tracked_files(meta), float(tolerance_s), int(threads), callback)
+    finally:
+        if isinstance(callback, _ProgressBar):
+            callback.close()
+    return IndexReport(seconds=result["seconds"], video_files=tuple(video_files),
+                       max_drift_s=result["max_drift_s"])
+
+
+def _describes(index: EpisodeIndex, root: str) -> bool:
+    """False for an index of another folder (a dataset copied or moved with its .stoker/): its
+    absolute paths name the original's files, which may well be unchanged."""
+    prefix = os.path.join(root, "")
+    return all(path.startswith(prefix) for path in index.video_files)
+
+
+def _writable_folder(folder: str) -> bool:
+    """Creates ``folder`` if needed and checks that a file can be created in it."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".write-probe-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.unlink(probe)
+        return True
+    except OSError:
+        return False
+
+
+class _ProgressBar:
+    """A one-line progress bar on stderr: count, rate, ETA. Redrawn at most 10 times a second."""
+
+    def __init__(self, label: str, stream=None):
+        self._label = label
+        self._stream = stream if stream is not None else sys.stderr
+        self._started = time.monotonic()
+        self._last_draw = 0.0
+        self._drawn = False
+        self._tty = getattr(self._stream, "isatty", lambda: False)()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last_draw < (0.1 if self._tty else 5.0):
+            return
+        self._last_draw = now
+        elapsed = max(now - self._started, 1e-9)
+        rate = done / elapsed
+        eta = (total - done) / rate if rate > 0 else math.inf
+        width = 24
+        filled = int(width * done / total) if total else width
+        line = (f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                f"{rate:.1f}/s ETA {_clock(eta)}")
+        self._stream.write(("\r" if self._tty else "") + line + ("" if self._tty else "\n"))
+        self._stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn and self._tty:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _rows(rows) -> np.ndarray:
+    array = np.asarray(rows)
+    if array.size and array.dtype.kind not in "iu":
+        raise TypeError(f"rows must be integers, got dtype {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.int64)

@@ -1,0 +1,229 @@
+"""LeRobot datasets (v2.1 and v3.0) read by stoker: temporal windows of frames and rows.
+
+    ds = stoker.LeRobotDataset("path/to/dataset", spec=stoker.WindowSpec(
+        delta_timestamps={"observation.images.front": [-0.1, 0.0],
+                          "action": [0.0, 1 / 30, 2 / 30]},
+        size=(224, 224)))
+    item = ds[123]   # dict of numpy arrays, keyed and shaped as LeRobotDataset's items
+
+The index (episodes, frame tables, columns) is built once per dataset and memory-mapped on later
+opens; see :func:`stoker.dataset_index.load_index`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from stoker import _core
+from stoker._core import DatasetError
+from stoker.dataset_index import load_index
+from stoker.lerobot_meta import read_lerobot_metadata
+from stoker.video import VideoReader
+
+_LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
+
+Offsets = Union[Sequence[float], Tuple[str, Sequence[float]]]
+
+
+class WindowSpec:
+    """Which rows and frames around a sample make one training example.
+
+    Args:
+        delta_timestamps: per key, offsets in seconds from the sample's time, as LeRobot's
+            ``delta_timestamps``. A key is a camera or a feature (``"action"``); to read one
+            source as several output keys (past / current / future segments), map a new name to
+            ``(source, offsets)``.
+        delta_indices: the same in frames (rows) instead of seconds.
+        size: ``(height, width)`` to resize frames to while converting; default: the video's.
+        layout: ``"TCHW"`` (default, as LeRobot) or ``"THWC"``.
+        tolerance_s: how far an offset in seconds may be from a whole number of frames.
+
+    Keys of the dataset not read by a window key come back for the sample's own row only,
+    without a time axis, as LeRobot returns them.
+    """
+
+    def __init__(self, delta_timestamps: Optional[Mapping[str, Offsets]] = None,
+                 delta_indices: Optional[Mapping[str, Offsets]] = None,
+                 size: Optional[Tuple[int, int]] = None, layout: str = "TCHW",
+                 tolerance_s: float = 1e-4):
+        if layout not in _LAYOUTS:
+            raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
+        if size is not None:
+            size = tuple(int(v) for v in size)
+            if len(size) != 2 or min(size) <= 0:
+                raise ValueError(f"size must be (height, width), got {size!r}")
+        if not tolerance_s >= 0:
+            raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
+        self.delta_timestamps = dict(delta_timestamps or {})
+        self.delta_indices = dict(delta_indices or {})
+        overlap = set(self.delta_timestamps) & set(self.delta_indices)
+        if overlap:
+            raise ValueError(f"keys {sorted(overlap)} are in both delta_timestamps and "
+                             f"delta_indices")
+        self.size = size
+        self.layout = layout
+        self.tolerance_s = float(tolerance_s)
+
+    def resolve(self, fps: float) -> Dict[str, Tuple[str, np.ndarray]]:
+        """Output key -> (source key, offsets in rows), checking seconds against ``fps``."""
+        keys = {}
+        for name, value in self.delta_timestamps.items():
+            source, seconds = _source_and_offsets(name, value)
+            seconds = np.asarray(seconds, dtype=np.float64)
+            rows = np.round(seconds * fps)
+            off = np.abs(seconds - rows / fps)
+            if np.any(off > self.tolerance_s):
+                bad = seconds[np.argmax(off)]
+                raise ValueError(f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
+                                 f"frames at {fps} fps (tolerance {self.tolerance_s} s)")
+            keys[name] = (source, rows.astype(np.int64))
+        for name, value in self.delta_indices.items():
+            source, rows = _source_and_offsets(name, value)
+            rows = np.asarray(rows)
+            if rows.dtype.kind not in "iu":
+                raise ValueError(f"delta_indices[{name!r}] must be integers")
+            keys[name] = (source, rows.astype(np.int64))
+        return keys
+
+    def __repr__(self) -> str:
+        return (f"WindowSpec(delta_timestamps={self.delta_timestamps!r}, "
+                f"delta_indices={self.delta_indices!r}, size={self.size!r}, "
+                f"layout={self.layout!r})")
+
+
+def _source_and_offsets(name, value):
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        return value
+    return name, value
+
+
+class LeRobotDataset:
+    """A LeRobot dataset folder (codebase v2.1 or v3.0), read by stoker.
+
+    Opening reads the metadata and maps the stoker index (building it the first time, or when
+    the dataset's files changed). With a ``spec``, ``len(ds)`` is the number of frames (rows)
+    and ``ds[i]`` is sample i: a dict of numpy arrays with the keys, shapes and pad masks
+    LeRobot's ``LeRobotDataset`` returns for the same ``delta_timestamps`` — images uint8
+    [T, C, H, W] (or [T, H, W, C]), features [T, dim], ``<key>_is_pad`` bool [T], and the
+    scalars ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index`` and the
+    ``task`` text.
+
+    Args:
+        root: the dataset folder.
+        spec: the window; without one, items hold the sample's own row and frames.
+        cache_dir, rebuild, threads, progress: passed to :func:`stoker.dataset_index.load_index`.
+
+    Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
+    """
+
+    def __init__(self, root: Union[str, os.PathLike], spec: Optional[WindowSpec] = None, *,
+                 cache_dir: Optional[str] = None, rebuild: bool = False,
+                 threads: Optional[int] = None, progress: bool = True):
+        self.root = os.path.abspath(os.fspath(root))
+        self.meta = read_lerobot_metadata(self.root)
+        self.index = load_index(self.root, rebuild=rebuild, threads=threads, progress=progress,
+                                cache_dir=cache_dir)
+        self.spec = spec if spec is not None else WindowSpec()
+        self._build_keys()
+        self._episode_from_row = self.index.episode_table()["from_row"]
+        self._readers: Dict[int, VideoReader] = {}
+
+    @property
+    def num_episodes(self) -> int:
+        return self.meta.num_episodes
+
+    @property
+    def num_frames(self) -> int:
+        return self.meta.num_frames
+
+    @property
+    def fps(self) -> float:
+        return self.meta.fps
+
+    @property
+    def cameras(self) -> Tuple[str, ...]:
+        return tuple(self.meta.cameras)
+
+    @property
+    def features(self):
+        return self.meta.features
+
+    def __len__(self) -> int:
+        return self.index.num_rows
+
+    def __getitem__(self, i: int) -> Dict[str, np.ndarray]:
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
+        plan = self._planner.plan(i)
+        item: Dict[str, np.ndarray] = {}
+        frames = [self._decode(read) for read in plan["reads"]]
+        rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
+        for k, (name, source, timed) in enumerate(self._keys):
+            key_rows = rows[begin[k]:begin[k + 1]]
+            if self._key_read[k] >= 0:
+                read = plan["key_read"][k]
+                first = plan["key_read_begin"][k]
+                value = frames[read][first:first + len(key_rows)]
+            else:
+                value = self.index.column(source)[key_rows]
+            if timed:
+                item[name] = value
+                item[f"{name}_is_pad"] = pad[begin[k]:begin[k + 1]].astype(bool)
+            else:
+                item[name] = value[0]
+        episode = int(plan["episode"])
+        defaults = {"index": i, "episode_index": self.meta.episode_index[episode],
+                    "frame_index": i - self._episode_from_row[episode],
+                    "task_index": self.meta.task_index[episode]}
+        for name, value in defaults.items():
+            if name not in item:
+                item[name] = np.int64(value)
+        task = int(self.meta.task_index[episode])
+        item["task"] = str(self.meta.tasks[task]) if 0 <= task < len(self.meta.tasks) else ""
+        return item
+
+    def __repr__(self) -> str:
+        return (f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
+                f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
+                f"cameras {list(self.cameras)})")
+
+    def _build_keys(self):
+        resolved = self.spec.resolve(self.fps)
+        sources = set(self.cameras) | set(self.index.column_names)
+        for name, (source, _) in resolved.items():
+            if source not in sources:
+                raise DatasetError(f"window key {name!r} reads {source!r}, which the dataset "
+                                   f"{self.root} does not have (it has {sorted(sources)})")
+        keys = [(name, source, True) for name, (source, _) in resolved.items()]
+        # A source read through a window key is not also returned at the sample's own row.
+        windowed = {source for _, source, _ in keys} | {name for name, _, _ in keys}
+        for source in list(self.cameras) + list(self.index.column_names):
+            if source not in windowed:
+                keys.append((source, source, False))
+        self._keys = keys
+        offsets = [resolved[name][1] if timed else np.zeros(0, np.int64)
+                   for name, _, timed in keys]
+        self._planner = _core.WindowPlanner(self.index._core, [n for n, _, _ in keys],
+                                            [s for _, s, _ in keys], offsets)
+        self._key_read = [1 if source in self.cameras else -1 for _, source, _ in keys]
+
+    def _decode(self, read) -> np.ndarray:
+        video = int(read["video_file"])
+        reader = self._readers.get(video)
+        if reader is None:
+            reader = VideoReader(self.index.video_files[video],
+                                 frame_table=self.index.frame_table(video))
+            self._readers[video] = reader
+        try:
+            return reader.get_frames(read["frames"], size=self.spec.size,
+                                     layout=_LAYOUTS[self.spec.layout])
+        except _core.DecodeError as error:
+            raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error
