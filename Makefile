@@ -14,7 +14,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-cpp test-python test-sanitize bench build deps format stubs clean
+.PHONY: demo test test-cpp test-python test-sanitize test-lerobot bench build deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -63,6 +63,17 @@ test-sanitize: deps
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media $(SANITIZE_BUILD)/$$t --gtest_brief=1 \
 	  || exit 1; done
+
+# Parity with LeRobot's own LeRobotDataset. lerobot brings PyTorch and more, so it lives in its
+# own virtual environment; `make test` skips this comparison when lerobot is not importable.
+LEROBOT_VENV ?= .venv-lerobot
+$(LEROBOT_VENV)/.stamp: .stamps/apt
+	@[ -x $(LEROBOT_VENV)/bin/python ] || python3 -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install -q lerobot pytest
+	@touch $@
+
+test-lerobot: build $(LEROBOT_VENV)/.stamp
+	PYTHONPATH=python $(LEROBOT_VENV)/bin/python -m pytest -q tests/python/test_lerobot_parity.py
 
 ## Demo and benchmarks --------------------------------------------------------------------
 

@@ -68,6 +68,11 @@ class WindowPlanner {
   /// Fills `plan` for sample `row`. Error (kInvalidArgument) when row is out of range.
   Status plan(int64_t row, WindowPlan* plan) const;
 
+  /// The estimated decode cost of sample `row`, for balancing load across ranks: per camera,
+  /// the packets a decoder must process for the sample's frames (from the keyframe before each
+  /// run of frames to its last frame, as VideoReader decodes) times the frame's pixels.
+  Result<double> cost(int64_t row) const;
+
  private:
   WindowPlanner() = default;
   std::shared_ptr<const EpisodeIndex> index_;

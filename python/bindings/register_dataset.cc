@@ -423,7 +423,24 @@ void register_dataset(nb::module_& m) {
             return result;
           },
           nb::arg("row"),
-          "Rows, pad masks and per-camera frames of sample `row` (see stoker/window_plan.h).");
+          "Rows, pad masks and per-camera frames of sample `row` (see stoker/window_plan.h).")
+      .def(
+          "costs",
+          [](const WindowPlanner& planner, Int64s rows) {
+            std::vector<double> costs(rows.shape(0));
+            Status status;
+            {
+              nb::gil_scoped_release release;
+              for (size_t k = 0; k < costs.size() && status.ok(); ++k) {
+                Result<double> cost = planner.cost(rows.data()[k]);
+                status = cost.status();
+                if (status.ok()) costs[k] = *cost;
+              }
+            }
+            raise_if_error(status, ErrorKind::kDataset);
+            return owned_array(std::move(costs));
+          },
+          nb::arg("rows"), "Estimated decode cost of each sample (see WindowPlanner::cost).");
 }
 
 }  // namespace stoker::python

@@ -117,6 +117,9 @@ class WindowPlanner:
         Rows, pad masks and per-camera frames of sample `row` (see stoker/window_plan.h).
         """
 
+    def costs(self, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.float64]:
+        """Estimated decode cost of each sample (see WindowPlanner::cost)."""
+
 class Sampler:
     @property
     def size(self) -> int: ...

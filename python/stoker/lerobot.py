@@ -190,6 +190,16 @@ class LeRobotDataset:
         item["task"] = str(self.meta.tasks[task]) if 0 <= task < len(self.meta.tasks) else ""
         return item
 
+    def sample_costs(self, rows=None) -> np.ndarray:
+        """Estimated decode cost of each sample (float64), for
+        :class:`stoker.LoadBalancedSampler`: per camera, the packets a decoder must process for
+        the sample's frames (from the keyframe before each run of frames to its last frame),
+        times the frame's pixels. ``rows``: which samples (default: all)."""
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows)
+        if rows.ndim != 1 or rows.dtype.kind not in "iu":
+            raise ValueError("rows must be a one-dimensional integer array")
+        return self._planner.costs(np.ascontiguousarray(rows, dtype=np.int64))
+
     def __repr__(self) -> str:
         return (f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
                 f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "

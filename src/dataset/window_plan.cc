@@ -83,4 +83,37 @@ Status WindowPlanner::plan(int64_t row, WindowPlan* plan) const {
   return Status();
 }
 
+Result<double> WindowPlanner::cost(int64_t row) const {
+  WindowPlan window;
+  STOKER_RETURN_IF_ERROR(plan(row, &window));
+  double total = 0;
+  for (WindowPlan::Read& read : window.reads) {
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FrameTable> table,
+                            index_->frame_table(read.video_file));
+    std::sort(read.frames.begin(), read.frames.end());
+    int64_t packets = 0;
+    int64_t run_start = -1;  // sync packet of the current run of frames
+    int64_t run_end = -1;    // last packet the run needs
+    for (int64_t frame : read.frames) {
+      if (frame >= table->num_frames()) {
+        return Status(StatusCode::kCorruptData, "frame " + std::to_string(frame) +
+                                                    " is beyond the end of video '" +
+                                                    index_->video_files()[read.video_file] + "'");
+      }
+      const int64_t sync = table->sync_packet_of_frame(frame);
+      const int64_t packet = table->packet_of_frame(frame);
+      if (run_start < 0 || sync > run_end + 1) {  // a new seek, as the reader would make
+        if (run_start >= 0) packets += run_end - run_start + 1;
+        run_start = sync;
+        run_end = packet;
+      } else {
+        run_end = std::max(run_end, packet);
+      }
+    }
+    if (run_start >= 0) packets += run_end - run_start + 1;
+    total += static_cast<double>(packets) * table->stream().width * table->stream().height;
+  }
+  return total;
+}
+
 }  // namespace stoker

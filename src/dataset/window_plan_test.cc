@@ -77,6 +77,29 @@ TEST(WindowPlanner, ClampsAtEpisodeEdgesWithPadMasksAndOneReadPerCamera) {
   EXPECT_EQ(plan.reads[0].frames, (std::vector<int64_t>{26, 28, 29, 29}));
 }
 
+TEST(WindowPlanner, CostCountsThePacketsTheDecoderMustProcess) {
+  auto index = two_episode_index();
+  auto one = WindowPlanner::create(index, {{.name = "front", .source = "front", .offsets = {0}}});
+  auto two =
+      WindowPlanner::create(index, {{.name = "front", .source = "front", .offsets = {0, 4}}});
+  ASSERT_TRUE(one.ok() && two.ok());
+  auto table = index->frame_table(0);
+  ASSERT_TRUE(table.ok());
+  const FrameTable& t = **table;
+  const double pixels = 160.0 * 120;
+  auto packets = [&](int64_t from_frame, int64_t to_frame) {
+    return t.packet_of_frame(to_frame) - t.sync_packet_of_frame(from_frame) + 1;
+  };
+  // One frame: from its keyframe's packet to its own.
+  EXPECT_EQ(*(*one)->cost(13), pixels * packets(13, 13));
+  // Frames 13 and 17 share a GOP: one run from 13's keyframe to 17.
+  ASSERT_EQ(t.sync_packet_of_frame(13), t.sync_packet_of_frame(17));
+  EXPECT_EQ(*(*two)->cost(13), pixels * packets(13, 17));
+  // Frames 8 and 12 lie in two GOPs: two runs, each from its own keyframe.
+  ASSERT_GT(t.sync_packet_of_frame(12), t.packet_of_frame(8) + 1);
+  EXPECT_EQ(*(*two)->cost(8), pixels * (packets(8, 8) + packets(12, 12)));
+}
+
 TEST(WindowPlanner, BadKeysAndRows) {
   auto index = two_episode_index();
   auto unknown = WindowPlanner::create(index, {{.name = "x", .source = "wrist"}});

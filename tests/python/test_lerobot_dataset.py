@@ -116,3 +116,19 @@ def test_delta_indices_and_threads(lerobot_v30):
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_sample_costs_feed_the_load_balancer(lerobot_v30):
+    top, wrist = lerobot_v30.cameras
+    narrow = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [0]}), progress=False)
+    wide = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [-3, 0, 3],
+                                                                      wrist: [0]}),
+                          progress=False)
+    costs = wide.sample_costs()
+    assert costs.shape == (len(wide),) and costs.dtype == np.float64 and (costs > 0).all()
+    assert (costs > narrow.sample_costs()).all()
+    np.testing.assert_array_equal(wide.sample_costs([3, 1]), costs[[3, 1]])
+    sampler = stoker.LoadBalancedSampler(costs, batch_size=2, rank=0, world_size=2, seed=0)
+    assert len(sampler.indices()) == len(sampler)
+    with pytest.raises(stoker.DatasetError, match="out of range"):
+        wide.sample_costs([len(wide)])
