@@ -30,6 +30,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -615,13 +616,25 @@ def _readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, 
     return readable
 
 
+def _parallel(function, items) -> list:
+    """function(item) for every item, on a thread pool (pyarrow releases the GIL while it
+    reads), in order; the first exception is raised."""
+    items = list(items)
+    if len(items) < 2:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 1)) as pool:
+        return list(pool.map(function, items))
+
+
+def _read_schema(path: str) -> pa.Schema:
+    try:
+        return pq.read_schema(path).remove_metadata()
+    except (OSError, pa.ArrowException) as e:
+        raise DatasetError(f"cannot read data file {path}: {e}") from None
+
+
 def _check_schemas(paths: np.ndarray) -> None:
-    schemas = []
-    for path in paths:
-        try:
-            schemas.append(pq.read_schema(path).remove_metadata())
-        except (OSError, pa.ArrowException) as e:
-            raise DatasetError(f"cannot read data file {path}: {e}") from None
+    schemas = _parallel(_read_schema, paths)
     reference = schemas[0]
     offenders = []
     for path, schema in zip(paths[1:], schemas[1:]):
@@ -650,7 +663,9 @@ def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str
     for name in names:
         dtype, shape = readable[name]
         out[name] = np.empty((meta.num_frames, *shape), dtype=dtype)
-    for f, path in enumerate(meta.data_files):
+
+    def load(f: int) -> None:  # each file fills its own rows of the arrays
+        path = meta.data_files[f]
         start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
         schema_names = pq.read_schema(path).names
         missing = [name for name in names if name not in schema_names]
@@ -664,6 +679,8 @@ def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str
                 f"{_ranges(episodes)} have {stop - start} in the metadata")
         for name in names:
             _fill(out[name][start:stop], table.column(name), name, path)
+
+    _parallel(load, range(len(meta.data_files)))
     return out
 
 
