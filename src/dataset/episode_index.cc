@@ -18,11 +18,15 @@
 #include <sstream>
 #include <thread>
 
+#include "core/byte_io.h"
 #include "media/container.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
 namespace {
+
+using core::ByteReader;
+using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
 constexpr uint32_t kFormatVersion = 1;
@@ -49,74 +53,14 @@ struct Header {
   Section records;
 };
 
-class Writer {
- public:
-  Writer() : out_(sizeof(Header), 0) {}
-  template <typename T>
-  Section array(std::span<const T> values) {
-    align();
-    Section section{out_.size(), values.size_bytes()};
-    append(values.data(), values.size_bytes());
-    return section;
-  }
-  void append(const void* data, size_t size) {
-    if (size == 0) return;
-    const size_t at = out_.size();
-    out_.resize(at + size);
-    std::memcpy(out_.data() + at, data, size);
-  }
-  void align() { out_.resize((out_.size() + 7) / 8 * 8, 0); }
-  size_t size() const { return out_.size(); }
-  std::vector<uint8_t>& bytes() { return out_; }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-// Variable-length records, written and read field by field with bounds checks.
-class RecordWriter {
- public:
-  template <typename T>
-  void pod(T value) {
-    const size_t at = out_.size();
-    out_.resize(at + sizeof(T));
-    std::memcpy(out_.data() + at, &value, sizeof(T));
-  }
-  void string(const std::string& s) {
-    pod<uint64_t>(s.size());
-    const size_t at = out_.size();
-    out_.resize(at + s.size());
-    if (!s.empty()) std::memcpy(out_.data() + at, s.data(), s.size());
-  }
-  std::span<const uint8_t> bytes() const { return out_; }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-class RecordReader {
- public:
-  explicit RecordReader(std::span<const uint8_t> in) : in_(in) {}
-  template <typename T>
-  bool pod(T* value) {
-    if (sizeof(T) > in_.size() - pos_) return false;
-    std::memcpy(value, in_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool string(std::string* s) {
-    uint64_t size = 0;
-    if (!pod(&size) || size > in_.size() - pos_) return false;
-    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), size);
-    pos_ += size;
-    return true;
-  }
-  bool at_end() const { return pos_ == in_.size(); }
-
- private:
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-};
+// Appends an array 8-byte aligned, so the mapped file can be read in place.
+template <typename T>
+Section append_array(ByteWriter& w, std::span<const T> values) {
+  w.align(8);
+  const Section section{w.size(), values.size_bytes()};
+  w.bytes(values.data(), values.size_bytes());
+  return section;
+}
 
 Status invalid(const std::string& why) { return Status(StatusCode::kInvalidArgument, why); }
 
@@ -355,32 +299,32 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   header.num_episodes = static_cast<int64_t>(episodes);
   header.num_rows = static_cast<int64_t>(source.row_timestamp.size());
   header.num_cameras = static_cast<int64_t>(cameras);
-  Writer w;
-  header.episode_from_row = w.array<int64_t>(source.episode_from_row);
-  header.episode_length = w.array<int64_t>(source.episode_length);
-  header.episode_task = w.array<int64_t>(source.episode_task);
+  ByteWriter w(sizeof(Header));
+  header.episode_from_row = append_array<int64_t>(w, source.episode_from_row);
+  header.episode_length = append_array<int64_t>(w, source.episode_length);
+  header.episode_task = append_array<int64_t>(w, source.episode_task);
   std::vector<int32_t> row_episode(source.row_timestamp.size());
   for (size_t e = 0; e < episodes; ++e) {
     std::fill_n(row_episode.begin() + source.episode_from_row[e], source.episode_length[e],
                 static_cast<int32_t>(e));
   }
-  header.row_episode = w.array<int32_t>(row_episode);
-  header.row_timestamp = w.array<double>(source.row_timestamp);
+  header.row_episode = append_array<int32_t>(w, row_episode);
+  header.row_timestamp = append_array<double>(w, source.row_timestamp);
   std::vector<int64_t> episode_video;
   for (const auto& per_camera : source.episode_video) {
     episode_video.insert(episode_video.end(), per_camera.begin(), per_camera.end());
   }
-  header.episode_video = w.array<int64_t>(episode_video);
-  header.episode_first_frame = w.array<int64_t>(first_frame);
-  header.episode_drift = w.array<double>(drift);
+  header.episode_video = append_array<int64_t>(w, episode_video);
+  header.episode_first_frame = append_array<int64_t>(w, first_frame);
+  header.episode_drift = append_array<double>(w, drift);
 
-  RecordWriter records;
+  ByteWriter records;
   records.pod<uint64_t>(cameras);
   for (const std::string& camera : source.cameras) records.string(camera);
   records.pod<uint64_t>(videos.size());
   for (size_t v = 0; v < videos.size(); ++v) {
     const std::vector<uint8_t> table = videos[v].table->serialize();
-    const Section section = w.array<uint8_t>(table);
+    const Section section = append_array<uint8_t>(w, table);
     records.string(source.video_files[v]);
     records.pod<int64_t>(videos[v].table->file_size());
     records.pod<int64_t>(videos[v].table->file_mtime_ns());
@@ -395,22 +339,22 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   }
   records.pod<uint64_t>(source.columns.size());
   for (const auto& column : source.columns) {
-    const Section section = w.array<uint8_t>(column.data);
+    const Section section = append_array<uint8_t>(w, column.data);
     records.string(column.name);
     records.pod<int32_t>(static_cast<int32_t>(column.type));
     records.pod<int64_t>(column.dim);
     records.pod<uint64_t>(section.offset);
     records.pod<uint64_t>(section.bytes);
   }
-  header.records = w.array<uint8_t>(records.bytes());
-  std::memcpy(w.bytes().data(), &header, sizeof(header));
+  header.records = append_array<uint8_t>(w, records.buffer());
+  std::memcpy(w.buffer().data(), &header, sizeof(header));
 
   static std::atomic<uint64_t> builds{0};
   const std::string temporary =
       path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(builds++);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(w.bytes().data()),
+    out.write(reinterpret_cast<const char*>(w.buffer().data()),
               static_cast<std::streamsize>(w.size()));
     if (!out.good()) {
       std::filesystem::remove(temporary);
@@ -504,12 +448,12 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
 
   std::span<const uint8_t> record_bytes = bytes_of(header.records, 1);
   if (record_bytes.data() == nullptr) return malformed("records lie outside the file");
-  RecordReader r(record_bytes);
+  ByteReader r(record_bytes);
   uint64_t count = 0;
   if (!r.pod(&count) || count != static_cast<uint64_t>(cameras)) return malformed("cameras");
   x.cameras_.resize(count);
   for (std::string& camera : x.cameras_) {
-    if (!r.string(&camera)) return malformed("cameras");
+    if (!r.string(&camera, size)) return malformed("cameras");
   }
   if (!r.pod(&count) || count > size) return malformed("video files");
   x.video_files_.resize(count);
@@ -518,7 +462,7 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   for (uint64_t v = 0; v < count; ++v) {
     TrackedFile file;
     Section table;
-    if (!r.string(&file.path) || !r.pod(&file.size) || !r.pod(&file.mtime_ns) ||
+    if (!r.string(&file.path, size) || !r.pod(&file.size) || !r.pod(&file.mtime_ns) ||
         !r.pod(&table.offset) || !r.pod(&table.bytes)) {
       return malformed("video files");
     }
@@ -530,7 +474,7 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   if (!r.pod(&count) || count > size) return malformed("tracked files");
   for (uint64_t k = 0; k < count; ++k) {
     TrackedFile file;
-    if (!r.string(&file.path) || !r.pod(&file.size) || !r.pod(&file.mtime_ns)) {
+    if (!r.string(&file.path, size) || !r.pod(&file.size) || !r.pod(&file.mtime_ns)) {
       return malformed("tracked files");
     }
     x.tracked_.push_back(std::move(file));
@@ -540,8 +484,8 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     ColumnView column;
     int32_t type = 0;
     Section data;
-    if (!r.string(&column.name) || !r.pod(&type) || !r.pod(&column.dim) || !r.pod(&data.offset) ||
-        !r.pod(&data.bytes) || type < 0 || type > 2 || column.dim <= 0) {
+    if (!r.string(&column.name, size) || !r.pod(&type) || !r.pod(&column.dim) ||
+        !r.pod(&data.offset) || !r.pod(&data.bytes) || type < 0 || type > 2 || column.dim <= 0) {
       return malformed("columns");
     }
     column.type = static_cast<ColumnType>(type);

@@ -5,63 +5,16 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/byte_io.h"
+
 namespace stoker {
 namespace {
 
+using core::ByteReader;
+using core::ByteWriter;
+
 constexpr char kMagic[8] = {'S', 'T', 'K', 'F', 'T', 'B', 'L', '\0'};
 constexpr uint32_t kFormatVersion = 1;
-
-// Little-endian writer/reader for the serialized form. The reader checks every bound.
-class ByteWriter {
- public:
-  void bytes(const void* data, size_t size) {
-    if (size == 0) return;
-    const size_t at = out_.size();
-    out_.resize(at + size);
-    std::memcpy(out_.data() + at, data, size);
-  }
-  template <typename T>
-  void pod(T value) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    bytes(&value, sizeof(value));
-  }
-  void string(const std::string& s) {
-    pod<uint32_t>(static_cast<uint32_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  std::vector<uint8_t> take() { return std::move(out_); }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-class ByteReader {
- public:
-  explicit ByteReader(std::span<const uint8_t> in) : in_(in) {}
-  bool bytes(void* data, size_t size) {
-    if (size == 0) return true;  // data may be null (an empty vector's)
-    if (size > in_.size() - pos_) return false;
-    std::memcpy(data, in_.data() + pos_, size);
-    pos_ += size;
-    return true;
-  }
-  template <typename T>
-  bool pod(T* value) {
-    return bytes(value, sizeof(T));
-  }
-  bool string(std::string* s, size_t max_size) {
-    uint32_t size = 0;
-    if (!pod(&size) || size > max_size || size > in_.size() - pos_) return false;
-    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), size);
-    pos_ += size;
-    return true;
-  }
-  bool at_end() const { return pos_ == in_.size(); }
-
- private:
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-};
 
 Status malformed(const std::string& what) {
   return Status(StatusCode::kCorruptData, "frame table is malformed: " + what);
