@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "arrays.h"
 #include "errors.h"
 #include "stoker/episode_index.h"
 #include "stoker/window_plan.h"
@@ -38,13 +39,6 @@ using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
 struct IndexHandle {
   std::shared_ptr<const EpisodeIndex> index;
 };
-
-template <typename T>
-nb::ndarray<nb::numpy, T> owned_array(std::vector<T> values) {
-  auto* data = new std::vector<T>(std::move(values));
-  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T>(data->data(), {data->size()}, owner);
-}
 
 template <typename T, typename Array>
 std::vector<T> to_vector(const Array& array) {

@@ -6,8 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 
-#include <cstring>
 
+#include "arrays.h"
 #include "errors.h"
 #include "stoker/video_reader.h"
 
@@ -45,14 +45,6 @@ OutputOptions output_options(int height, int width, bool channels_first, bool ar
                        .interpolation = area ? Interpolation::kArea : Interpolation::kBilinear};
 }
 
-template <typename T>
-nb::ndarray<nb::numpy, T> copy_to_numpy(std::span<const T> values) {
-  T* data = new T[values.size()];
-  std::memcpy(data, values.data(), values.size_bytes());
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  return nb::ndarray<nb::numpy, T>(data, {values.size()}, owner);
-}
-
 }  // namespace
 
 void register_media(nb::module_& m) {
@@ -66,8 +58,8 @@ void register_media(nb::module_& m) {
       .def_prop_ro("fps", [](const VideoReader& r) { return r.frame_table().fps(); })
       .def_prop_ro("num_frames", &VideoReader::num_frames)
       .def_prop_ro("duration", [](const VideoReader& r) { return r.frame_table().duration(); })
-      .def("pts", [](const VideoReader& r) { return copy_to_numpy(r.frame_table().pts_seconds()); })
-      .def("is_key", [](const VideoReader& r) { return copy_to_numpy(r.frame_table().is_key()); })
+      .def("pts", [](const VideoReader& r) { return copied_array(r.frame_table().pts_seconds()); })
+      .def("is_key", [](const VideoReader& r) { return copied_array(r.frame_table().is_key()); })
       .def("frame_table",
            [](const VideoReader& r) {
              std::vector<uint8_t> bytes = r.frame_table().serialize();

@@ -6,8 +6,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/unique_ptr.h>
 
-#include <cstring>
 
+#include "arrays.h"
 #include "errors.h"
 #include "stoker/sampling.h"
 
@@ -28,13 +28,6 @@ template <typename T>
 T value_or_raise(Result<T> result) {
   raise_if_invalid(result.status());
   return std::move(result).value();
-}
-
-template <typename T>
-nb::ndarray<nb::numpy, T> owned_array(std::vector<T> values) {
-  auto* data = new std::vector<T>(std::move(values));
-  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T>(data->data(), {data->size()}, owner);
 }
 
 nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int64_t start,

@@ -168,8 +168,8 @@ class LeRobotDataset:
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
         for k, (name, source, timed) in enumerate(self._keys):
             key_rows = rows[begin[k]:begin[k + 1]]
-            if self._key_read[k] >= 0:
-                read = plan["key_read"][k]
+            read = plan["key_read"][k]
+            if read >= 0:  # a camera key: its frames are a slice of its camera's one read
                 first = plan["key_read_begin"][k]
                 value = frames[read][first:first + len(key_rows)]
             else:
@@ -223,7 +223,6 @@ class LeRobotDataset:
                    for name, _, timed in keys]
         self._planner = _core.WindowPlanner(self.index._core, [n for n, _, _ in keys],
                                             [s for _, s, _ in keys], offsets)
-        self._key_read = [1 if source in self.cameras else -1 for _, source, _ in keys]
 
     def _decode(self, read) -> np.ndarray:
         video = int(read["video_file"])
