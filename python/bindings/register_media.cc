@@ -6,7 +6,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 
-
 #include "arrays.h"
 #include "errors.h"
 #include "stoker/video_reader.h"

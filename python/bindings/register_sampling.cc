@@ -6,7 +6,6 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/unique_ptr.h>
 
-
 #include "arrays.h"
 #include "errors.h"
 #include "stoker/sampling.h"
