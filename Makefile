@@ -7,6 +7,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
@@ -54,15 +55,22 @@ test-cpp: build
 test-python: build
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
 
-# The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
+# (with LeakSanitizer), then the loader's threads under ThreadSanitizer.
+SANITIZED_TESTS = core_test media_test sampling_test dataset_test transform_test pipeline_test
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target core_test media_test sampling_test dataset_test
-	for t in core_test media_test sampling_test dataset_test; do \
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target $(SANITIZED_TESTS)
+	for t in $(SANITIZED_TESTS); do \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media $(SANITIZE_BUILD)/$$t --gtest_brief=1 \
 	  || exit 1; done
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSTOKER_SANITIZE=thread -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target pipeline_test
+	TSAN_OPTIONS=halt_on_error=1 STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
+	  $(TSAN_BUILD)/pipeline_test --gtest_brief=1
 
 # Parity with LeRobot's own LeRobotDataset. lerobot brings PyTorch and more, so it lives in its
 # own virtual environment; `make test` skips this comparison when lerobot is not importable.
@@ -92,6 +100,7 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/compare_decoders.py --build $(BUILD)
 	PYTHONPATH=python $(PYTHON) bench/sampler_bench.py
 	PYTHONPATH=python $(PYTHON) bench/index_bench.py
+	PYTHONPATH=python $(PYTHON) bench/loader_bench.py --build $(BUILD) $(LOADER_BENCH_ARGS)
 
 ## Housekeeping ---------------------------------------------------------------------------
 
@@ -103,4 +112,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) python/stoker/_core*.so
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) python/stoker/_core*.so

@@ -36,7 +36,7 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<u
 
 /// 128 random bits for one choice: philox4x32 with key = seed and counter = (id, epoch,
 /// stream). Give each kind of choice its own `stream` so that choices never share bits;
-/// streams below 256 are stoker's own (see src/sampling/detail/common.h).
+/// streams below 65536 are stoker's own (see src/sampling/detail/common.h).
 std::array<uint32_t, 4> random_words(uint64_t seed, uint32_t epoch, uint64_t id, uint32_t stream);
 
 /// A uniform double in [0, 1) from 53 of the bits of two words.

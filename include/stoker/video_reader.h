@@ -43,6 +43,24 @@ struct OutputOptions {
   Interpolation interpolation = Interpolation::kBilinear;
 };
 
+/// A region of a source frame, in pixels. Empty (width or height 0): the whole frame.
+struct CropRect {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  bool empty() const { return width <= 0 || height <= 0; }
+  bool operator==(const CropRect&) const = default;
+};
+
+/// One frame to write: which frame, which region of it, and where. The caller owns `out`, which
+/// must hold frame_bytes(options) bytes.
+struct FrameRequest {
+  int64_t frame = 0;
+  CropRect crop;
+  uint8_t* out = nullptr;
+};
+
 struct VideoReaderOptions {
   /// Decoder threads for one call. Default 1: parallelism comes from decoding many videos at once.
   int threads = 1;
@@ -60,7 +78,7 @@ struct DecodeStats {
   int64_t packets_decoded = 0;    // packets sent to the decoder
   int64_t packets_skippable = 0;  // of those, sent with the non-reference skip switched on
   int64_t frames_received = 0;    // frames the decoder returned
-  int64_t frames_converted = 0;   // distinct frames written to the output
+  int64_t frames_converted = 0;   // conversions: one per distinct (frame, crop) asked for
 };
 
 class VideoReader {
@@ -90,6 +108,15 @@ class VideoReader {
   /// the file cannot produce (truncated, corrupt); the message names the file and the frame.
   Status get_frames(std::span<const int64_t> indices, const OutputOptions& options,
                     std::span<uint8_t> out, DecodeStats* stats = nullptr) const;
+
+  /// Writes each request's frame (its crop, resized to the output size of `options`) to its
+  /// `out`. Each distinct frame is decoded once, in one pass over the file, however many
+  /// requests name it; each distinct (frame, crop) is converted once and copied to its other
+  /// requests. A crop's origin is rounded down to the chroma grid (even pixels for 4:2:0),
+  /// keeping its size. Errors: as get_frames() above, plus a crop that leaves the frame, a crop
+  /// without an output size in `options`, or a null `out`.
+  Status get_frames(std::span<const FrameRequest> requests, const OutputOptions& options,
+                    DecodeStats* stats = nullptr) const;
 
   /// The frame shown at each time (seconds, on the same clock as FrameTable::pts_seconds): the
   /// nearest pts. Fails when that pts is farther than `tolerance` seconds away, or, without a

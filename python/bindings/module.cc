@@ -8,6 +8,7 @@
 namespace stoker::python {
 void register_dataset(nanobind::module_& m);
 void register_media(nanobind::module_& m);
+void register_pipeline(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
 }  // namespace stoker::python
 
@@ -17,4 +18,5 @@ NB_MODULE(_core, m) {
   stoker::python::register_media(m);
   stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);
+  stoker::python::register_pipeline(m);
 }

@@ -21,6 +21,7 @@
 
 #include "arrays.h"
 #include "errors.h"
+#include "index_handle.h"
 #include "stoker/episode_index.h"
 #include "stoker/window_plan.h"
 
@@ -34,11 +35,6 @@ using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device:
 using Int64Matrix = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using DoubleMatrix = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
-
-// The Python-side EpisodeIndex: a shared handle on the immutable, mapped index.
-struct IndexHandle {
-  std::shared_ptr<const EpisodeIndex> index;
-};
 
 template <typename T, typename Array>
 std::vector<T> to_vector(const Array& array) {

@@ -1,7 +1,7 @@
 """stoker: a data-loading engine for multimodal ML training, so the GPU never waits for data.
 
 Start with :class:`LeRobotDataset` and :class:`WindowSpec` for temporal windows of LeRobot
-datasets, :class:`VideoReader` for frame-exact random access to a video file, and the
+datasets and :class:`Loader` to batch them on native threads into zero-copy tensors, :class:`VideoReader` for frame-exact random access to a video file, and the
 samplers (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedSampler`,
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
 """
@@ -9,12 +9,14 @@ samplers (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedS
 from stoker._core import DatasetError, DecodeError, Error
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.loader import Loader
 from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSampler, Sampler,
                              SequentialSampler, WeightedSampler, expand_group_weights)
+from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
 __all__ = ["DatasetError", "DecodeError", "DistributedSampler", "EpisodeIndex", "Error",
-           "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "RandomSampler", "Sampler",
-           "SequentialSampler", "VideoReader", "WeightedSampler", "WindowSpec",
+           "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "Loader", "RandomSampler", "Sampler",
+           "SequentialSampler", "Transforms", "VideoReader", "WeightedSampler", "WindowSpec",
            "expand_group_weights", "load_index"]
 __version__ = "0.1.0"

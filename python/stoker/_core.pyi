@@ -140,3 +140,31 @@ class LoadBalancedSampler(Sampler):
     def report(self, epoch: int) -> dict: ...
 
 def expand_group_weights(weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], per_sample: bool) -> NDArray[numpy.float64]: ...
+
+class Loader:
+    def __init__(self, index: EpisodeIndex, names: Sequence[str], sources: Sequence[str], offsets: Sequence[Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]], *, batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool, threads: int, prefetch: int, on_error: str, max_replacements: int, resize: tuple[int, int] | None, crop: str, crop_size: tuple[int, int], scale: tuple[float, float], ratio: tuple[float, float], hflip: float, mean: Sequence[float] | None, std: Sequence[float] | None, dtype: str, layout: str, interpolation: str, pinned_memory: bool) -> None: ...
+
+    @property
+    def batches_per_epoch(self) -> int: ...
+
+    @property
+    def pipeline_depth(self) -> int: ...
+
+    @property
+    def fields(self) -> list:
+        """
+        [(name, dtype, shape)] of every batch array; shape[0] is the batch size.
+        """
+
+    def start(self, epoch: int, batch: int) -> None: ...
+
+    def next(self, torch: bool) -> object:
+        """
+        The next batch as (arrays, samples, episodes, epoch, index), or None at the end.
+        """
+
+    def stop(self) -> None: ...
+
+    def stats(self) -> dict: ...
+
+    def reset_stats(self) -> None: ...

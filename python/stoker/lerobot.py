@@ -219,6 +219,7 @@ class LeRobotDataset:
             if source not in windowed:
                 keys.append((source, source, False))
         self._keys = keys
+        self._offsets = {name: rows for name, (_, rows) in resolved.items()}
         offsets = [resolved[name][1] if timed else np.zeros(0, np.int64)
                    for name, _, timed in keys]
         self._planner = _core.WindowPlanner(self.index._core, [n for n, _, _ in keys],

@@ -14,10 +14,13 @@ namespace stoker::media {
 
 class FrameConverter {
  public:
-  /// Converts `frame` to 8-bit RGB of size out_height x out_width in `options.layout`, writing
-  /// exactly out_height * out_width * 3 bytes at `out`.
+  /// Converts `frame`, or its region `crop` when that is not empty, to 8-bit RGB of size
+  /// out_height x out_width in `options.layout`, writing exactly out_height * out_width * 3 bytes
+  /// at `out`. The crop's origin is rounded down to the chroma grid (so that the chroma planes
+  /// can be offset without resampling), keeping its size; swscale then reads the region in
+  /// place, without a copy. REQUIRES: the crop lies inside the frame (checked: an error if not).
   Status convert(const AVFrame& frame, const OutputOptions& options, int out_height, int out_width,
-                 uint8_t* out);
+                 uint8_t* out, const CropRect& crop = {});
 
  private:
   struct Key {

@@ -26,11 +26,38 @@ std::string describe_frame(const FrameTable& table, int64_t frame) {
   return out.str();
 }
 
+// Whether two crops name the same region (every empty crop is the whole frame).
+bool same_region(const CropRect& a, const CropRect& b) { return a.empty() ? b.empty() : a == b; }
+
+std::string describe_crop(const CropRect& crop) {
+  return std::to_string(crop.width) + "x" + std::to_string(crop.height) + " at (" +
+         std::to_string(crop.x) + ", " + std::to_string(crop.y) + ")";
+}
+
+// What is wrong with the output size in `options`, or an empty string.
+std::string invalid_output_size(const OutputOptions& options) {
+  if ((options.height > 0) != (options.width > 0) || options.height < 0 || options.width < 0 ||
+      options.height > kMaxOutputSide || options.width > kMaxOutputSide) {
+    return "output size " + std::to_string(options.height) + "x" + std::to_string(options.width) +
+           " is invalid";
+  }
+  return "";
+}
+
+// What is wrong with a frame index, or an empty string.
+std::string invalid_frame_index(int64_t index, int64_t num_frames) {
+  if (index >= 0 && index < num_frames) return "";
+  return "frame index " + std::to_string(index) + " is out of range (the video has " +
+         std::to_string(num_frames) + " frames)";
+}
+
 // The distinct requested frames, sorted, and what the decode pass knows about each.
 struct WantedFrames {
   std::vector<int64_t> frames;       // sorted, unique
-  std::vector<int64_t> slot;         // output slot of the first request for frames[k]
-  std::vector<uint8_t> produced;     // written to its slot
+  std::vector<int64_t> requests;     // request positions sorted by frame, in request order
+                                     // within one frame
+  std::vector<size_t> first;         // frames[k]'s requests: requests[first[k] .. first[k + 1])
+  std::vector<uint8_t> produced;     // written to all its requests
   std::vector<int64_t> fed_in_pass;  // pass in which its packet went to the decoder, -1 if none
   std::vector<int> seeks;            // seeks made to reach it
 
@@ -47,8 +74,8 @@ class DecodePass {
  public:
   DecodePass(const std::string& path, const FrameTable& table, Container& container,
              Decoder& decoder, media::FrameConverter& converter, const OutputOptions& options,
-             int out_height, int out_width, std::span<uint8_t> out, WantedFrames& wanted,
-             DecodeStats& stats)
+             int out_height, int out_width, std::span<const FrameRequest> requests,
+             WantedFrames& wanted, DecodeStats& stats)
       : path_(path),
         table_(table),
         container_(container),
@@ -58,7 +85,7 @@ class DecodePass {
         out_height_(out_height),
         out_width_(out_width),
         frame_bytes_(static_cast<size_t>(out_height) * out_width * 3),
-        out_(out),
+        requests_(requests),
         wanted_(wanted),
         stats_(stats),
         frame_(av_frame_alloc()) {}
@@ -203,11 +230,37 @@ class DecodePass {
     if (frame_->decode_error_flags != 0 || (frame_->flags & AV_FRAME_FLAG_CORRUPT) != 0) {
       return error_at(frame, StatusCode::kCorruptData, "the decoder reports it corrupt");
     }
-    Status converted = converter_.convert(*frame_, options_, out_height_, out_width_,
-                                          out_.data() + wanted_.slot[k] * frame_bytes_);
-    if (!converted.ok()) return converted.with_context(describe_frame(table_, frame));
+    STOKER_RETURN_IF_ERROR(write_requests(k).with_context(describe_frame(table_, frame)));
     wanted_.produced[k] = 1;
-    ++stats_.frames_converted;
+    return Status();
+  }
+
+  // Writes the decoded frame to every request of wanted frame `k`: each distinct crop is
+  // converted once, into its first request's output, and copied from there to the others.
+  Status write_requests(int64_t k) {
+    converted_.clear();
+    for (size_t i = wanted_.first[k]; i < wanted_.first[k + 1]; ++i) {
+      const FrameRequest& request = requests_[wanted_.requests[i]];
+      const FrameRequest* done = nullptr;
+      for (const FrameRequest* earlier : converted_) {
+        if (same_region(earlier->crop, request.crop)) {
+          done = earlier;
+          break;
+        }
+      }
+      if (done != nullptr) {
+        if (done->out != request.out) std::memcpy(request.out, done->out, frame_bytes_);
+        continue;
+      }
+      Status converted =
+          converter_.convert(*frame_, options_, out_height_, out_width_, request.out, request.crop);
+      if (!converted.ok()) {
+        return request.crop.empty() ? converted
+                                    : converted.with_context("crop " + describe_crop(request.crop));
+      }
+      ++stats_.frames_converted;
+      converted_.push_back(&request);
+    }
     return Status();
   }
 
@@ -237,13 +290,14 @@ class DecodePass {
   const int out_height_;
   const int out_width_;
   const size_t frame_bytes_;
-  std::span<uint8_t> out_;
+  std::span<const FrameRequest> requests_;
   WantedFrames& wanted_;
   DecodeStats& stats_;
   media::detail::UniqueFrame frame_;
   int64_t pass_ = 0;
   int64_t last_output_frame_ = -1;
   std::string last_decoder_error_;
+  std::vector<const FrameRequest*> converted_;  // write_requests(): the distinct crops written
 };
 
 }  // namespace
@@ -292,23 +346,14 @@ size_t VideoReader::frame_bytes(const OutputOptions& options) const {
 
 Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOptions& options,
                                std::span<uint8_t> out, DecodeStats* stats) const {
-  const std::string context = "video '" + path_ + "'";
   auto invalid = [&](const std::string& why) {
-    return Status(StatusCode::kInvalidArgument, context + ": " + why);
+    return Status(StatusCode::kInvalidArgument, "video '" + path_ + "': " + why);
   };
   if (indices.empty()) return invalid("no frames were requested (empty index list)");
-  if ((options.height > 0) != (options.width > 0) || options.height < 0 || options.width < 0 ||
-      options.height > kMaxOutputSide || options.width > kMaxOutputSide) {
-    return invalid("output size " + std::to_string(options.height) + "x" +
-                   std::to_string(options.width) + " is invalid");
-  }
-  const int64_t num_frames = table_->num_frames();
+  if (std::string why = invalid_output_size(options); !why.empty()) return invalid(why);
   for (int64_t index : indices) {
-    if (index < 0 || index >= num_frames) {
-      return Status(StatusCode::kInvalidArgument, context + ": frame index " +
-                                                      std::to_string(index) +
-                                                      " is out of range (the video has " +
-                                                      std::to_string(num_frames) + " frames)");
+    if (std::string why = invalid_frame_index(index, num_frames()); !why.empty()) {
+      return invalid(why);
     }
   }
   const size_t frame_size = frame_bytes(options);
@@ -316,19 +361,65 @@ Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOpt
     return invalid("output buffer holds " + std::to_string(out.size()) + " bytes, " +
                    std::to_string(indices.size() * frame_size) + " are needed");
   }
+  std::vector<FrameRequest> requests(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    requests[k] = FrameRequest{.frame = indices[k], .out = out.data() + k * frame_size};
+  }
+  return get_frames(requests, options, stats);
+}
 
-  // Sort the requests; each distinct frame is decoded into the slot of its first request.
-  std::vector<int64_t> order(indices.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
-  WantedFrames wanted;
-  for (int64_t request : order) {
-    if (wanted.frames.empty() || wanted.frames.back() != indices[request]) {
-      wanted.frames.push_back(indices[request]);
-      wanted.slot.push_back(request);
+Status VideoReader::get_frames(std::span<const FrameRequest> requests, const OutputOptions& options,
+                               DecodeStats* stats) const {
+  const std::string context = "video '" + path_ + "'";
+  auto invalid = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, context + ": " + why);
+  };
+  if (requests.empty()) return invalid("no frames were requested (empty request list)");
+  if (std::string why = invalid_output_size(options); !why.empty()) return invalid(why);
+  const int frame_width = table_->stream().width;
+  const int frame_height = table_->stream().height;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    const FrameRequest& request = requests[k];
+    auto invalid_request = [&](const std::string& why) {
+      return invalid("request " + std::to_string(k) + " (frame " + std::to_string(request.frame) +
+                     "): " + why);
+    };
+    if (std::string why = invalid_frame_index(request.frame, num_frames()); !why.empty()) {
+      return invalid(why);
+    }
+    if (request.out == nullptr) return invalid_request("the output pointer is null");
+    const CropRect& crop = request.crop;
+    if (crop.width < 0 || crop.height < 0) {
+      return invalid_request("crop " + describe_crop(crop) + " has a negative size");
+    }
+    if (crop.empty()) continue;
+    if (options.height == 0) {
+      return invalid_request("crop " + describe_crop(crop) +
+                             " needs an output size (options height and width)");
+    }
+    if (crop.x < 0 || crop.y < 0 || static_cast<int64_t>(crop.x) + crop.width > frame_width ||
+        static_cast<int64_t>(crop.y) + crop.height > frame_height) {
+      return invalid_request("crop " + describe_crop(crop) + " leaves the " +
+                             std::to_string(frame_width) + "x" + std::to_string(frame_height) +
+                             " frame");
     }
   }
+
+  // Sort the requests by frame, keeping request order within a frame: each distinct frame is
+  // decoded once and written to its requests in the order they were made.
+  WantedFrames wanted;
+  wanted.requests.resize(requests.size());
+  std::iota(wanted.requests.begin(), wanted.requests.end(), 0);
+  std::stable_sort(wanted.requests.begin(), wanted.requests.end(),
+                   [&](int64_t a, int64_t b) { return requests[a].frame < requests[b].frame; });
+  for (size_t i = 0; i < wanted.requests.size(); ++i) {
+    const int64_t frame = requests[wanted.requests[i]].frame;
+    if (wanted.frames.empty() || wanted.frames.back() != frame) {
+      wanted.frames.push_back(frame);
+      wanted.first.push_back(i);
+    }
+  }
+  wanted.first.push_back(wanted.requests.size());
   wanted.produced.assign(wanted.frames.size(), 0);
   wanted.fed_in_pass.assign(wanted.frames.size(), -1);
   wanted.seeks.assign(wanted.frames.size(), 0);
@@ -343,18 +434,8 @@ Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOpt
 
   auto [height, width] = output_size(options);
   DecodePass pass(path_, *table_, **container, **decoder, cache.converter(), options, height, width,
-                  out, wanted, s);
-  STOKER_RETURN_IF_ERROR(pass.run().with_context(context));
-
-  // Repeated requests copy the already converted frame.
-  for (size_t k = 1; k < order.size(); ++k) {
-    const int64_t request = order[k];
-    const int64_t first = wanted.slot[wanted.find(indices[request])];
-    if (first != request) {
-      std::memcpy(out.data() + request * frame_size, out.data() + first * frame_size, frame_size);
-    }
-  }
-  return Status();
+                  requests, wanted, s);
+  return pass.run().with_context(context);
 }
 
 Result<int64_t> VideoReader::frame_at(double seconds, std::optional<double> tolerance) const {

@@ -194,6 +194,43 @@ TEST_F(ReaderOnValidFile, WrongOutputSizeOrShape) {
                       "output size");
 }
 
+TEST_F(ReaderOnValidFile, BadFrameRequests) {
+  const OutputOptions sized{.height = 32, .width = 32};
+  const int width = reader_->frame_table().stream().width;
+  const int height = reader_->frame_table().stream().height;
+  uint8_t* const valid = out_.data();  // holds more than one 32x32 frame
+  auto one = [&](const FrameRequest& request, const OutputOptions& options) {
+    return reader_->get_frames(std::span(&request, 1), options);
+  };
+  // A crop that leaves the frame, on any side.
+  for (const CropRect& outside : {CropRect{.x = width - 10, .y = 0, .width = 11, .height = 8},
+                                  CropRect{.x = 0, .y = height - 4, .width = 8, .height = 5},
+                                  CropRect{.x = -2, .y = 0, .width = 8, .height = 8},
+                                  CropRect{.x = 0, .y = -1, .width = 8, .height = 8}}) {
+    expect_error_naming(
+        one({.frame = 3, .crop = outside, .out = valid}, sized), path_,
+        "leaves the " + std::to_string(width) + "x" + std::to_string(height) + " frame");
+  }
+  expect_error_naming(
+      one({.frame = 3, .crop = {.x = 0, .y = 0, .width = -4, .height = 8}, .out = valid}, sized),
+      path_, "negative size");
+  // A crop without an output size: the output would take the crop's size, not the frame's.
+  expect_error_naming(
+      one({.frame = 3, .crop = {.x = 2, .y = 2, .width = 16, .height = 16}, .out = valid}, {}),
+      path_, "needs an output size");
+  expect_error_naming(one({.frame = 3, .out = nullptr}, sized), path_, "output pointer is null");
+  const int64_t n = reader_->num_frames();
+  expect_error_naming(one({.frame = n, .out = valid}, sized), path_,
+                      "frame index " + std::to_string(n) + " is out of range");
+  expect_error_naming(reader_->get_frames(std::span<const FrameRequest>(), sized), path_,
+                      "empty request list");
+  // The largest crop there is, flush with every edge, is fine.
+  EXPECT_TRUE(
+      one({.frame = 3, .crop = {.x = 0, .y = 0, .width = width, .height = height}, .out = valid},
+          sized)
+          .ok());
+}
+
 TEST_F(ReaderOnValidFile, StaleSavedTable) {
   auto table = reader_->shared_frame_table();
   TestVideoSpec other{.name = "bad_input_other",

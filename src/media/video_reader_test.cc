@@ -3,10 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <memory>
+#include <numeric>
 #include <random>
+#include <set>
 #include <thread>
+#include <tuple>
 
+#include "media/detail/ffmpeg.h"
+#include "media/frame_converter.h"
 #include "media/testing/sequential_decode.h"
 #include "media/testing/test_videos.h"
 
@@ -128,6 +135,228 @@ TEST_P(FrameExact, TwoDecoderThreads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Videos, FrameExact, ::testing::ValuesIn(frame_exact_specs()),
+                         [](const auto& info) { return info.param.name; });
+
+// ---- Requests with crops, in any order, into the caller's own buffers ----
+
+// Frames `wanted` of a plain sequential decode of `path`, as the decoder returned them (no
+// conversion): the reference a crop is cut from.
+std::map<int64_t, media::detail::UniqueFrame> decode_raw_frames(const std::string& path,
+                                                                const std::set<int64_t>& wanted) {
+  std::map<int64_t, media::detail::UniqueFrame> frames;
+  AVFormatContext* raw = nullptr;
+  if (avformat_open_input(&raw, path.c_str(), nullptr, nullptr) < 0) return frames;
+  media::detail::UniqueFormatContext format(raw);
+  if (avformat_find_stream_info(format.get(), nullptr) < 0) return frames;
+  const int stream = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (stream < 0) return frames;
+  const AVCodecParameters* par = format->streams[stream]->codecpar;
+  media::detail::UniqueCodecContext ctx(
+      avcodec_alloc_context3(avcodec_find_decoder(par->codec_id)));
+  avcodec_parameters_to_context(ctx.get(), par);
+  ctx->pkt_timebase = format->streams[stream]->time_base;
+  ctx->thread_count = 1;
+  if (avcodec_open2(ctx.get(), ctx->codec, nullptr) < 0) return frames;
+  media::detail::UniquePacket packet(av_packet_alloc());
+  media::detail::UniqueFrame frame(av_frame_alloc());
+  int64_t index = 0;
+  auto receive = [&] {
+    while (avcodec_receive_frame(ctx.get(), frame.get()) == 0) {
+      if (wanted.count(index) != 0) frames.emplace(index, av_frame_clone(frame.get()));
+      av_frame_unref(frame.get());
+      ++index;
+    }
+  };
+  while (av_read_frame(format.get(), packet.get()) >= 0) {
+    if (packet->stream_index == stream) {
+      avcodec_send_packet(ctx.get(), packet.get());
+      receive();
+    }
+    av_packet_unref(packet.get());
+  }
+  avcodec_send_packet(ctx.get(), nullptr);
+  receive();
+  return frames;
+}
+
+// A new frame holding a copy of `crop` of `frame`, its origin rounded down to the chroma grid
+// as the reader documents: an independent cut (a copy of the pixels, not pointers into them).
+media::detail::UniqueFrame copy_region(const AVFrame& frame, const CropRect& crop) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame.format));
+  const int x = crop.x & ~((1 << desc->log2_chroma_w) - 1);
+  const int y = crop.y & ~((1 << desc->log2_chroma_h) - 1);
+  media::detail::UniqueFrame copy(av_frame_alloc());
+  copy->format = frame.format;
+  copy->width = crop.width;
+  copy->height = crop.height;
+  copy->colorspace = frame.colorspace;
+  copy->color_range = frame.color_range;
+  EXPECT_EQ(av_frame_get_buffer(copy.get(), 0), 0);
+  const int planes = av_pix_fmt_count_planes(static_cast<AVPixelFormat>(frame.format));
+  for (int plane = 0; plane < planes; ++plane) {
+    const bool chroma = plane == 1 || plane == 2;
+    const int hsub = chroma ? desc->log2_chroma_w : 0;
+    const int vsub = chroma ? desc->log2_chroma_h : 0;
+    const int bytes_per_sample = (desc->comp[0].depth + 7) / 8;
+    const int columns = AV_CEIL_RSHIFT(crop.width, hsub);
+    const int rows = AV_CEIL_RSHIFT(crop.height, vsub);
+    for (int row = 0; row < rows; ++row) {
+      std::memcpy(copy->data[plane] + static_cast<ptrdiff_t>(row) * copy->linesize[plane],
+                  frame.data[plane] +
+                      static_cast<ptrdiff_t>((y >> vsub) + row) * frame.linesize[plane] +
+                      (x >> hsub) * bytes_per_sample,
+                  static_cast<size_t>(columns) * bytes_per_sample);
+    }
+  }
+  return copy;
+}
+
+// The two chroma layouts: H.264 4:2:0 (crops snap to even pixels) and 4:4:4 at an odd size.
+std::vector<TestVideoSpec> crop_specs() {
+  std::vector<TestVideoSpec> specs;
+  for (const TestVideoSpec& spec : frame_exact_specs()) {
+    if (spec.name == "h264_gop30_bframes" || spec.name == "h264_odd_size") specs.push_back(spec);
+  }
+  return specs;
+}
+
+class Crops : public FrameExact {
+ protected:
+  int frame_width() const { return reader_->frame_table().stream().width; }
+  int frame_height() const { return reader_->frame_table().stream().height; }
+  // An odd-placed, odd-sized inner crop; one flush with the bottom-right corner; a wide strip.
+  std::vector<CropRect> crops() const {
+    const int w = frame_width(), h = frame_height();
+    return {{.x = 13, .y = 7, .width = w / 2 + 1, .height = h / 2 + 3},
+            {.x = w - 51, .y = h - 33, .width = 51, .height = 33},
+            {.x = 0, .y = 21, .width = w, .height = 17}};
+  }
+  // One request per frame and crop, nothing shared: what every batched result must equal.
+  std::vector<uint8_t> single(int64_t frame, const CropRect& crop, const OutputOptions& options) {
+    std::vector<uint8_t> out(reader_->frame_bytes(options), 0x5A);
+    const FrameRequest request{.frame = frame, .crop = crop, .out = out.data()};
+    Status status = reader_->get_frames(std::span(&request, 1), options);
+    EXPECT_TRUE(status.ok()) << status.message();
+    return out;
+  }
+};
+
+TEST_P(Crops, CropAndResizeMatchAnIndependentCut) {
+  const int64_t n = reader_->num_frames();
+  const std::set<int64_t> frames = {0, 37, n - 1};
+  auto raw = decode_raw_frames(path_, frames);
+  ASSERT_EQ(raw.size(), frames.size());
+  std::vector<OutputOptions> all_options = {
+      {.height = 48, .width = 64},
+      {.height = 31, .width = 45, .layout = Layout::kNCHW},
+      {.height = 40, .width = 40, .interpolation = Interpolation::kArea},
+  };
+  for (const CropRect& crop : crops()) {
+    // Also the crop's own size: swscale's unscaled path, with a width that is not a multiple of 8.
+    all_options.push_back({.height = crop.height, .width = crop.width});
+  }
+  media::FrameConverter converter;
+  for (const OutputOptions& options : all_options) {
+    const size_t frame_size = reader_->frame_bytes(options);
+    for (const CropRect& crop : crops()) {
+      std::vector<FrameRequest> requests;
+      std::vector<std::vector<uint8_t>> outs;
+      for (int64_t frame : frames) {
+        outs.emplace_back(frame_size, 0xAB);
+        requests.push_back({.frame = frame, .crop = crop, .out = outs.back().data()});
+      }
+      ASSERT_TRUE(reader_->get_frames(requests, options).ok());
+      for (size_t k = 0; k < requests.size(); ++k) {
+        const int64_t frame = requests[k].frame;
+        auto cut = copy_region(*raw.at(frame), crop);
+        std::vector<uint8_t> want(frame_size, 0xCD);
+        ASSERT_TRUE(
+            converter.convert(*cut, options, options.height, options.width, want.data()).ok());
+        ASSERT_EQ(outs[k], want) << "frame " << frame << ", crop " << crop.width << "x"
+                                 << crop.height << " at (" << crop.x << ", " << crop.y
+                                 << "), output " << options.height << "x" << options.width;
+      }
+    }
+  }
+}
+
+TEST_P(Crops, OriginSnapsToTheChromaGrid) {
+  const OutputOptions options{.height = 32, .width = 48};
+  const CropRect odd{.x = 13, .y = 7, .width = 60, .height = 40};
+  const CropRect even{.x = 12, .y = 6, .width = 60, .height = 40};
+  const bool subsampled = GetParam().encoder_args.find("yuv420p") != std::string::npos;
+  EXPECT_EQ(single(20, odd, options) == single(20, even, options), subsampled);
+}
+
+TEST_P(Crops, RepeatedFrameAndCropAreConvertedOnceAndCopied) {
+  const OutputOptions options{.height = 36, .width = 52};
+  const CropRect a = crops()[0], b = crops()[1], whole{};
+  const int64_t n = reader_->num_frames(), f = n - 10, g = 5, h = n / 2;
+  // (frame, crop) pairs, several repeated, interleaved across frames.
+  const std::vector<std::pair<int64_t, CropRect>> asked = {
+      {f, a}, {g, b}, {f, b}, {f, a}, {h, a},     {f, whole},           {g, b},
+      {f, b}, {f, a}, {g, b}, {h, a}, {f, whole}, {g, CropRect{.x = 3}}};
+  std::set<std::pair<int64_t, std::tuple<int, int, int, int>>> distinct;
+  for (const auto& [frame, crop] : asked) {
+    const CropRect region = crop.empty() ? CropRect{} : crop;
+    distinct.insert({frame, {region.x, region.y, region.width, region.height}});
+  }
+  std::vector<std::vector<uint8_t>> outs;
+  std::vector<FrameRequest> requests;
+  for (size_t k = 0; k < asked.size(); ++k) {
+    outs.emplace_back(reader_->frame_bytes(options), static_cast<uint8_t>(k));
+  }
+  for (size_t k = 0; k < asked.size(); ++k) {
+    requests.push_back({.frame = asked[k].first, .crop = asked[k].second, .out = outs[k].data()});
+  }
+  DecodeStats stats;
+  Status status = reader_->get_frames(requests, options, &stats);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(stats.frames_converted, static_cast<int64_t>(distinct.size()));
+  EXPECT_EQ(distinct.size(), 6u);  // the empty crop at (3, 0) is the whole frame
+  for (size_t k = 0; k < asked.size(); ++k) {
+    EXPECT_EQ(outs[k], single(asked[k].first, asked[k].second, options))
+        << "request " << k << " (frame " << asked[k].first << ")";
+  }
+}
+
+TEST_P(Crops, ScatteredRequestsInRandomOrderEqualTheIndexList) {
+  std::mt19937_64 rng(2024);
+  const int64_t n = reader_->num_frames();
+  for (const OutputOptions& options :
+       {OutputOptions{}, OutputOptions{.height = 56, .width = 72, .layout = Layout::kNCHW}}) {
+    const size_t frame_size = reader_->frame_bytes(options);
+    for (int trial = 0; trial < 5; ++trial) {
+      std::vector<int64_t> indices(3 + rng() % 14);
+      for (int64_t& i : indices) i = static_cast<int64_t>(rng() % n);
+      indices.push_back(indices[rng() % indices.size()]);  // a repeat
+      std::vector<uint8_t> batch(indices.size() * frame_size);
+      ASSERT_TRUE(reader_->get_frames(indices, options, batch).ok());
+      // Each request writes to its own heap buffer, made in a shuffled order.
+      std::vector<size_t> order(indices.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<std::unique_ptr<uint8_t[]>> outs(indices.size());
+      std::vector<FrameRequest> requests;
+      for (size_t k : order) {
+        outs[k] = std::make_unique<uint8_t[]>(frame_size);
+        std::memset(outs[k].get(), 0xEE, frame_size);
+        requests.push_back({.frame = indices[k], .out = outs[k].get()});
+      }
+      DecodeStats stats;
+      ASSERT_TRUE(reader_->get_frames(requests, options, &stats).ok());
+      EXPECT_EQ(stats.frames_converted,
+                static_cast<int64_t>(std::set<int64_t>(indices.begin(), indices.end()).size()));
+      for (size_t k = 0; k < indices.size(); ++k) {
+        ASSERT_TRUE(
+            std::equal(outs[k].get(), outs[k].get() + frame_size, batch.begin() + k * frame_size))
+            << "frame " << indices[k] << " (request " << k << ")";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Videos, Crops, ::testing::ValuesIn(crop_specs()),
                          [](const auto& info) { return info.param.name; });
 
 TestVideoSpec gop30_spec() { return frame_exact_specs().front(); }

@@ -57,3 +57,31 @@ def test_items_match_lerobot(dataset, monkeypatch):
                                                 layout="NCHW"))
             else:
                 np.testing.assert_array_equal(got, expected.astype(got.dtype), err_msg=f"{i} {key}")
+
+
+def test_loader_batches_match_lerobot_through_a_dataloader(dataset, monkeypatch):
+    """stoker.Loader as a drop-in: its batches hold what torch's DataLoader collates from
+    LeRobot's items for the same samples (keys, dtypes, shapes, pad masks, rows, task text)."""
+    import torch
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    theirs = lerobot_dataset.LeRobotDataset("local/parity", root=dataset.root,
+                                            delta_timestamps=DELTAS, video_backend="pyav")
+    ours = stoker.LeRobotDataset(dataset.root, stoker.WindowSpec(delta_timestamps=DELTAS),
+                                 progress=False)
+    loader = stoker.Loader(ours, batch_size=4, shuffle=True, seed=3, threads=2)
+    for batch in loader:
+        rows = batch["index"].tolist()
+        reference = torch.utils.data.default_collate([theirs[i] for i in rows])
+        assert set(batch) == set(reference)
+        for key, expected in reference.items():
+            got = batch[key]
+            if key == "task":
+                assert got == expected
+                continue
+            assert tuple(got.shape) == tuple(expected.shape), key
+            if key == TOP:
+                assert got.dtype == torch.uint8
+                assert (got.float() / 255 - expected).abs().mean() < 2 / 255
+            else:
+                torch.testing.assert_close(got, expected.to(got.dtype), rtol=0, atol=0)

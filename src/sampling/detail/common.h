@@ -17,6 +17,10 @@ enum Stream : uint32_t {
   kWeightedStream = 2,      // one draw of WeightedSampler
   kBalanceRanksStream = 3,  // which rank gets which bin, per load-balanced step
   kBalanceOrderStream = 4,  // the order inside one rank's batch, per load-balanced step
+  kReplaceStream = 5,       // the loader's replacement for a failed sample (on_error = skip)
+  // The loader's per-sample image transforms: kTransformStream | camera << 4 | draw, for
+  // cameras below 256 and up to 16 draws per camera (see src/transform/image_transform.cc).
+  kTransformStream = 1 << 12,
 };
 
 /// A 64-bit finalizer (splitmix64's): every input bit flips about half the output bits.

@@ -1,0 +1,179 @@
+// Loader: sample ids to finished batches, on a pool of native threads.
+//
+// For each batch, in order: the sampler gives the ids; the planner gives each sample's rows and
+// per-camera frames; the rows are copied into the batch; the frames of all the batch's samples
+// are grouped by video file and by the GOPs they touch, and each group is decoded by one
+// decoder pass, each distinct frame once, each converted (cropped and resized) straight into
+// its slot; the transform finishes float outputs and flips. Batches are delivered in order, so
+// the output is a function of (seed, epoch, sampler) alone, whatever the number of threads.
+//
+// Memory: the pool keeps buffers for the `pipeline_depth()` batches built ahead of the
+// consumer, the one being handed over and the one the consumer holds while it asks for the
+// next; more are allocated only while the consumer keeps more batches, and are freed when
+// released. Per thread, the decoder pool (see
+// video_reader.h) adds its containers and decoders. LoaderStats reports the bound.
+//
+// Threads: a run (start() to the end of its epoch, an error, or stop()) has its own pool of
+// worker threads, joined when the run ends, so no thread outlives iteration.
+//
+// Ownership: create() returns a loader the caller owns. Batches are shared: one stays valid
+// after the loader is gone, and its buffer returns to the pool when its last reference goes.
+// Thread-safety: start(), next() and stop() are for one consumer thread at a time; stats() may
+// be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/episode_index.h"
+#include "stoker/image_transform.h"
+#include "stoker/sampling.h"
+#include "stoker/status.h"
+#include "stoker/window_plan.h"
+
+namespace stoker {
+
+enum class ElementType { kUint8, kBool, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+size_t element_size(ElementType type);
+
+/// One array of a batch: a C-contiguous [batch_size, ...] array of `type` at `offset` bytes
+/// into the batch's buffer. A short last batch fills its first size() rows.
+struct BatchField {
+  std::string name;
+  ElementType type = ElementType::kUint8;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+class Batch {
+ public:
+  virtual ~Batch() = default;
+  uint32_t epoch() const { return epoch_; }
+  /// The batch's number in its epoch.
+  int64_t index() const { return index_; }
+  /// Samples held: batch_size, or fewer in the last batch of an epoch.
+  int64_t size() const { return static_cast<int64_t>(samples_.size()); }
+  const std::vector<BatchField>& fields() const { return *fields_; }
+  uint8_t* data(size_t field) const { return buffer_ + (*fields_)[field].offset; }
+  /// Per slot: the sample (dataset row) it holds, after any replacement, and its episode.
+  std::span<const int64_t> samples() const { return samples_; }
+  std::span<const int64_t> episodes() const { return episodes_; }
+
+ protected:
+  Batch() = default;
+  uint32_t epoch_ = 0;
+  int64_t index_ = 0;
+  std::shared_ptr<const std::vector<BatchField>> fields_;
+  uint8_t* buffer_ = nullptr;
+  std::vector<int64_t> samples_;
+  std::vector<int64_t> episodes_;
+};
+
+enum class ErrorPolicy {
+  /// A failing sample fails its batch: next() returns the error, naming the sample, its
+  /// episode, the camera, the file and the cause; the loader stops.
+  kRaise,
+  /// A failing sample is replaced by another, drawn from (seed, epoch, sample): the batch keeps
+  /// its shape and every rank its number of steps. Skips are counted with their reasons.
+  kSkip,
+};
+
+struct LoaderOptions {
+  /// Samples per batch. REQUIRES: >= 1.
+  int64_t batch_size = 1;
+  /// Worker threads. Default 0: as many as the process may run on.
+  int threads = 0;
+  /// Batches kept ready ahead of the consumer. REQUIRES: >= 1. Default: 2.
+  int prefetch = 2;
+  /// Drop the epoch's last batch when it is short. Default: false (deliver it short).
+  bool drop_last = false;
+  /// Keys the random transforms and the replacements of skipped samples.
+  uint64_t seed = 0;
+  ErrorPolicy on_error = ErrorPolicy::kRaise;
+  /// kSkip: replacements tried for one failing sample before the batch fails. REQUIRES: in
+  /// [1, 16]. Default: 8.
+  int max_replacements = 8;
+  /// Batch buffers in page-locked memory from the CUDA runtime, for asynchronous copies to a
+  /// GPU. create() fails (kUnsupported) when none can be had. Default: false.
+  bool pinned_memory = false;
+};
+
+/// One skipped sample.
+struct SkipRecord {
+  uint32_t epoch = 0;
+  int64_t batch = 0;
+  int64_t sample = 0;       // the sample that failed
+  int64_t replacement = 0;  // the sample its slot holds instead
+  std::string reason;
+};
+
+struct LoaderStats {
+  int64_t batches = 0;  // delivered
+  int64_t samples = 0;
+  /// Seconds spent per stage, summed over threads: drawing ids, planning windows, decoding and
+  /// converting frames, finishing them (dtype, flip), copying rows into batches.
+  double sampling_s = 0, index_s = 0, decode_s = 0, transform_s = 0, collate_s = 0;
+  /// Per delivered batch since the last reset: how long next() blocked before returning it.
+  std::vector<double> data_wait_s;
+  /// Finished batches waiting for the consumer: now, and on average when next() was called.
+  int64_t ready_batches = 0;
+  double mean_ready_batches = 0;
+  /// Decoder work, summed over every decode call.
+  DecodeStats decode;
+  int64_t decode_calls = 0;
+  int64_t skipped = 0;
+  std::vector<SkipRecord> skips;  // the first 1000
+  /// Memory: one batch, the pool's planned batches, the buffers that exist now.
+  size_t batch_bytes = 0;
+  int64_t pool_batches = 0;
+  int64_t buffers_allocated = 0;
+  bool pinned_memory = false;
+  int threads = 0;
+};
+
+class Loader {
+ public:
+  /// `keys` as WindowPlanner::create takes them; `sampler` gives this rank's ids (positions
+  /// 0 .. size() - 1 of each epoch). Errors (kInvalidArgument): bad options, a key the index
+  /// lacks, a camera whose first video cannot be read.
+  static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const EpisodeIndex> index,
+                                                std::vector<WindowKey> keys,
+                                                std::shared_ptr<const sampling::Sampler> sampler,
+                                                std::shared_ptr<const ImageTransform> transform,
+                                                const LoaderOptions& options);
+  /// Ends the run; batches already handed out stay valid.
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t batches_per_epoch() const;
+  /// The arrays of every batch, in key order: each key, then `<key>_is_pad` for windowed keys.
+  const std::vector<BatchField>& fields() const;
+  /// Batches built ahead of the consumer: prefetch + 1.
+  int pipeline_depth() const;
+
+  /// Begins delivering batch `batch` of `epoch` and on, starting the run's threads; ends the
+  /// previous run first.
+  /// Errors (kInvalidArgument): batch outside [0, batches_per_epoch()].
+  Status start(uint32_t epoch, int64_t batch);
+  /// The next batch, in order, blocking until it is ready; nullptr once the epoch is done or
+  /// after stop(). An error (kRaise policy) stops the loader; start() again to go on.
+  Result<std::shared_ptr<const Batch>> next();
+  /// Ends the run: drops the batches in flight and joins the threads (each finishes the task it
+  /// is on: at most one decode pass).
+  void stop();
+
+  LoaderStats stats() const;
+  void reset_stats();
+
+ private:
+  class Impl;
+  explicit Loader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,323 @@
+"""stoker.Loader: batches of temporal windows from a dataset, built by native threads.
+
+    ds = stoker.LeRobotDataset(root, spec=stoker.WindowSpec(delta_timestamps=..., size=(224, 224)))
+    loader = stoker.Loader(ds, batch_size=32, shuffle=True, seed=0)
+    for epoch in range(epochs):
+        for batch in loader:        # dict of torch.Tensor (numpy arrays without PyTorch)
+            train_step(batch)
+
+A drop-in for ``torch.utils.data.DataLoader(ds, batch_size, shuffle=True)`` over a LeRobot
+dataset: the same keys, shapes and pad masks, batched. Batches arrive in order and are a
+function of (seed, epoch, rank, world size) alone, whatever ``threads`` is; each epoch draws a
+new order. Arrays point into the loader's batch buffers (zero-copy, through DLPack for torch);
+a buffer goes back to the loader's bounded pool when the batch's arrays are released.
+
+Sample ids are split between ranks as ``torch.utils.data.DistributedSampler`` splits them;
+``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialized, else to
+the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, Optional
+
+import numpy as np
+
+from stoker import _core
+from stoker.transforms import Transforms
+
+_STATE_VERSION = 1
+torch = None  # imported by the first Loader: PyTorch is optional, and slow to import
+
+
+def _import_torch():
+    global torch
+    if torch is None:
+        try:
+            import torch as module
+        except ImportError:
+            return None
+        torch = module
+    return torch
+
+
+def _distributed_defaults(rank, world_size):
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    found_rank, found_world = 0, 1
+    if _import_torch() is not None and torch.distributed.is_available() and \
+            torch.distributed.is_initialized():
+        found_rank, found_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    elif "WORLD_SIZE" in os.environ:
+        found_rank = int(os.environ.get("RANK", "0"))
+        found_world = int(os.environ["WORLD_SIZE"])
+    return (found_rank if rank is None else int(rank),
+            found_world if world_size is None else int(world_size))
+
+
+def _load_cuda_runtime() -> None:
+    """Initializes CUDA through torch and points stoker's pinned allocator at the CUDA runtime
+    library torch loaded (found in this process's memory map)."""
+    torch.cuda.init()
+    if os.environ.get("STOKER_CUDART"):
+        return
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libcudart.so" in os.path.basename(path):
+                os.environ["STOKER_CUDART"] = path
+                return
+
+
+class Loader:
+    """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`), built on native threads.
+
+    Args:
+        dataset: the dataset; its ``spec`` gives the window.
+        batch_size: samples per batch.
+        shuffle: a new random order each epoch (else dataset order).
+        seed: keys the order, the random transforms and the replacements of skipped samples.
+        threads: worker threads; default: the cores this process may run on.
+        prefetch: batches kept ready ahead of the consumer (one more is being built).
+        drop_last: drop each epoch's short last batch (and, across ranks, the samples that do
+            not divide evenly, as DistributedSampler does); else pad ranks by repeating samples
+            and deliver the short batch.
+        rank, world_size: this process's share of each epoch; see the module's notes.
+        transforms: a :class:`stoker.Transforms`; default: the spec's size and layout, uint8.
+        device: ``None`` or ``"cpu"`` keeps batches on the host; ``"cuda"`` (or ``"cuda:N"``)
+            builds them in pinned memory and copies them on a side stream, the copy of batch
+            n + 1 overlapping the step on batch n.
+        on_error: ``"raise"`` (a failing sample stops the epoch with a :class:`stoker.Error`
+            naming it) or ``"skip"`` (it is replaced by another sample drawn from the seed; the
+            batch keeps its shape; see :meth:`stats`).
+        output: ``"torch"``, ``"numpy"`` or ``"auto"`` (torch when it can be imported).
+
+    Thread-safety: one iteration at a time; starting a new one ends the previous one.
+    """
+
+    def __init__(self, dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 threads: Optional[int] = None, prefetch: int = 2, drop_last: bool = False,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 transforms: Optional[Transforms] = None, device=None,
+                 on_error: str = "raise", max_replacements: int = 8, output: str = "auto"):
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+        if not isinstance(prefetch, (int, np.integer)) or prefetch < 1:
+            raise ValueError(f"prefetch must be a positive integer, got {prefetch!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if output not in ("auto", "torch", "numpy"):
+            raise ValueError(f"output must be 'auto', 'torch' or 'numpy', got {output!r}")
+        if output != "numpy":
+            _import_torch()
+        if output == "torch" and torch is None:
+            raise ValueError("output='torch' needs PyTorch, which cannot be imported")
+        if transforms is None:
+            transforms = Transforms()
+        if not isinstance(transforms, Transforms):
+            raise TypeError(f"transforms must be a stoker.Transforms, got {type(transforms)}")
+        self._torch = torch is not None and output != "numpy"
+        if transforms.dtype == "bfloat16" and not self._torch:
+            raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
+        self.rank, self.world_size = _distributed_defaults(rank, world_size)
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
+        self.device = self._check_device(device)
+
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.drop_last = bool(drop_last)
+        self.transforms = transforms
+        self.on_error = on_error
+        spec = dataset.spec
+        keys = dataset._keys
+        offsets = [np.ascontiguousarray(dataset._offsets[name], dtype=np.int64) if timed
+                   else np.zeros(0, np.int64) for name, _, timed in keys]
+        self._core = _core.Loader(
+            dataset.index._core, [name for name, _, _ in keys], [s for _, s, _ in keys], offsets,
+            batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, rank=self.rank,
+            world_size=self.world_size, drop_last=self.drop_last,
+            threads=0 if threads is None else int(threads), prefetch=int(prefetch),
+            on_error=on_error, max_replacements=int(max_replacements),
+            pinned_memory=self.device is not None,
+            **transforms.core_arguments(spec.size, spec.layout))
+        columns = dataset.index._columns
+        self._squeezed = {name for name, source, _ in keys
+                          if source in columns and columns[source][1] == 1}
+        self._keys = keys
+        meta = dataset.meta
+        self._episode_index = np.asarray(meta.episode_index, dtype=np.int64)
+        self._task_index = np.asarray(meta.task_index, dtype=np.int64)
+        self._tasks = [str(t) for t in meta.tasks]
+        self._episode_from_row = np.asarray(dataset.index.episode_table()["from_row"],
+                                            dtype=np.int64)
+        self._epoch = 0
+        self._batch = 0
+        self._run = 0
+
+    # ---- Iteration --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank."""
+        return self._core.batches_per_epoch
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        host = self._host_batches()
+        return host if self.device is None else self._on_device(host)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
+        to the next epoch by itself each time one is finished)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be non-negative, got {epoch}")
+        self._epoch, self._batch = int(epoch), 0
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
+        process) continues with exactly the batches that had not been delivered."""
+        return {"version": _STATE_VERSION, "epoch": self._epoch, "batch": self._batch,
+                "seed": self.seed, "shuffle": self.shuffle, "batch_size": self.batch_size,
+                "drop_last": self.drop_last, "rank": self.rank, "world_size": self.world_size,
+                "num_samples": len(self.dataset)}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unknown loader state version {state.get('version')!r}")
+        mine = self.state_dict()
+        for key in ("seed", "shuffle", "batch_size", "drop_last", "world_size", "num_samples"):
+            if state.get(key) != mine[key]:
+                raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this loader "
+                                 f"has {key}={mine[key]!r}; the remaining batches would differ")
+        if not 0 <= int(state["batch"]) <= len(self):
+            raise ValueError(f"state batch {state['batch']} is outside [0, {len(self)}]")
+        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+
+    def stats(self) -> Dict[str, Any]:
+        """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
+        blocked in ``next``) with its p50 / p95 / max, the ready-queue depth, decoder work,
+        skipped samples with their reasons, and the memory bound of the batch pool."""
+        s = self._core.stats()
+        wait = s["data_wait"]
+        s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
+        s["data_wait_p95"] = float(np.percentile(wait, 95)) if len(wait) else 0.0
+        s["data_wait_max"] = float(wait.max()) if len(wait) else 0.0
+        s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"],
+                                                         s["buffers_allocated"])
+        return s
+
+    def reset_stats(self) -> None:
+        self._core.reset_stats()
+
+    def close(self) -> None:
+        """Ends iteration now: drops the batches in flight and joins the threads."""
+        self._run += 1
+        self._core.stop()
+
+    def __del__(self):
+        core = getattr(self, "_core", None)
+        if core is not None:
+            core.stop()
+
+    def __repr__(self) -> str:
+        return (f"Loader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+                f"seed={self.seed}, rank={self.rank}/{self.world_size}, "
+                f"{len(self)} batches per epoch)")
+
+    # ---- Internals --------------------------------------------------------------------------
+
+    def _host_batches(self):
+        self._run += 1
+        run = self._run
+        core = self._core
+        core.start(self._epoch, self._batch)
+        try:
+            while True:
+                got = core.next(self._torch)
+                if run != self._run:
+                    raise RuntimeError("another iteration of this loader started; one "
+                                       "iteration at a time")
+                if got is None:
+                    break
+                self._batch += 1
+                yield self._item(*got)
+            self._epoch, self._batch = self._epoch + 1, 0
+        finally:
+            if run == self._run:
+                core.stop()
+
+    def _item(self, arrays, samples, episodes, epoch, index) -> Dict[str, Any]:
+        item: Dict[str, Any] = {}
+        for name, _, timed in self._keys:
+            value = arrays[name]
+            item[name] = value[..., 0] if name in self._squeezed else value
+            if timed:
+                item[f"{name}_is_pad"] = arrays[f"{name}_is_pad"]
+        defaults = {"index": samples, "episode_index": self._episode_index[episodes],
+                    "frame_index": samples - self._episode_from_row[episodes],
+                    "task_index": self._task_index[episodes]}
+        for name, value in defaults.items():
+            if name not in item:
+                item[name] = torch.from_numpy(value) if self._torch else value
+        tasks = self._task_index[episodes]
+        item["task"] = [self._tasks[t] if 0 <= t < len(self._tasks) else "" for t in tasks]
+        return item
+
+    def _check_device(self, device):
+        if device is None:
+            return None
+        if _import_torch() is None:
+            raise ValueError("device= needs PyTorch, which cannot be imported")
+        device = torch.device(device)
+        if device.type == "cpu":
+            return None
+        if device.type != "cuda":
+            raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device}")
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={str(device)!r}, but torch.cuda.is_available() is False")
+        _load_cuda_runtime()
+        return device
+
+    def _on_device(self, host_batches):
+        """Copies each host batch on a side stream; batch n + 1's copy is issued before batch n
+        is handed over, so it overlaps the step on batch n. A host batch is kept until its copy
+        has finished; the consumer's stream waits for the copy before using the tensors."""
+        stream = torch.cuda.Stream(self.device)
+        pending = None
+        copying = []  # (event, host batch) whose copies may still be running
+        try:
+            for host in host_batches:
+                with torch.cuda.stream(stream):
+                    moved = {k: v.to(self.device, non_blocking=True)
+                             if isinstance(v, torch.Tensor) else v for k, v in host.items()}
+                copied = stream.record_event()
+                copying.append((copied, host))
+                del host
+                if pending is not None:
+                    yield self._hand_over(*pending)
+                pending = (moved, copied)
+                while len(copying) > 2:  # the oldest copy was awaited a step ago
+                    event, _ = copying.pop(0)
+                    event.synchronize()
+            if pending is not None:
+                yield self._hand_over(*pending)
+        finally:
+            for event, _ in copying:
+                event.synchronize()
+            host_batches.close()
+
+    def _hand_over(self, moved, copied):
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(copied)
+        for value in moved.values():
+            if isinstance(value, torch.Tensor):
+                value.record_stream(current)
+        return moved

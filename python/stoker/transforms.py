@@ -1,0 +1,131 @@
+"""Per-frame image transforms, run by the loader's threads after frame selection.
+
+    stoker.Transforms(random_resized_crop=(224, 224), hflip=0.5,
+                      mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dtype="bfloat16")
+
+They run in one fixed order, as the torchvision pipeline of the same names would:
+resize -> center crop (or: random resized crop of the source frame) -> horizontal flip ->
+to float in [0, 1] -> (x - mean) / std -> dtype. Crop and resize are fused into the decoder's
+colour conversion; float outputs are one table lookup per value. Random parameters are drawn
+per sample and camera from (seed, epoch, sample id), so they do not depend on the thread
+count, and every frame of one camera in one sample gets the same crop and flip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+DTYPES = ("uint8", "float16", "bfloat16", "float32")
+INTERPOLATIONS = ("bilinear", "area")
+
+
+def _size(name, value):
+    if value is None:
+        return None
+    try:
+        size = tuple(int(v) for v in value)
+    except TypeError:
+        raise ValueError(f"{name} must be (height, width), got {value!r}") from None
+    if len(size) != 2 or min(size) <= 0:
+        raise ValueError(f"{name} must be (height, width) with positive sides, got {value!r}")
+    return size
+
+
+def _pair(name, value, low_exclusive=0.0):
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (min, max), got {value!r}") from None
+    if not low_exclusive < lo <= hi:
+        raise ValueError(f"{name} must satisfy {low_exclusive} < min <= max, got {value!r}")
+    return lo, hi
+
+
+def dtype_name(dtype) -> str:
+    """'float32' from 'float32', numpy.float32 or torch.float32."""
+    name = getattr(dtype, "__name__", None) or str(dtype)
+    name = name.rsplit(".", 1)[-1]
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class Transforms:
+    """What the loader does to each selected frame.
+
+    Args:
+        resize: ``(height, width)``; default: the dataset spec's ``size``.
+        center_crop: ``(height, width)`` taken from the middle of the resized frame.
+        random_resized_crop: ``(height, width)`` output of a random region of the source
+            frame with area fraction in ``scale`` and aspect ratio (width / height) in
+            ``ratio``; it replaces the resize.
+        hflip: probability of mirroring a sample's frames left to right.
+        mean, std: per channel (R, G, B), applied to values in [0, 1]; float dtypes only.
+        dtype: ``"uint8"`` (default), ``"float16"``, ``"bfloat16"`` or ``"float32"``
+            (torch dtypes are accepted). Float outputs hold values scaled to [0, 1].
+        layout: ``"TCHW"`` or ``"THWC"``; default: the spec's.
+        interpolation: ``"bilinear"`` (default) or ``"area"``.
+    """
+
+    resize: Optional[Tuple[int, int]] = None
+    center_crop: Optional[Tuple[int, int]] = None
+    random_resized_crop: Optional[Tuple[int, int]] = None
+    scale: Tuple[float, float] = (0.08, 1.0)
+    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    hflip: float = 0.0
+    mean: Optional[Sequence[float]] = None
+    std: Optional[Sequence[float]] = None
+    dtype: str = "uint8"
+    layout: Optional[str] = None
+    interpolation: str = "bilinear"
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "resize", _size("resize", self.resize))
+        set_(self, "center_crop", _size("center_crop", self.center_crop))
+        set_(self, "random_resized_crop", _size("random_resized_crop", self.random_resized_crop))
+        if self.center_crop and self.random_resized_crop:
+            raise ValueError("give center_crop or random_resized_crop, not both")
+        if self.random_resized_crop and self.resize:
+            raise ValueError("random_resized_crop resizes to its own size; give no resize")
+        set_(self, "scale", _pair("scale", self.scale))
+        if self.scale[1] > 1:
+            raise ValueError(f"scale must not exceed 1, got {self.scale!r}")
+        set_(self, "ratio", _pair("ratio", self.ratio))
+        if not 0.0 <= float(self.hflip) <= 1.0:
+            raise ValueError(f"hflip is a probability in [0, 1], got {self.hflip!r}")
+        set_(self, "hflip", float(self.hflip))
+        set_(self, "dtype", dtype_name(self.dtype))
+        if (self.mean is None) != (self.std is None):
+            raise ValueError("give both mean and std, or neither")
+        if self.mean is not None:
+            if self.dtype == "uint8":
+                raise ValueError("mean/std normalization needs a float dtype")
+            for name in ("mean", "std"):
+                values = tuple(float(v) for v in getattr(self, name))
+                if len(values) != 3:
+                    raise ValueError(f"{name} needs one value per channel (R, G, B)")
+                set_(self, name, values)
+            if min(self.std) <= 0:
+                raise ValueError(f"std must be positive, got {self.std!r}")
+        if self.layout is not None and self.layout not in ("TCHW", "THWC"):
+            raise ValueError(f"layout must be 'TCHW' or 'THWC', got {self.layout!r}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(f"interpolation must be one of {INTERPOLATIONS}")
+
+    def core_arguments(self, spec_size, spec_layout: str) -> dict:
+        """The keyword arguments of ``_core.Loader`` for these transforms and a dataset spec."""
+        resize = self.resize if self.resize else spec_size
+        crop, crop_size = "none", (0, 0)
+        if self.center_crop:
+            crop, crop_size = "center", self.center_crop
+        elif self.random_resized_crop:
+            crop, crop_size, resize = "random_resized", self.random_resized_crop, None
+        layout = self.layout or spec_layout
+        return dict(resize=tuple(resize) if resize else None, crop=crop, crop_size=crop_size,
+                    scale=self.scale, ratio=self.ratio, hflip=self.hflip, mean=self.mean,
+                    std=self.std, dtype=self.dtype,
+                    layout="NCHW" if layout == "TCHW" else "NHWC",
+                    interpolation=self.interpolation)

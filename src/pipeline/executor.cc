@@ -1,0 +1,45 @@
+#include "pipeline/executor.h"
+
+#include <utility>
+
+namespace stoker::pipeline {
+
+Executor::Executor(int threads) {
+  workers_.reserve(threads);
+  for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    queue_ = {};
+  }
+  wake_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void Executor::submit(int64_t priority, std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    queue_.push(Task{priority, sequence_++, std::move(task)});
+  }
+  wake_.notify_one();
+}
+
+void Executor::work() {
+  while (true) {
+    std::function<void()> run;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      run = std::move(const_cast<Task&>(queue_.top()).run);
+      queue_.pop();
+    }
+    run();
+  }
+}
+
+}  // namespace stoker::pipeline

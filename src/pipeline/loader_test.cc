@@ -1,0 +1,364 @@
+#include "stoker/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "media/testing/test_videos.h"
+
+namespace stoker {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kEpisodes = 3;
+constexpr int kRows = 30;  // per episode, one second at 30 fps
+
+// A dataset of 3 episodes, each in its own files: camera "front" (64x48, GOP 10), camera
+// "side" (48x32, GOP 30), column "state" = (row, -row) as float32. `folder` keeps each
+// dataset's copies apart, so a test may damage its own.
+std::shared_ptr<const EpisodeIndex> make_index(const std::string& folder) {
+  const fs::path dir = fs::path(testing::test_media_dir()) / folder;
+  fs::create_directories(dir);
+  EpisodeIndexSource s;
+  s.fps = 30;
+  s.cameras = {"front", "side"};
+  s.episode_video = {{}, {}};
+  s.episode_video_offset = {{}, {}};
+  for (int e = 0; e < kEpisodes; ++e) {
+    s.episode_from_row.push_back(e * kRows);
+    s.episode_length.push_back(kRows);
+    s.episode_task.push_back(e % 2);
+    for (int k = 0; k < kRows; ++k) s.row_timestamp.push_back(k / 30.0);
+    for (int c = 0; c < 2; ++c) {
+      auto path = testing::make_test_video(
+          {.name = "loader_" + std::to_string(c) + "_" + std::to_string(e),
+           .extension = "mp4",
+           .width = c == 0 ? 64 : 48,
+           .height = c == 0 ? 48 : 32,
+           .seconds = 1,
+           .encoder_args = std::string("-c:v libx264 -preset veryfast -pix_fmt yuv420p -bf 2 -g ") +
+                           (c == 0 ? "10" : "30")});
+      EXPECT_TRUE(path.ok()) << path.status().message();
+      const fs::path copy = dir / fs::path(*path).filename();
+      fs::copy_file(*path, copy, fs::copy_options::overwrite_existing);
+      s.episode_video[c].push_back(static_cast<int64_t>(s.video_files.size()));
+      s.episode_video_offset[c].push_back(0);
+      s.video_files.push_back(copy.string());
+    }
+  }
+  std::vector<float> state;
+  for (int row = 0; row < kEpisodes * kRows; ++row) {
+    state.push_back(static_cast<float>(row));
+    state.push_back(-static_cast<float>(row));
+  }
+  EpisodeIndexSource::Column column{.name = "state", .type = ColumnType::kFloat32, .dim = 2};
+  column.data.resize(state.size() * sizeof(float));
+  std::memcpy(column.data.data(), state.data(), column.data.size());
+  s.columns.push_back(std::move(column));
+  const std::string path = (dir / "index.bin").string();
+  Status built = EpisodeIndex::build(s, path);
+  EXPECT_TRUE(built.ok()) << built.message();
+  auto index = EpisodeIndex::open(path);
+  EXPECT_TRUE(index.ok());
+  return *index;
+}
+
+std::vector<WindowKey> keys() {
+  return {{.name = "front", .source = "front", .offsets = {-4, -2, 0}},
+          {.name = "side", .source = "side", .offsets = {}},
+          {.name = "state", .source = "state", .offsets = {-1, 0, 1}}};
+}
+
+std::shared_ptr<const ImageTransform> transform(TransformOptions options = {.resize_height = 32,
+                                                                            .resize_width = 32}) {
+  auto t = ImageTransform::create(options);
+  EXPECT_TRUE(t.ok());
+  return *t;
+}
+
+std::shared_ptr<const sampling::Sampler> shuffled(const EpisodeIndex& index, uint64_t seed = 1) {
+  auto sampler = sampling::DistributedSampler::create(index.num_rows(), {.seed = seed});
+  EXPECT_TRUE(sampler.ok());
+  return std::shared_ptr<const sampling::Sampler>(std::move(sampler).value());
+}
+
+std::unique_ptr<Loader> make_loader(std::shared_ptr<const EpisodeIndex> index,
+                                    LoaderOptions options,
+                                    std::shared_ptr<const sampling::Sampler> sampler = nullptr,
+                                    std::shared_ptr<const ImageTransform> t = nullptr) {
+  if (sampler == nullptr) sampler = shuffled(*index);
+  if (t == nullptr) t = transform();
+  auto loader = Loader::create(index, keys(), sampler, t, options);
+  EXPECT_TRUE(loader.ok()) << loader.status().message();
+  return std::move(loader).value();
+}
+
+// Every batch of one epoch, each flattened to its bytes (only the filled rows of a short one).
+std::vector<std::vector<uint8_t>> epoch_bytes(Loader& loader, uint32_t epoch, int64_t from = 0) {
+  EXPECT_TRUE(loader.start(epoch, from).ok());
+  std::vector<std::vector<uint8_t>> batches;
+  while (true) {
+    auto batch = loader.next();
+    EXPECT_TRUE(batch.ok()) << batch.status().message();
+    if (!batch.ok() || *batch == nullptr) break;
+    std::vector<uint8_t> bytes;
+    for (size_t f = 0; f < (*batch)->fields().size(); ++f) {
+      const BatchField& field = (*batch)->fields()[f];
+      const size_t used = field.bytes / field.shape[0] * (*batch)->size();
+      bytes.insert(bytes.end(), (*batch)->data(f), (*batch)->data(f) + used);
+    }
+    for (int64_t sample : (*batch)->samples()) {
+      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&sample),
+                   reinterpret_cast<const uint8_t*>(&sample) + sizeof sample);
+    }
+    batches.push_back(std::move(bytes));
+  }
+  return batches;
+}
+
+TEST(Loader, BatchesHoldEachSamplesRowsAndFramesAsTheReaderDecodesThem) {
+  auto index = make_index("loader_plain");
+  auto loader = make_loader(index, {.batch_size = 8, .threads = 2});
+  EXPECT_EQ(loader->batches_per_epoch(), 12);  // 90 samples: 11 full batches and 2 left
+  const std::vector<BatchField>& fields = loader->fields();
+  ASSERT_EQ(fields.size(), 5u);  // front, front_is_pad, side, state, state_is_pad
+  EXPECT_EQ(fields[0].shape, (std::vector<int64_t>{8, 3, 3, 32, 32}));
+  EXPECT_EQ(fields[1].name, "front_is_pad");
+  EXPECT_EQ(fields[2].shape, (std::vector<int64_t>{8, 3, 32, 32}));
+  EXPECT_EQ(fields[3].shape, (std::vector<int64_t>{8, 3, 2}));
+
+  auto planner = WindowPlanner::create(index, keys());
+  ASSERT_TRUE(planner.ok());
+  const OutputOptions output{.height = 32, .width = 32, .layout = Layout::kNCHW};
+  ASSERT_TRUE(loader->start(0, 0).ok());
+  std::multiset<int64_t> seen;
+  int64_t batches = 0;
+  while (true) {
+    auto batch = loader->next();
+    ASSERT_TRUE(batch.ok()) << batch.status().message();
+    if (*batch == nullptr) break;
+    ++batches;
+    const Batch& b = **batch;
+    EXPECT_EQ(b.size(), b.index() == 11 ? 2 : 8);
+    for (int64_t slot = 0; slot < b.size(); ++slot) {
+      const int64_t row = b.samples()[slot];
+      seen.insert(row);
+      EXPECT_EQ(b.episodes()[slot], row / kRows);
+      WindowPlan plan;
+      ASSERT_TRUE((*planner)->plan(row, &plan).ok());
+      for (size_t k = 0; k < 2; ++k) {  // the cameras: the reader's frames, byte for byte
+        const WindowPlan::Read& read = plan.reads[plan.key_read[k == 0 ? 0 : 1]];
+        auto reader = VideoReader::open(index->video_files()[read.video_file]);
+        ASSERT_TRUE(reader.ok());
+        const size_t field = k == 0 ? 0 : 2;
+        const int64_t begin = plan.key_read_begin[k == 0 ? 0 : 1];
+        const int64_t steps = k == 0 ? 3 : 1;
+        std::vector<int64_t> frames(read.frames.begin() + begin,
+                                    read.frames.begin() + begin + steps);
+        std::vector<uint8_t> expected(steps * 32 * 32 * 3);
+        ASSERT_TRUE((*reader)->get_frames(frames, output, expected).ok());
+        EXPECT_EQ(0, std::memcmp(b.data(field) + slot * expected.size(), expected.data(),
+                                 expected.size()))
+            << "row " << row << " key " << k;
+      }
+      const float* state = reinterpret_cast<const float*>(b.data(3)) + slot * 6;
+      const uint8_t* pad = b.data(4) + slot * 3;
+      for (int t = 0; t < 3; ++t) {
+        EXPECT_EQ(state[2 * t], static_cast<float>(plan.rows[plan.key_begin[2] + t]));
+        EXPECT_EQ(state[2 * t + 1], -state[2 * t]);
+        EXPECT_EQ(pad[t], plan.pad[plan.key_begin[2] + t]);
+      }
+    }
+  }
+  EXPECT_EQ(batches, 12);
+  EXPECT_EQ(seen.size(), 90u);
+  for (int64_t row = 0; row < 90; ++row) EXPECT_EQ(seen.count(row), 1u) << row;
+  LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.batches, 12);
+  EXPECT_EQ(stats.samples, 90);
+  EXPECT_EQ(stats.data_wait_s.size(), 12u);
+  EXPECT_GT(stats.decode_s, 0);
+  EXPECT_EQ(stats.pool_batches, loader->pipeline_depth() + 2);
+  EXPECT_LE(stats.buffers_allocated, stats.pool_batches);
+}
+
+TEST(Loader, SameSeedSameBytesWhateverTheThreadCount) {
+  auto index = make_index("loader_threads");
+  TransformOptions random{.crop = CropMode::kRandomResized,
+                          .crop_height = 24,
+                          .crop_width = 24,
+                          .hflip_probability = 0.5,
+                          .dtype = ImageDType::kBFloat16};
+  std::vector<std::vector<uint8_t>> first;
+  for (int threads : {1, 2, 4}) {
+    auto loader = make_loader(index, {.batch_size = 7, .threads = threads, .seed = 3}, nullptr,
+                              transform(random));
+    auto batches = epoch_bytes(*loader, 2);
+    EXPECT_EQ(batches.size(), 13u);
+    if (first.empty()) {
+      first = batches;
+    } else {
+      EXPECT_TRUE(batches == first) << threads << " threads";
+    }
+  }
+  // Another epoch is another order and other crops.
+  auto loader =
+      make_loader(index, {.batch_size = 7, .threads = 2, .seed = 3}, nullptr, transform(random));
+  EXPECT_FALSE(epoch_bytes(*loader, 3) == first);
+}
+
+TEST(Loader, ResumingMidEpochGivesTheRemainingBatches) {
+  auto index = make_index("loader_resume");
+  auto loader = make_loader(index, {.batch_size = 8, .threads = 2, .drop_last = true});
+  EXPECT_EQ(loader->batches_per_epoch(), 11);
+  auto whole = epoch_bytes(*loader, 4);
+  ASSERT_EQ(whole.size(), 11u);
+  auto fresh = make_loader(index, {.batch_size = 8, .threads = 3, .drop_last = true});
+  auto rest = epoch_bytes(*fresh, 4, 6);
+  EXPECT_TRUE(rest == std::vector<std::vector<uint8_t>>(whole.begin() + 6, whole.end()));
+  EXPECT_TRUE(epoch_bytes(*fresh, 4, 11).empty());
+  EXPECT_FALSE(fresh->start(4, 12).ok());
+}
+
+// Ids from a list: the same samples several times in one batch.
+class ListSampler final : public sampling::Sampler {
+ public:
+  explicit ListSampler(std::vector<int64_t> ids) : ids_(std::move(ids)) {}
+  int64_t size() const override { return static_cast<int64_t>(ids_.size()); }
+  int64_t at(uint32_t, int64_t position) const override { return ids_[position]; }
+
+ private:
+  std::vector<int64_t> ids_;
+};
+
+TEST(Loader, AFrameSeveralSamplesShareIsDecodedOnceInOnePass) {
+  auto index = make_index("loader_shared");
+  // Rows 40 and 41 (episode 1) read front frames {6, 8, 10} and {7, 9, 11}: one GOP.
+  auto sampler = std::make_shared<ListSampler>(std::vector<int64_t>{40, 41, 40, 41});
+  auto loader = make_loader(index, {.batch_size = 4, .threads = 2}, sampler);
+  auto bytes = epoch_bytes(*loader, 0);
+  ASSERT_EQ(bytes.size(), 1u);
+  LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.decode_calls, 2);  // one pass per camera's file
+  // front: 6 distinct frames; side: 2 (frames 10 and 11).
+  EXPECT_EQ(stats.decode.frames_converted, 8);
+  EXPECT_EQ(stats.decode.seeks, 2);
+}
+
+TEST(Loader, AMissingVideoFailsItsBatchOrIsReplacedBySkip) {
+  auto index = make_index("loader_missing");
+  const std::string gone = index->video_files()[index->video_of(0, 1)];  // front, episode 1
+  fs::remove(gone);
+
+  auto raising = make_loader(index, {.batch_size = 8, .threads = 2});
+  ASSERT_TRUE(raising->start(0, 0).ok());
+  Status error;
+  while (error.ok()) {
+    auto batch = raising->next();
+    if (!batch.ok()) error = batch.status();
+    ASSERT_TRUE(!batch.ok() || *batch != nullptr) << "the epoch ended without the error";
+  }
+  EXPECT_NE(error.message().find("sample "), std::string::npos) << error.message();
+  EXPECT_NE(error.message().find("episode 1"), std::string::npos) << error.message();
+  EXPECT_NE(error.message().find(gone), std::string::npos) << error.message();
+  auto after = raising->next();  // the loader stopped
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, nullptr);
+
+  for (int threads : {1, 3}) {
+    auto skipping =
+        make_loader(index, {.batch_size = 8, .threads = threads, .on_error = ErrorPolicy::kSkip});
+    ASSERT_TRUE(skipping->start(0, 0).ok());
+    int64_t samples = 0;
+    while (true) {
+      auto batch = skipping->next();
+      ASSERT_TRUE(batch.ok()) << batch.status().message();
+      if (*batch == nullptr) break;
+      samples += (*batch)->size();
+      for (int64_t row : (*batch)->samples()) EXPECT_NE(row / kRows, 1) << row;
+    }
+    EXPECT_EQ(samples, 90);  // every slot filled
+    LoaderStats stats = skipping->stats();
+    EXPECT_EQ(stats.skipped, 30);  // episode 1's samples
+    ASSERT_EQ(stats.skips.size(), 30u);
+    EXPECT_NE(stats.skips[0].reason.find(gone), std::string::npos);
+  }
+}
+
+TEST(Loader, StoppingOrDestroyingMidEpochEndsPromptly) {
+  auto index = make_index("loader_stop");
+  for (int round = 0; round < 5; ++round) {
+    auto loader = make_loader(index, {.batch_size = 4, .threads = 3, .prefetch = 4});
+    ASSERT_TRUE(loader->start(0, 0).ok());
+    auto batch = loader->next();
+    ASSERT_TRUE(batch.ok() && *batch != nullptr);
+    if (round % 2 == 0) {
+      loader->stop();
+      auto none = loader->next();
+      ASSERT_TRUE(none.ok());
+      EXPECT_EQ(*none, nullptr);
+    }
+    loader.reset();  // with batches in flight
+    // A batch handed out outlives its loader.
+    EXPECT_EQ((*batch)->fields().size(), 5u);
+    EXPECT_EQ((*batch)->data(0)[0], (*batch)->data(0)[0]);
+  }
+}
+
+TEST(Loader, FloatOutputIsTheUint8OutputScaled) {
+  auto index = make_index("loader_float");
+  auto bytes = make_loader(index, {.batch_size = 5, .threads = 2});
+  auto floats = make_loader(
+      index, {.batch_size = 5, .threads = 2}, nullptr,
+      transform({.resize_height = 32, .resize_width = 32, .dtype = ImageDType::kFloat32}));
+  ASSERT_TRUE(bytes->start(0, 0).ok());
+  ASSERT_TRUE(floats->start(0, 0).ok());
+  auto a = bytes->next();
+  auto b = floats->next();
+  ASSERT_TRUE(a.ok() && b.ok() && *a && *b);
+  const BatchField& field = (*a)->fields()[0];
+  EXPECT_EQ((*b)->fields()[0].type, ElementType::kFloat32);
+  const float* values = reinterpret_cast<const float*>((*b)->data(0));
+  for (size_t k = 0; k < field.bytes; ++k) {
+    ASSERT_EQ(values[k], (*a)->data(0)[k] / 255.f) << k;
+  }
+}
+
+TEST(Loader, RejectsBadOptionsAndEmptyInput) {
+  auto index = make_index("loader_options");
+  const LoaderOptions bad[] = {{.batch_size = 0},
+                               {.batch_size = 1, .prefetch = 0},
+                               {.batch_size = 1, .threads = -1},
+                               {.batch_size = 1, .max_replacements = 0}};
+  for (const LoaderOptions& options : bad) {
+    auto loader = Loader::create(index, keys(), shuffled(*index), transform(), options);
+    EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto unknown = Loader::create(index, {{.name = "x", .source = "nope"}}, shuffled(*index),
+                                transform(), {.batch_size = 1});
+  EXPECT_FALSE(unknown.ok());
+  // A rank with nothing to do ends at once.
+  auto empty =
+      make_loader(index, {.batch_size = 4}, std::make_shared<ListSampler>(std::vector<int64_t>{}));
+  EXPECT_EQ(empty->batches_per_epoch(), 0);
+  EXPECT_TRUE(epoch_bytes(*empty, 0).empty());
+}
+
+TEST(Loader, PinnedMemoryIsUsedOrRefusedClearly) {
+  auto index = make_index("loader_pinned");
+  auto loader = Loader::create(index, keys(), shuffled(*index), transform(),
+                               {.batch_size = 4, .threads = 1, .pinned_memory = true});
+  if (loader.ok()) {  // a CUDA runtime and a device: batches come from pinned memory
+    EXPECT_TRUE((*loader)->stats().pinned_memory);
+    EXPECT_EQ(epoch_bytes(**loader, 0).size(), 23u);
+  } else {
+    EXPECT_EQ(loader.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(loader.status().message().find("cuda"), std::string::npos)
+        << loader.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace stoker
