@@ -86,7 +86,7 @@ test-lerobot: build $(LEROBOT_VENV)/.stamp
 ## Demo and benchmarks --------------------------------------------------------------------
 
 demo: build
-	PYTHONPATH=python $(PYTHON) demo/decode_clip.py
+	PYTHONPATH=python $(PYTHON) demo/doctor_demo.py
 
 $(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
 	$(PYTHON) -m pip install -q -r requirements-bench.txt || \

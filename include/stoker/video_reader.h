@@ -79,6 +79,10 @@ struct DecodeStats {
   int64_t packets_skippable = 0;  // of those, sent with the non-reference skip switched on
   int64_t frames_received = 0;    // frames the decoder returned
   int64_t frames_converted = 0;   // conversions: one per distinct (frame, crop) asked for
+  /// Time in seeking (flush, demuxer seek, packets read up to the keyframe) and in colour
+  /// conversion and copies to the output; the rest of a call is demuxing and decoding.
+  int64_t seek_ns = 0;
+  int64_t convert_ns = 0;
 };
 
 class VideoReader {

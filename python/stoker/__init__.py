@@ -8,6 +8,7 @@ samplers (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedS
 
 from stoker._core import DatasetError, DecodeError, Error
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
+from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.lerobot import LeRobotDataset, WindowSpec
 from stoker.loader import Loader
 from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSampler, Sampler,
@@ -15,8 +16,9 @@ from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSamp
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
-__all__ = ["DatasetError", "DecodeError", "DistributedSampler", "EpisodeIndex", "Error",
-           "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "Loader", "RandomSampler", "Sampler",
-           "SequentialSampler", "Transforms", "VideoReader", "WeightedSampler", "WindowSpec",
-           "expand_group_weights", "load_index"]
+__all__ = ["DatasetError", "DecodeError", "Diagnosis", "DistributedSampler", "EpisodeIndex",
+           "Error", "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "Loader",
+           "RandomSampler", "Sampler", "SequentialSampler", "Transforms", "VideoReader",
+           "WeightedSampler", "WindowSpec", "diagnose", "expand_group_weights", "load_index",
+           "profile", "synthetic_step"]
 __version__ = "0.1.0"

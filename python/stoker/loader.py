@@ -127,8 +127,13 @@ class Loader:
             raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
         self.device = self._check_device(device)
 
+        self._arguments = dict(shuffle=shuffle, seed=seed, threads=threads, prefetch=prefetch,
+                               drop_last=drop_last, rank=rank, world_size=world_size,
+                               transforms=transforms, device=device, on_error=on_error,
+                               max_replacements=max_replacements, output=output)
         self.dataset = dataset
         self.batch_size = int(batch_size)
+        self.threads = int(threads) if threads is not None else None
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
@@ -159,6 +164,7 @@ class Loader:
         self._epoch = 0
         self._batch = 0
         self._run = 0
+        self._observer = None
 
     # ---- Iteration --------------------------------------------------------------------------
 
@@ -168,7 +174,11 @@ class Loader:
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         host = self._host_batches()
-        return host if self.device is None else self._on_device(host)
+        batches = host if self.device is None else self._on_device(host)
+        if self._observer is not None:  # stoker.profile: times each wait and each step
+            from stoker.doctor import _TimedIterator
+            batches = _TimedIterator(batches, self._observer)
+        return batches
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
@@ -213,6 +223,13 @@ class Loader:
         s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"],
                                                          s["buffers_allocated"])
         return s
+
+    def with_options(self, **changes) -> "Loader":
+        """A new loader over the same dataset with the same arguments except ``changes``
+        (e.g. ``threads=4``), starting at epoch 0."""
+        arguments = dict(self._arguments, **changes)
+        batch_size = arguments.pop("batch_size", self.batch_size)
+        return Loader(self.dataset, batch_size, **arguments)
 
     def reset_stats(self) -> None:
         self._core.reset_stats()

@@ -286,6 +286,8 @@ class Loader::Impl {
     s.decode.packets_skippable = decode_counters_[5];
     s.decode.frames_received = decode_counters_[6];
     s.decode.frames_converted = decode_counters_[7];
+    s.decode.seek_ns = decode_counters_[8];
+    s.decode.convert_ns = decode_counters_[9];
     s.decode_calls = decode_calls_;
     s.batch_bytes = pool_->bytes();
     s.pool_batches = pool_->capacity();
@@ -605,9 +607,10 @@ class Loader::Impl {
   }
 
   void add_decode_stats(const DecodeStats& s) {
-    const int64_t values[] = {s.containers_opened, s.decoders_built,  s.seeks,
-                              s.packets_read,      s.packets_decoded, s.packets_skippable,
-                              s.frames_received,   s.frames_converted};
+    const int64_t values[] = {s.containers_opened, s.decoders_built,   s.seeks,
+                              s.packets_read,      s.packets_decoded,  s.packets_skippable,
+                              s.frames_received,   s.frames_converted, s.seek_ns,
+                              s.convert_ns};
     for (size_t k = 0; k < std::size(values); ++k) decode_counters_[k] += values[k];
     ++decode_calls_;
   }
@@ -690,7 +693,7 @@ class Loader::Impl {
 
   std::atomic<int64_t> sampling_ns_{0}, index_ns_{0}, decode_ns_{0}, transform_ns_{0},
       collate_ns_{0};
-  std::array<std::atomic<int64_t>, 8> decode_counters_{};
+  std::array<std::atomic<int64_t>, 10> decode_counters_{};
   std::atomic<int64_t> decode_calls_{0};
 
   mutable std::mutex mutex_;

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -159,7 +159,9 @@ def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
               video_episodes_per_file: Optional[Dict[str, int]] = None,
               state_dim: int = 6, action_dim: int = 6, chunks_size: int = 1000,
               list_type: str = "fixed", mark_episodes: bool = True,
-              offsets: str = "nominal", cache_dir: Optional[str] = None) -> WrittenDataset:
+              offsets: str = "nominal", cache_dir: Optional[str] = None,
+              progress: Optional[Callable[[int, int], None]] = None,
+              content: str = "marks") -> WrittenDataset:
     """Writes a LeRobot v3.0 dataset of episodes of the given lengths into folder ``root``.
 
     Data files, episode-table files and each camera's video files hold ``episodes_per_file``
@@ -171,7 +173,10 @@ def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
     container duration ffprobe reports for each episode's encode (``format=duration``), which
     is what LeRobot's own recorder and v2.1 -> v3.0 converter sum. With
     ``mark_episodes=False`` every episode of one length shares one encode, which makes packing
-    hundreds of episodes cheap. Other arguments as in :func:`write_v21`.
+    hundreds of episodes cheap. ``progress(done, total)`` is called as episodes are encoded.
+    ``content="camera"`` encodes a moving test pattern with grain instead of the marks: it
+    compresses and decodes like camera footage (for demos and benchmarks; no marks to read).
+    Other arguments as in :func:`write_v21`.
     """
     root = os.path.abspath(os.fspath(root))
     lengths = [int(n) for n in episodes]
@@ -201,7 +206,8 @@ def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
             records["data/file_index"].append(place(n)["file_index"])
             written.data_paths.append(path)
 
-    encoded = _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir)
+    encoded = _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir, progress,
+                               content)
     if offsets == "nominal":
         durations = [n / fps for n in lengths]
     elif offsets == "probed":
@@ -379,8 +385,11 @@ def _mark_expression(episode: Optional[int]) -> str:
 
 
 def encode_episode(path: str, length: int, fps: int, codec: str = "av1",
-                   size: Tuple[int, int] = (64, 64), episode: Optional[int] = 0) -> None:
-    """Encodes one episode of ``length`` marked frames with LeRobot's settings to ``path``."""
+                   size: Tuple[int, int] = (64, 64), episode: Optional[int] = 0,
+                   content: str = "marks") -> None:
+    """Encodes one episode of ``length`` frames with LeRobot's settings to ``path``: marked
+    frames, or with ``content="camera"`` a moving test pattern with grain (tinted per
+    episode)."""
     if codec not in _ENCODERS:
         raise ValueError(f"codec must be one of {sorted(_ENCODERS)}, got {codec!r}")
     height, width = size
@@ -388,15 +397,22 @@ def encode_episode(path: str, length: int, fps: int, codec: str = "av1",
         raise ValueError(f"SVT-AV1 needs frames of at least 64x64, got {size}")
     if length < 1:
         raise ValueError("an encoded episode needs at least one frame")
-    mark = _mark_expression(episode)
-    source = (f"color=c=black:s={width}x{height}:r={fps},format=rgb24,"
-              f"geq=r='{mark}':g='{mark}':b='{mark}'")
+    if content == "camera":
+        source = (f"testsrc2=size={width}x{height}:rate={fps},"
+                  f"hue=h={37 * (episode or 0)},noise=alls=10:allf=t")
+    elif content == "marks":
+        mark = _mark_expression(episode)
+        source = (f"color=c=black:s={width}x{height}:r={fps},format=rgb24,"
+                  f"geq=r='{mark}':g='{mark}':b='{mark}'")
+    else:
+        raise ValueError(f'content must be "marks" or "camera", got {content!r}')
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     _ffmpeg(["-f", "lavfi", "-i", source, "-frames:v", str(length), *_ENCODERS[codec],
              "-r", str(fps), path])
 
 
-def _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir) -> List[str]:
+def _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir,
+                     progress=None, content="marks") -> List[str]:
     """Path of each episode's encode, made (in parallel) unless ``cache_dir`` has it."""
     if cache_dir is None:
         cache_dir = tempfile.mkdtemp(prefix="stoker-lerobot-")
@@ -406,6 +422,8 @@ def _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir) -> Lis
     for e, n in enumerate(lengths):
         episode = e if mark_episodes else None
         name = f"{codec}_{fps}fps_{width}x{height}_n{n}_e{'x' if episode is None else episode}.mp4"
+        if content != "marks":
+            name = f"{content}_{name}"
         path = os.path.join(cache_dir, name)
         paths.append(path)
         if not os.path.exists(path) and path not in jobs:
@@ -414,11 +432,13 @@ def _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir) -> Lis
     def run(item):
         path, (n, episode) = item
         partial = path + ".part.mp4"
-        encode_episode(partial, n, fps, codec, size, episode)
+        encode_episode(partial, n, fps, codec, size, episode, content)
         os.replace(partial, path)
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(run, jobs.items()))
+        for done, _ in enumerate(pool.map(run, jobs.items()), 1):
+            if progress is not None:
+                progress(done, len(jobs))
     return paths
 
 

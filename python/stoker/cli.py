@@ -1,0 +1,36 @@
+"""The ``stoker`` command: ``stoker doctor ...`` and ``stoker etl ...``.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
+``main(args) -> int``; this file only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+# subcommand -> (module, one-line help)
+COMMANDS = {
+    "doctor": ("stoker.doctor", "measure which roofline bounds training, and say what to change"),
+    "etl": ("stoker.etl", "materialize a dataset at training resolution, with typed columns"),
+}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    chosen = None
+    for name, (module_name, summary) in COMMANDS.items():
+        command = commands.add_parser(name, help=summary, description=summary)
+        if argv and argv[0] == name:  # only the chosen command's module is imported
+            chosen = importlib.import_module(module_name)
+            chosen.add_arguments(command)
+    args = parser.parse_args(argv)
+    return chosen.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
