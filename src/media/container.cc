@@ -133,9 +133,12 @@ Status Container::seek_to_timestamp(int64_t timestamp) {
 Status Container::seek_to_packet(const FrameTable& table, int64_t target, int64_t* packets_read) {
   const auto packets = table.packets();
   const PacketEntry& wanted = packets[target];
-  // Containers index either dts (MP4) or pts (Matroska); the smaller of the two lands at or
-  // before the wanted packet in both. If the demuxer still overshoots, restart from the top.
-  const int64_t timestamps[2] = {std::min(wanted.pts, wanted.dts), INT64_MIN};
+  // Seeking backward to the keyframe's pts lands on it in both kinds of index, dts (MP4) or
+  // pts (Matroska): MP4's demuxer takes the last keyframe whose dts is at or before it, which
+  // is this one, as no later keyframe's dts precedes this one's pts. (Seeking to its dts lands
+  // one GOP early on MP4 with B-frames, and costs reading that GOP's packets.) Should the
+  // demuxer overshoot, the smaller of pts and dts, then the top of the file, are tried.
+  const int64_t timestamps[3] = {wanted.pts, std::min(wanted.pts, wanted.dts), INT64_MIN};
   for (int64_t timestamp : timestamps) {
     if (timestamp == INT64_MIN) {
       timestamp = packets.empty() ? 0 : packets.front().dts;
