@@ -87,7 +87,8 @@ struct LoaderOptions {
   int64_t batch_size = 1;
   /// Worker threads. Default 0: as many as the process may run on.
   int threads = 0;
-  /// Batches kept ready ahead of the consumer. REQUIRES: >= 1. Default: 2.
+  /// Batches in the pipeline ahead of the consumer, ready or being built. Two or more keep
+  /// every thread busy across batch boundaries. REQUIRES: >= 1. Default: 2.
   int prefetch = 2;
   /// Drop the epoch's last batch when it is short. Default: false (deliver it short).
   bool drop_last = false;
@@ -153,7 +154,7 @@ class Loader {
   int64_t batches_per_epoch() const;
   /// The arrays of every batch, in key order: each key, then `<key>_is_pad` for windowed keys.
   const std::vector<BatchField>& fields() const;
-  /// Batches built ahead of the consumer: prefetch + 1.
+  /// Batches in the pipeline ahead of the consumer, ready or being built: prefetch.
   int pipeline_depth() const;
 
   /// Begins delivering batch `batch` of `epoch` and on, starting the run's threads; ends the

@@ -79,7 +79,7 @@ class Loader:
         shuffle: a new random order each epoch (else dataset order).
         seed: keys the order, the random transforms and the replacements of skipped samples.
         threads: worker threads; default: the cores this process may run on.
-        prefetch: batches kept ready ahead of the consumer (one more is being built).
+        prefetch: batches in the pipeline ahead of the consumer, ready or being built.
         drop_last: drop each epoch's short last batch (and, across ranks, the samples that do
             not divide evenly, as DistributedSampler does); else pad ranks by repeating samples
             and deliver the short batch.

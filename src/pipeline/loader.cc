@@ -217,7 +217,7 @@ class Loader::Impl {
   ~Impl() { stop(); }
 
   int64_t batches() const { return batches_; }
-  int depth() const { return options_.prefetch + 1; }
+  int depth() const { return options_.prefetch; }
   const std::vector<BatchField>& fields() const { return *fields_; }
 
   Status start(uint32_t epoch, int64_t batch) {
@@ -787,13 +787,13 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
     }
     layouts.push_back(layout);
   }
-  // The pool holds the batches built ahead (prefetch + 1), the one being handed over, and the
+  // The pool holds the batches in the pipeline (prefetch), the one being handed over, and the
   // one the consumer still holds while it asks for the next: a consumer that keeps no more
   // than that never allocates. One buffer is made now, so that memory that cannot be had
   // (pinned, without a GPU) fails here.
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const HostMemory> memory,
                           HostMemory::create(options.pinned_memory));
-  auto pool = std::make_shared<BufferPool>(std::move(memory), offset, options.prefetch + 3);
+  auto pool = std::make_shared<BufferPool>(std::move(memory), offset, options.prefetch + 2);
   Result<uint8_t*> first = pool->acquire();
   if (!first.ok()) return first.status().with_context("loader");
   pool->release(*first);
