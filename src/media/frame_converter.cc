@@ -83,9 +83,12 @@ Status FrameConverter::convert(const AVFrame& frame, const OutputOptions& option
   STOKER_ASSIGN_OR_RETURN(const SourceRegion source, source_region(frame, crop));
   const bool planar = options.layout == Layout::kNCHW;
   int flags = options.interpolation == Interpolation::kArea ? SWS_AREA : SWS_BILINEAR;
-  // FFmpeg's fast unscaled YUV->RGB path (x86) converts rows in blocks of 8 pixels and leaves
-  // the last width % 8 pixels of every row unwritten; the accurate path writes them all.
-  if (out_width % 8 != 0) flags |= SWS_ACCURATE_RND;
+  // FFmpeg's fast unscaled YUV->RGB path (x86) converts rows in blocks of 8 and 16 pixels:
+  // for widths not a multiple of 8 it leaves the last pixels of every row unwritten, and for
+  // widths not a multiple of 16 it writes past the row's end, past the frame's last row into
+  // the caller's next bytes (valgrind: invalid write, width 120). The accurate path writes
+  // exactly the frame.
+  if (out_width % 16 != 0) flags |= SWS_ACCURATE_RND;
   // When resizing, interpolate chroma at full resolution for packed RGB too, as swscale always
   // does for planar output: both layouts then show the same picture.
   if (out_width != source.width || out_height != source.height) flags |= SWS_FULL_CHR_H_INT;

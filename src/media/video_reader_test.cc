@@ -546,5 +546,32 @@ TEST(VideoReader, ConcurrentCallsFromManyThreads) {
   for (auto& thread : threads) thread.join();
 }
 
+// swscale's fast unscaled YUV->RGB path wrote up to 16 bytes past a frame whose width is not a
+// multiple of 16 (e.g. 120): into the next frame's slot of a batch, or past the buffer.
+TEST(VideoReaderRegression, UnscaledConversionAtWidth120WritesNothingPastTheFrame) {
+  auto path = testing::make_test_video({.name = "width120",
+                                        .extension = "mp4",
+                                        .width = 120,
+                                        .height = 90,
+                                        .seconds = 0.2,
+                                        .encoder_args = "-c:v libx264 -pix_fmt yuv420p"});
+  ASSERT_TRUE(path.ok());
+  auto reader = VideoReader::open(*path);
+  ASSERT_TRUE(reader.ok());
+  for (Layout layout : {Layout::kNHWC, Layout::kNCHW}) {
+    for (auto [height, width] : {std::pair{0, 0}, std::pair{90, 120}, std::pair{60, 200}}) {
+      const OutputOptions options{.height = height, .width = width, .layout = layout};
+      const size_t frame = (*reader)->frame_bytes(options);
+      constexpr size_t kGuard = 256;
+      std::vector<uint8_t> buffer(frame + kGuard, 0xA5);
+      const FrameRequest request{.frame = 1, .out = buffer.data()};
+      ASSERT_TRUE((*reader)->get_frames(std::span(&request, 1), options).ok());
+      EXPECT_TRUE(std::all_of(buffer.begin() + frame, buffer.end(),
+                              [](uint8_t byte) { return byte == 0xA5; }))
+          << "bytes written past a " << width << "-wide frame";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stoker
