@@ -26,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoker/episode_index.h"
@@ -126,8 +127,9 @@ struct LoaderStats {
   /// Decoder work, summed over every decode call.
   DecodeStats decode;
   int64_t decode_calls = 0;
+  /// Skipped samples in the delivered batches, and the first 1000 of them.
   int64_t skipped = 0;
-  std::vector<SkipRecord> skips;  // the first 1000
+  std::vector<SkipRecord> skips;
   /// Memory: one batch, the pool's planned batches, the buffers that exist now.
   size_t batch_bytes = 0;
   int64_t pool_batches = 0;
@@ -157,13 +159,18 @@ class Loader {
   /// Batches in the pipeline ahead of the consumer, ready or being built: prefetch.
   int pipeline_depth() const;
 
-  /// Begins delivering batch `batch` of `epoch` and on, starting the run's threads; ends the
-  /// previous run first.
-  /// Errors (kInvalidArgument): batch outside [0, batches_per_epoch()].
-  Status start(uint32_t epoch, int64_t batch);
-  /// The next batch, in order, blocking until it is ready; nullptr once the epoch is done or
+  /// Begins a run that delivers batch `batch` of `epoch` and on, to the end of epoch
+  /// `epoch + epochs - 1` (epochs = 0: until stop()), starting the run's threads; ends the
+  /// previous run first. A run that spans epochs builds the next epoch's first batches while
+  /// the consumer finishes the current one. Errors (kInvalidArgument): batch outside
+  /// [0, batches_per_epoch()], epochs < 0.
+  Status start(uint32_t epoch, int64_t batch, int64_t epochs = 1);
+  /// The next batch, in order, blocking until it is ready; nullptr once the run is done or
   /// after stop(). An error (kRaise policy) stops the loader; start() again to go on.
   Result<std::shared_ptr<const Batch>> next();
+  /// The (epoch, batch) next() delivers next, and whether a run is going.
+  std::pair<uint32_t, int64_t> position() const;
+  bool running() const;
   /// Ends the run: drops the batches in flight and joins the threads (each finishes the task it
   /// is on: at most one decode pass).
   void stop();

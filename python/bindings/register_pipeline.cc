@@ -269,15 +269,18 @@ void register_pipeline(nb::module_& m) {
           "[(name, dtype, shape)] of every batch array; shape[0] is the batch size.")
       .def(
           "start",
-          [](Loader& loader, uint32_t epoch, int64_t batch) {
+          [](Loader& loader, uint32_t epoch, int64_t batch, int64_t epochs) {
             Status status;
             {
               nb::gil_scoped_release release;
-              status = loader.start(epoch, batch);
+              status = loader.start(epoch, batch, epochs);
             }
             raise_if_error(status, ErrorKind::kArgument);
           },
-          nb::arg("epoch"), nb::arg("batch"))
+          nb::arg("epoch"), nb::arg("batch"), nb::arg("epochs") = 1,
+          "Starts a run at (epoch, batch) for `epochs` epochs (0: until stop()).")
+      .def_prop_ro("position", &Loader::position, "(epoch, batch) that next() delivers next.")
+      .def_prop_ro("running", &Loader::running)
       .def(
           "next",
           [](Loader& loader, bool torch) -> nb::object {

@@ -93,6 +93,11 @@ class Loader:
             batch keeps its shape; see :meth:`stats`).
         output: ``"torch"``, ``"numpy"`` or ``"auto"`` (torch when it can be imported).
 
+    Threads: they start with the first iteration and keep building batches across epoch
+    boundaries, so the next epoch's first batch is ready when its loop starts. They end when
+    an iteration stops early (``break``, an exception in the loop, an error), on
+    :meth:`close`, or when the loader is deleted.
+
     Thread-safety: one iteration at a time; starting a new one ends the previous one.
     """
 
@@ -255,20 +260,25 @@ class Loader:
         self._run += 1
         run = self._run
         core = self._core
-        core.start(self._epoch, self._batch)
+        # The run goes on across epochs: when one finishes, the threads are already building
+        # the next epoch's first batches. An iteration that starts elsewhere restarts it.
+        if not (core.running and core.position == (self._epoch, self._batch)):
+            core.start(self._epoch, self._batch, 0)
+        completed = False
         try:
-            while True:
+            while self._batch < len(self):
                 got = core.next(self._torch)
                 if run != self._run:
                     raise RuntimeError("another iteration of this loader started; one "
                                        "iteration at a time")
                 if got is None:
-                    break
+                    raise RuntimeError("the loader was closed during iteration")
                 self._batch += 1
                 yield self._item(*got)
             self._epoch, self._batch = self._epoch + 1, 0
+            completed = True
         finally:
-            if run == self._run:
+            if run == self._run and not completed:
                 core.stop()
 
     def _item(self, arrays, samples, episodes, epoch, index) -> Dict[str, Any]:

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -147,6 +148,7 @@ struct Job {
   std::vector<Status> slot_error;       // GUARDED_BY(errors_mutex) while its groups decode
   std::atomic<int64_t> pending{0};
   std::atomic<bool> cancelled{false};
+  std::vector<SkipRecord> skips;  // counted in the loader's stats when the batch is delivered
   Status error;
   bool ready = false;  // GUARDED_BY(Loader::Impl::mutex_)
 };
@@ -220,27 +222,39 @@ class Loader::Impl {
   int depth() const { return options_.prefetch; }
   const std::vector<BatchField>& fields() const { return *fields_; }
 
-  Status start(uint32_t epoch, int64_t batch) {
+  Status start(uint32_t epoch, int64_t batch, int64_t epochs) {
     if (batch < 0 || batch > batches_) {
       return Status(StatusCode::kInvalidArgument, "loader: batch " + std::to_string(batch) +
                                                       " is outside the epoch's [0, " +
                                                       std::to_string(batches_) + "]");
     }
+    if (epochs < 0) return Status(StatusCode::kInvalidArgument, "loader: epochs must be >= 0");
     stop();
     std::lock_guard<std::mutex> lock(mutex_);
     executor_ = std::make_unique<pipeline::Executor>(threads_);
-    epoch_ = epoch;
-    next_start_ = batch;
-    next_deliver_ = batch;
+    next_start_ = next_deliver_ = static_cast<int64_t>(epoch) * batches_ + batch;
+    run_end_ = epochs == 0 ? std::numeric_limits<int64_t>::max()
+                           : (static_cast<int64_t>(epoch) + epochs) * batches_;
     running_ = true;
     schedule_locked();
     return Status();
   }
 
+  std::pair<uint32_t, int64_t> position() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (batches_ == 0) return {0, 0};
+    return {static_cast<uint32_t>(next_deliver_ / batches_), next_deliver_ % batches_};
+  }
+
+  bool running() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return running_;
+  }
+
   Result<std::shared_ptr<const Batch>> next() {
     const Clock::time_point entered = Clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!running_ || next_deliver_ >= batches_) {
+    if (!running_ || next_deliver_ >= run_end_) {
       end_run(lock);
       return std::shared_ptr<const Batch>();
     }
@@ -260,8 +274,12 @@ class Loader::Impl {
     data_wait_s_.push_back(std::chrono::duration<double>(Clock::now() - entered).count());
     ++delivered_batches_;
     delivered_samples_ += job->batch->size();
+    skipped_ += static_cast<int64_t>(job->skips.size());
+    for (SkipRecord& skip : job->skips) {
+      if (skips_.size() < kMaxSkipRecords) skips_.push_back(std::move(skip));
+    }
     std::shared_ptr<const Batch> batch = std::move(job->batch);
-    if (next_deliver_ >= batches_) end_run(lock);  // the epoch's last: its threads can go
+    if (next_deliver_ >= run_end_) end_run(lock);  // the run's last: its threads can go
     return batch;
   }
 
@@ -321,10 +339,11 @@ class Loader::Impl {
   // ---- Scheduling (consumer thread, under mutex_) ----------------------------------------
 
   void schedule_locked() {
-    while (running_ && next_start_ < batches_ && static_cast<int>(jobs_.size()) < depth()) {
+    while (running_ && next_start_ < run_end_ && static_cast<int>(jobs_.size()) < depth()) {
       auto job = std::make_shared<Job>();
-      job->epoch = epoch_;
-      job->index = next_start_++;
+      job->epoch = static_cast<uint32_t>(next_start_ / batches_);
+      job->index = next_start_ % batches_;
+      ++next_start_;
       job->serial = serial_++;
       job->executor = executor_.get();
       const int64_t first = job->index * options_.batch_size;
@@ -647,15 +666,11 @@ class Loader::Impl {
         }
       }
       if (status.ok()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++skipped_;
-        if (skips_.size() < kMaxSkipRecords) {
-          skips_.push_back(SkipRecord{.epoch = job.epoch,
-                                      .batch = job.index,
-                                      .sample = failed,
-                                      .replacement = row,
-                                      .reason = job.slot_error[slot].message()});
-        }
+        job.skips.push_back(SkipRecord{.epoch = job.epoch,
+                                       .batch = job.index,
+                                       .sample = failed,
+                                       .replacement = row,
+                                       .reason = job.slot_error[slot].message()});
         return Status();
       }
       last = status;
@@ -700,16 +715,18 @@ class Loader::Impl {
   std::condition_variable ready_cv_;
   std::deque<std::shared_ptr<Job>> jobs_;  // GUARDED_BY(mutex_): started, not delivered
   bool running_ = false;                   // GUARDED_BY(mutex_)
-  uint32_t epoch_ = 0;                     // GUARDED_BY(mutex_)
-  int64_t next_start_ = 0;                 // GUARDED_BY(mutex_)
-  int64_t next_deliver_ = 0;               // GUARDED_BY(mutex_)
-  int64_t serial_ = 0;                     // GUARDED_BY(mutex_)
-  int64_t delivered_batches_ = 0;          // GUARDED_BY(mutex_)
-  int64_t delivered_samples_ = 0;          // GUARDED_BY(mutex_)
-  int64_t ready_sum_ = 0;                  // GUARDED_BY(mutex_)
-  std::vector<double> data_wait_s_;        // GUARDED_BY(mutex_)
-  int64_t skipped_ = 0;                    // GUARDED_BY(mutex_)
-  std::vector<SkipRecord> skips_;          // GUARDED_BY(mutex_)
+  // Batches are numbered across epochs: epoch * batches_ + index. The run delivers
+  // [next_deliver_, run_end_).
+  int64_t next_start_ = 0;           // GUARDED_BY(mutex_)
+  int64_t next_deliver_ = 0;         // GUARDED_BY(mutex_)
+  int64_t run_end_ = 0;              // GUARDED_BY(mutex_)
+  int64_t serial_ = 0;               // GUARDED_BY(mutex_)
+  int64_t delivered_batches_ = 0;    // GUARDED_BY(mutex_)
+  int64_t delivered_samples_ = 0;    // GUARDED_BY(mutex_)
+  int64_t ready_sum_ = 0;            // GUARDED_BY(mutex_)
+  std::vector<double> data_wait_s_;  // GUARDED_BY(mutex_)
+  int64_t skipped_ = 0;              // GUARDED_BY(mutex_)
+  std::vector<SkipRecord> skips_;    // GUARDED_BY(mutex_)
 
   // The threads of the current run (start() to the epoch's end, an error or stop()). Joined
   // by end_run() before anything they use is destroyed.
@@ -809,7 +826,11 @@ Loader::~Loader() = default;
 int64_t Loader::batches_per_epoch() const { return impl_->batches(); }
 const std::vector<BatchField>& Loader::fields() const { return impl_->fields(); }
 int Loader::pipeline_depth() const { return impl_->depth(); }
-Status Loader::start(uint32_t epoch, int64_t batch) { return impl_->start(epoch, batch); }
+Status Loader::start(uint32_t epoch, int64_t batch, int64_t epochs) {
+  return impl_->start(epoch, batch, epochs);
+}
+std::pair<uint32_t, int64_t> Loader::position() const { return impl_->position(); }
+bool Loader::running() const { return impl_->running(); }
 Result<std::shared_ptr<const Batch>> Loader::next() { return impl_->next(); }
 void Loader::stop() { impl_->stop(); }
 LoaderStats Loader::stats() const { return impl_->stats(); }

@@ -222,6 +222,34 @@ TEST(Loader, ResumingMidEpochGivesTheRemainingBatches) {
   EXPECT_FALSE(fresh->start(4, 12).ok());
 }
 
+TEST(Loader, ARunAcrossEpochsDeliversEachEpochInTurn) {
+  auto index = make_index("loader_epochs");
+  auto loader = make_loader(index, {.batch_size = 8, .threads = 2});
+  auto epoch_1 = epoch_bytes(*loader, 1);
+  auto epoch_2 = epoch_bytes(*loader, 2);
+  ASSERT_TRUE(loader->start(1, 5, /*epochs=*/2).ok());
+  EXPECT_EQ(loader->position(), std::make_pair(uint32_t{1}, int64_t{5}));
+  std::vector<std::pair<uint32_t, int64_t>> order;
+  size_t k = 0;
+  while (true) {
+    auto batch = loader->next();
+    ASSERT_TRUE(batch.ok());
+    if (*batch == nullptr) break;
+    order.emplace_back((*batch)->epoch(), (*batch)->index());
+    const auto& expected =
+        (*batch)->epoch() == 1 ? epoch_1[(*batch)->index()] : epoch_2[(*batch)->index()];
+    const BatchField& field = (*batch)->fields()[0];
+    const size_t used = field.bytes / field.shape[0] * (*batch)->size();
+    EXPECT_EQ(0, std::memcmp((*batch)->data(0), expected.data(), used)) << k++;
+  }
+  ASSERT_EQ(order.size(), 12u - 5u + 12u);
+  EXPECT_EQ(order.front(), std::make_pair(uint32_t{1}, int64_t{5}));
+  EXPECT_EQ(order[7], std::make_pair(uint32_t{2}, int64_t{0}));
+  EXPECT_EQ(order.back(), std::make_pair(uint32_t{2}, int64_t{11}));
+  EXPECT_FALSE(loader->running());
+  EXPECT_FALSE(loader->start(0, 0, -1).ok());
+}
+
 // Ids from a list: the same samples several times in one batch.
 class ListSampler final : public sampling::Sampler {
  public:

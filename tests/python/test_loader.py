@@ -302,11 +302,21 @@ def test_a_corrupt_video_raises_naming_the_sample_or_is_skipped(lerobot_v21, ler
 
 def test_no_thread_survives_break_delete_or_an_exception_in_the_consumer(lerobot_v30):
     ds = dataset(lerobot_v30, size=(32, 32))
+    gc.collect()
     before = native_threads()
     loader = Loader(ds, batch_size=2, threads=3, prefetch=4)
     for _ in loader:
         break
     assert wait_for_threads(before) == before
+
+    # A finished epoch keeps the run (its threads build the next epoch's first batches) until
+    # the loader goes.
+    for _ in loader:
+        pass
+    assert loader._core.running and native_threads() == before + 3
+    del loader
+    assert wait_for_threads(before) == before
+    loader = Loader(ds, batch_size=2, threads=3, prefetch=4)
 
     it = iter(loader)
     next(it)
