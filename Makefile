@@ -57,7 +57,8 @@ test-python: build
 
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), then the loader's threads under ThreadSanitizer.
-SANITIZED_TESTS = core_test media_test sampling_test dataset_test transform_test pipeline_test
+SANITIZED_TESTS = core_test media_test sampling_test dataset_test transform_test pipeline_test \
+  etl_test
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
@@ -101,6 +102,7 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/sampler_bench.py
 	PYTHONPATH=python $(PYTHON) bench/index_bench.py
 	PYTHONPATH=python $(PYTHON) bench/loader_bench.py --build $(BUILD) $(LOADER_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/etl_bench.py
 
 ## Housekeeping ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 
 namespace stoker::python {
 void register_dataset(nanobind::module_& m);
+void register_etl(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_pipeline(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
@@ -19,4 +20,5 @@ NB_MODULE(_core, m) {
   stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);
   stoker::python::register_pipeline(m);
+  stoker::python::register_etl(m);
 }

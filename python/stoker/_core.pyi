@@ -156,7 +156,15 @@ class Loader:
         [(name, dtype, shape)] of every batch array; shape[0] is the batch size.
         """
 
-    def start(self, epoch: int, batch: int) -> None: ...
+    def start(self, epoch: int, batch: int, epochs: int = 1) -> None:
+        """Starts a run at (epoch, batch) for `epochs` epochs (0: until stop())."""
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(epoch, batch) that next() delivers next."""
+
+    @property
+    def running(self) -> bool: ...
 
     def next(self, torch: bool) -> object:
         """
@@ -168,3 +176,8 @@ class Loader:
     def stats(self) -> dict: ...
 
     def reset_stats(self) -> None: ...
+
+def transcode(source: str, frame_table: bytes | None, first_frame: int, num_frames: int, target: str, height: int, width: int, codec: str, gop: int, crf: int, preset: str, fast_decode: bool, area: bool, threads: int, chunk_frames: int) -> dict:
+    """
+    Re-encodes frames [first_frame, first_frame + num_frames) of `source` into the MP4 `target` (atomically, checked), keeping their timestamps. Returns frames, bytes, duration, seconds and pts (float64 seconds from 0).
+    """

@@ -608,7 +608,9 @@ def _readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, 
         if np.dtype(dtype).kind not in "biuf":
             continue
         shape = () if feature.shape in ((), (1,)) else feature.shape
-        if len(shape) <= 1:
+        # A dimension of -1 marks a variable-length list (HF datasets' Sequence(length=-1)):
+        # not a fixed array, so not readable as one.
+        if len(shape) <= 1 and all(d > 0 for d in shape):
             readable[name] = (dtype, shape)
     defaults = {"timestamp": "float32"}
     for name in DEFAULT_COLUMNS:

@@ -467,3 +467,65 @@ def _ffmpeg(arguments: Sequence[str]) -> None:
     if result.returncode != 0:
         raise RuntimeError(f"ffmpeg failed ({result.returncode}): {' '.join(arguments)}\n"
                            f"{result.stderr[-2000:]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns of JSON text (structured ground truth stored as strings, e.g. per-frame annotations)
+
+
+def annotation(episode: int, frame: int) -> dict:
+    """A per-frame annotation of (episode, frame), with every JSON shape ``stoker etl`` types:
+    numbers, booleans, strings, fixed-length and variable-length lists, nested objects and a list
+    of objects."""
+    return {
+        "score": episode + frame / 8,  # float
+        "count": frame,  # int
+        "visible": frame % 2 == 0,  # bool
+        "label": f"cube-{episode}",  # string
+        "box": [frame, episode, frame + 4, episode + 4],  # 4 ints
+        "corners": [[frame / 2, 1.0], [2.0, episode / 4]],  # 2 x 2 floats
+        "track": list(range(frame % 3)),  # 0-2 ints
+        "pose": {"x": float(frame), "y": -float(episode)},  # nested object
+        "objects": [{"name": f"obj{j}", "xy": [frame, j]} for j in range(1 + frame % 2)],
+    }
+
+
+def add_json_column(written: WrittenDataset, name: str = "annotation", value=annotation) -> None:
+    """Adds a string column ``name`` holding ``json.dumps(value(episode, frame))`` to every data
+    file of ``written`` (and a string feature to its info.json), as datasets that store
+    structured ground truth as JSON text have it."""
+    for path in sorted(set(written.data_paths)):
+        table = pq.read_table(path)
+        episodes = table.column("episode_index").to_pylist()
+        frames = table.column("frame_index").to_pylist()
+        texts = [json.dumps(value(e, f)) for e, f in zip(episodes, frames)]
+        pq.write_table(table.append_column(name, pa.array(texts, pa.string())), path)
+    info_path = os.path.join(written.root, "meta", "info.json")
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    info["features"][name] = {"dtype": "string", "shape": [1], "names": None}
+    _write_json(info_path, info)
+
+
+def corrupt_media_data(path: str) -> None:
+    """Overwrites the payload of an MP4's media data box with seeded noise: sizes, headers and
+    the sample index stay intact, so the file still opens and indexes, but does not decode. The
+    file is replaced (not written through), since dataset videos may be links into a shared
+    encode cache."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    at = 0
+    while at + 8 <= len(data):
+        size, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"mdat":
+            noise = np.random.default_rng(0).integers(0, 256, size - 8, dtype=np.uint8)
+            data[at + 8:at + size] = noise.tobytes()
+            break
+        at += size
+    else:
+        raise ValueError(f"no mdat box in {path}")
+    os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(bytes(data))

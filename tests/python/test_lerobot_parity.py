@@ -85,3 +85,72 @@ def test_loader_batches_match_lerobot_through_a_dataloader(dataset, monkeypatch)
                 assert (got.float() / 255 - expected).abs().mean() < 2 / 255
             else:
                 torch.testing.assert_close(got, expected.to(got.dtype), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# A dataset materialized by `stoker etl` is still a LeRobot dataset.
+
+
+@pytest.fixture(scope="module")
+def materialized(dataset, tmp_path_factory):
+    """`dataset` with a JSON annotation column, and its `stoker etl` output at 64x64 H.264."""
+    import shutil
+
+    from stoker import etl
+
+    folder = tmp_path_factory.mktemp("etl")
+    src = str(folder / "src")
+    shutil.copytree(dataset.root, src)
+    copied = lerobot_datasets.WrittenDataset(
+        src, dataset.version, dataset.lengths, dataset.fps, dataset.cameras, dataset.tasks,
+        dataset.episode_task,
+        data_paths=[p.replace(dataset.root, src) for p in dataset.data_paths])
+    lerobot_datasets.add_json_column(copied)
+    dst = str(folder / "dst")
+    etl.materialize(src, dst, size=(64, 64), gop=4, progress=False)
+    return src, dst
+
+
+def test_lerobot_reads_the_materialized_dataset(materialized, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    src, dst = materialized
+    deltas = dict(DELTAS, **{"annotation.box": [-1 / FPS, 0.0]})
+    theirs = lerobot_dataset.LeRobotDataset("local/etl", root=dst, delta_timestamps=deltas,
+                                            video_backend="pyav")
+    source = lerobot_dataset.LeRobotDataset("local/etl-src", root=src,
+                                            delta_timestamps=DELTAS, video_backend="pyav")
+    ours = stoker.LeRobotDataset(dst, stoker.WindowSpec(delta_timestamps=deltas),
+                                 progress=False)
+    assert len(ours) == len(theirs) == len(source)
+    for i in range(len(ours)):
+        mine, reference, original = ours[i], theirs[i], source[i]
+        # LeRobot also returns the typed columns stoker does not index (strings, variable-length
+        # lists, booleans); every key stoker returns, it returns alike.
+        assert set(mine) <= set(reference), i
+        for key, expected in reference.items():
+            if key.startswith("annotation.") and key not in mine:
+                continue
+            if key == "task":
+                assert mine[key] == expected == original[key]
+                continue
+            expected = expected.numpy()
+            got = mine[key]
+            assert np.shape(got) == expected.shape, (i, key)
+            if key == TOP:
+                difference = np.abs(got / 255.0 - expected).mean()
+                assert difference < 2 / 255, (i, key, difference)
+                # The same frames as LeRobot reads from the source.
+                np.testing.assert_array_equal(
+                    lerobot_datasets.read_marks(got, layout="NCHW"),
+                    lerobot_datasets.read_marks(
+                        (original[key].numpy() * 255).round().astype(np.uint8), layout="NCHW"))
+            else:
+                np.testing.assert_array_equal(got, expected.astype(got.dtype), err_msg=f"{i} {key}")
+                if key in original:
+                    np.testing.assert_array_equal(expected, original[key].numpy(),
+                                                  err_msg=f"{i} {key}")
+        value = lerobot_datasets.annotation(int(reference["episode_index"]),
+                                            int(reference["frame_index"]))
+        assert reference["annotation.label"] == value["label"]
+        assert reference["annotation.track"].tolist() == value["track"]
+        assert reference["annotation.objects.xy"].tolist() == [o["xy"] for o in value["objects"]]

@@ -49,4 +49,17 @@ Status check_av(int error, const std::string& what);
 /// Quiets FFmpeg's own logging to errors only, once per process: stoker reports failures itself.
 void quiet_ffmpeg_logging();
 
+/// Owner of a muxer (an output AVFormatContext): closes its file, if it opened one, then frees
+/// it. Input contexts use FormatContextDeleter (avformat_close_input) instead.
+struct OutputFormatContextDeleter {
+  void operator()(AVFormatContext* ctx) const {
+    if (ctx == nullptr) return;
+    if (ctx->pb != nullptr && ctx->oformat != nullptr && !(ctx->oformat->flags & AVFMT_NOFILE)) {
+      avio_closep(&ctx->pb);
+    }
+    avformat_free_context(ctx);
+  }
+};
+using UniqueOutputFormatContext = std::unique_ptr<AVFormatContext, OutputFormatContextDeleter>;
+
 }  // namespace stoker::media::detail
