@@ -127,6 +127,18 @@ def measure(root: Path, threads: int, batches: int) -> dict:
             "data_wait_p50_ms": stats["data_wait_p50"] * 1e3}
 
 
+def doctor_verdict(root: Path, threads: int, step_ms: float) -> str:
+    """The doctor's verdict with a synthetic step of `step_ms` per batch."""
+    spec = stoker.WindowSpec(delta_indices={k: list(v) for k, v in loader_bench.WINDOWS.items()},
+                             size=OUT_SIZE)
+    ds = stoker.LeRobotDataset(root, spec, progress=False)
+    loader = stoker.Loader(ds, batch_size=BATCH_SIZE, shuffle=True, seed=0, threads=threads,
+                           output="numpy")
+    report = stoker.diagnose(loader, step=step_ms, steps=8, sweep=False, progress=False)
+    loader.close()
+    return f"{report.verdict} ({report.input_batches_per_s * BATCH_SIZE:.0f} samples/s supplied)"
+
+
 def file_megabytes(root: Path) -> float:
     return sum(p.stat().st_size for p in (root / "videos").rglob("*.mp4")) / 1e6
 
@@ -138,6 +150,9 @@ def main() -> int:
     parser.add_argument("--gop", type=int, default=etl.DEFAULT_GOP)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--threads", type=int, default=loader_bench.cpus())
+    parser.add_argument("--step-ms", type=float, default=400.0,
+                        help="the doctor's synthetic step per batch of 32 (default 400 ms: a "
+                        "compute rate of 80 samples/s, between the two datasets' supply)")
     args = parser.parse_args()
     out = Path(args.out)
     data_dir = out / "etl_data"
@@ -171,6 +186,8 @@ def main() -> int:
         print(f"measuring the Loader on {src.name} and its copy ...", flush=True)
         before = measure(src, args.threads, args.batches)
         after = measure(dst, args.threads, args.batches)
+        print(f"asking the doctor about both, with a {args.step_ms:.0f} ms step ...", flush=True)
+        verdicts = [doctor_verdict(root, args.threads, args.step_ms) for root in (src, dst)]
         decode_speedup = before["decode_ms_per_sample"] / after["decode_ms_per_sample"]
         rate_speedup = after["samples_per_s"] / before["samples_per_s"]
         met = "met" if decode_speedup >= DECODE_SPEEDUP_TARGET else "NOT met"
@@ -187,6 +204,9 @@ def main() -> int:
             f"{after['decode_ms_per_sample']:17.2f} {after['data_wait_p50_ms']:17.1f}",
             f"  per-sample decode {decode_speedup:.1f}x cheaper (target >= "
             f"{DECODE_SPEEDUP_TARGET:.0f}x: {met}); samples/s {rate_speedup:.1f}x",
+            f"  stoker doctor with a {args.step_ms:.0f} ms step per batch "
+            f"({BATCH_SIZE / args.step_ms * 1000:.0f} samples/s of compute): source "
+            f"{verdicts[0]}; materialized {verdicts[1]}",
             "",
         ]
         for label, m in (("source", before), ("materialized", after)):

@@ -70,7 +70,7 @@ def test_far_higher_resolution_than_training_is_decode_bound_with_etl_advice(cam
     assert report.bound == "input", report.summary()
     assert report.verdict == "decode-bound", report.summary()
     etl = [line for line in report.advice if "stoker etl" in line]
-    assert etl and "--size 32x24 --gop 2" in etl[0], report.advice
+    assert etl and "--size 32x24`" in etl[0], report.advice
     assert report.decode_work["source_size"] == "320x240"
     assert report.decode_work["source_pixels"] / report.decode_work["output_pixels"] == 100
 
