@@ -63,6 +63,7 @@ cores, once the data is cached); the full run takes about 7. `make bench` runs t
 
 from __future__ import annotations
 
+import abc
 import argparse
 import csv
 import gc
@@ -453,7 +454,7 @@ def neighbour_frames(root: str, ids: List[int]) -> Dict[str, Dict[int, Dict[str,
     return groups
 
 
-class PeerDataset:
+class PeerDataset(abc.ABC):
     """A map-style Dataset of the windows, decoding with `decode(camera, rows) -> uint8 TCHW`."""
 
     def __init__(self, root: str):
@@ -475,8 +476,9 @@ class PeerDataset:
             item[f"{key}_is_pad"] = torch.from_numpy(pad)
         return item
 
+    @abc.abstractmethod
     def decode(self, camera: str, rows: np.ndarray):
-        raise NotImplementedError
+        """Frames `rows` of `camera`'s episode, as a uint8 tensor [T, 3, H, W] at OUT_SIZE."""
 
 
 class TorchCodecDataset(PeerDataset):

@@ -3,6 +3,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <utility>
+
 #include "stoker/status.h"
 
 namespace stoker::python {
@@ -17,5 +19,12 @@ void register_errors(nanobind::module_& m);
 /// Raises the ErrorKind's exception with the status's message when !status.ok().
 /// REQUIRES: the GIL is held.
 void raise_if_error(const Status& status, ErrorKind kind);
+
+/// The result's value, or raise_if_error() of its status.
+template <typename T>
+T value_or_raise(Result<T> result, ErrorKind kind) {
+  raise_if_error(result.status(), kind);
+  return std::move(result).value();
+}
 
 }  // namespace stoker::python

@@ -27,12 +27,6 @@ namespace {
 
 using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-template <typename T>
-T value_or_raise(Result<T> result, ErrorKind kind) {
-  raise_if_error(result.status(), kind);
-  return std::move(result).value();
-}
-
 nb::dlpack::dtype dlpack_type(ElementType type) {
   using nb::dlpack::dtype_code;
   auto make = [](dtype_code code, int bits) {

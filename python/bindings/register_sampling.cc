@@ -25,8 +25,7 @@ void raise_if_invalid(const Status& status) { raise_if_error(status, ErrorKind::
 
 template <typename T>
 T value_or_raise(Result<T> result) {
-  raise_if_invalid(result.status());
-  return std::move(result).value();
+  return python::value_or_raise(std::move(result), ErrorKind::kArgument);
 }
 
 nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int64_t start,

@@ -3,12 +3,12 @@ thread counts, resume, ranks, transforms, bad videos, bounded memory and clean s
 
 import gc
 import os
-import struct
 import time
 
 import numpy as np
 import pytest
 
+import lerobot_datasets
 import stoker
 from stoker import Loader, Transforms
 from stoker.lerobot import LeRobotDataset, WindowSpec
@@ -250,31 +250,11 @@ def test_bad_arguments(lerobot_v21):
             Loader(ds, batch_size=2, device="cuda")
 
 
-def _corrupt_video(path):
-    """Overwrites the payload of the MP4's media data box with seeded noise (sizes, headers
-    and the index stay intact, so the file still opens and indexes)."""
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    at = 0
-    while at + 8 <= len(data):
-        size, kind = struct.unpack(">I4s", data[at:at + 8])
-        if kind == b"mdat":
-            noise = np.random.default_rng(0).integers(0, 256, size - 8, dtype=np.uint8)
-            data[at + 8:at + size] = noise.tobytes()
-            break
-        at += size
-    else:
-        raise AssertionError(f"no mdat box in {path}")
-    os.unlink(path)  # the dataset's videos may be links into a shared encode cache
-    with open(path, "wb") as f:
-        f.write(bytes(data))
-
-
 def test_a_corrupt_video_raises_naming_the_sample_or_is_skipped(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
     top = lerobot_v21.cameras[0]
     bad = os.path.join(root, os.path.relpath(lerobot_v21.video_paths[top][1], lerobot_v21.root))
-    _corrupt_video(bad)
+    lerobot_datasets.corrupt_media_data(bad)
     ds = LeRobotDataset(root, spec_for(lerobot_v21.cameras), progress=False)
     episode_1 = set(range(5, 12))  # episode lengths 5, 7, 6
 
