@@ -623,6 +623,7 @@ def _conclude(d: Diagnosis) -> None:
                   f"supplies {supply:.2f} batches/s ({supply * b:.0f} samples/s); the step "
                   f"alone runs at {compute:.2f}.")
     current = next((p for p in d.sweep if p.threads == d.threads), None)
+    threads_note = "more threads no longer help"
     if plateau is not None:
         last, before_last = d.sweep[-1], d.sweep[-2] if len(d.sweep) > 1 else None
         still_scales = before_last is not None and \
@@ -642,15 +643,18 @@ def _conclude(d: Diagnosis) -> None:
                                 f"less work per sample, see below) would help further.")
             _decode_advice(d, groups, share)
             return
+        if still_scales and d.threads >= d.cores:
+            threads_note = (f"the loader already runs on all {d.cores} cores (the sweep still "
+                            f"scales: more cores would help too)")
     if dominant == "decode":
         d.verdict = "decode-bound"
         d.advice = [f"Per-sample cost bounds the supply, and decoding is {share:.0%} of it "
-                    f"(dominant part: {d.dominant_stage}); more threads no longer help."]
+                    f"(dominant part: {d.dominant_stage}); {threads_note}."]
         _decode_advice(d, groups, share, force=True)
     else:
         d.verdict = "stage-bound"
         d.advice = [f"Per-sample cost bounds the supply, and {d.dominant_stage} is {share:.0%} "
-                    f"of it: the bottleneck has moved off decoding."]
+                    f"of it: the bottleneck has moved off decoding; {threads_note}."]
         if dominant == "transform":
             d.advice.append("Output uint8 and normalize on the GPU, or use a cheaper dtype "
                             "(float16/bfloat16 halve the bytes written).")
