@@ -26,6 +26,7 @@ namespace stoker::python {
 namespace {
 
 using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 nb::dlpack::dtype dlpack_type(ElementType type) {
   using nb::dlpack::dtype_code;
@@ -170,7 +171,7 @@ std::unique_ptr<Loader> make_loader(
     std::pair<int, int> crop_size, std::pair<double, double> scale, std::pair<double, double> ratio,
     double hflip, std::optional<std::array<float, 3>> mean, std::optional<std::array<float, 3>> std,
     const std::string& dtype, const std::string& layout, const std::string& interpolation,
-    bool pinned_memory) {
+    bool pinned_memory, std::optional<Doubles> costs) {
   if (names.size() != sources.size() || names.size() != offsets.size()) {
     throw nb::value_error("names, sources and offsets differ in length");
   }
@@ -208,13 +209,31 @@ std::unique_ptr<Loader> make_loader(
     t.std = *std;
   }
   auto transform = value_or_raise(ImageTransform::create(t), ErrorKind::kArgument);
-  auto sampler = value_or_raise(
-      sampling::DistributedSampler::create(index.index->num_rows(), {.shuffle = shuffle,
-                                                                     .seed = seed,
-                                                                     .rank = rank,
-                                                                     .world_size = world_size,
-                                                                     .drop_last = drop_last}),
-      ErrorKind::kArgument);
+  // With per-sample costs, ranks get equal decode work per step (LoadBalancedSampler); else
+  // DistributedSampler's split.
+  std::shared_ptr<const sampling::Sampler> sampler;
+  if (costs.has_value()) {
+    if (static_cast<int64_t>(costs->shape(0)) != index.index->num_rows()) {
+      throw nb::value_error("costs needs one value per sample");
+    }
+    sampler =
+        value_or_raise(sampling::LoadBalancedSampler::create(
+                           std::span(costs->data(), costs->shape(0)), {.batch_size = batch_size,
+                                                                       .shuffle = shuffle,
+                                                                       .seed = seed,
+                                                                       .rank = rank,
+                                                                       .world_size = world_size,
+                                                                       .drop_last = drop_last}),
+                       ErrorKind::kArgument);
+  } else {
+    sampler = value_or_raise(
+        sampling::DistributedSampler::create(index.index->num_rows(), {.shuffle = shuffle,
+                                                                       .seed = seed,
+                                                                       .rank = rank,
+                                                                       .world_size = world_size,
+                                                                       .drop_last = drop_last}),
+        ErrorKind::kArgument);
+  }
   LoaderOptions options{.batch_size = batch_size,
                         .threads = threads,
                         .prefetch = prefetch,
@@ -248,7 +267,7 @@ void register_pipeline(nb::module_& m) {
            nb::arg("max_replacements"), nb::arg("resize").none(), nb::arg("crop"),
            nb::arg("crop_size"), nb::arg("scale"), nb::arg("ratio"), nb::arg("hflip"),
            nb::arg("mean").none(), nb::arg("std").none(), nb::arg("dtype"), nb::arg("layout"),
-           nb::arg("interpolation"), nb::arg("pinned_memory"))
+           nb::arg("interpolation"), nb::arg("pinned_memory"), nb::arg("costs").none())
       .def_prop_ro("batches_per_epoch", &Loader::batches_per_epoch)
       .def_prop_ro("pipeline_depth", &Loader::pipeline_depth)
       .def_prop_ro(

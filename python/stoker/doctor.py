@@ -191,7 +191,7 @@ class Diagnosis:
         if self.balance:
             lines.append(f"ranks: step imbalance (max / mean rank cost) "
                          f"{self.balance['before']:.2f} as dealt; "
-                         f"{self.balance['after']:.2f} with stoker.LoadBalancedSampler")
+                         f"{self.balance['after']:.2f} balanced (Loader(..., balance=True))")
         if self.estimated:
             lines.append("estimated, not measured: " + ", ".join(self.estimated))
         lines.append("")

@@ -92,6 +92,9 @@ class Loader:
             naming it) or ``"skip"`` (it is replaced by another sample drawn from the seed; the
             batch keeps its shape; see :meth:`stats`).
         output: ``"torch"``, ``"numpy"`` or ``"auto"`` (torch when it can be imported).
+        balance: give every rank the same decode work in each step
+            (:class:`stoker.LoadBalancedSampler` over ``dataset.sample_costs()``) instead of
+            DistributedSampler's split; with one rank it only reorders inside each batch.
 
     Threads: they start with the first iteration and keep building batches across epoch
     boundaries, so the next epoch's first batch is ready when its loop starts. They end when
@@ -105,7 +108,8 @@ class Loader:
                  threads: Optional[int] = None, prefetch: int = 2, drop_last: bool = False,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  transforms: Optional[Transforms] = None, device=None,
-                 on_error: str = "raise", max_replacements: int = 8, output: str = "auto"):
+                 on_error: str = "raise", max_replacements: int = 8, output: str = "auto",
+                 balance: bool = False):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
@@ -135,13 +139,15 @@ class Loader:
         self._arguments = dict(shuffle=shuffle, seed=seed, threads=threads, prefetch=prefetch,
                                drop_last=drop_last, rank=rank, world_size=world_size,
                                transforms=transforms, device=device, on_error=on_error,
-                               max_replacements=max_replacements, output=output)
+                               max_replacements=max_replacements, output=output,
+                               balance=balance)
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.threads = int(threads) if threads is not None else None
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
+        self.balance = bool(balance)
         self.transforms = transforms
         self.on_error = on_error
         spec = dataset.spec
@@ -155,6 +161,7 @@ class Loader:
             threads=0 if threads is None else int(threads), prefetch=int(prefetch),
             on_error=on_error, max_replacements=int(max_replacements),
             pinned_memory=self.device is not None,
+            costs=dataset.sample_costs() if self.balance else None,
             **transforms.core_arguments(spec.size, spec.layout))
         columns = dataset.index._columns
         self._squeezed = {name for name, source, _ in keys
@@ -200,7 +207,8 @@ class Loader:
         """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
         process) continues with exactly the batches that had not been delivered."""
         return {"version": _STATE_VERSION, "epoch": self._epoch, "batch": self._batch,
-                "seed": self.seed, "shuffle": self.shuffle, "batch_size": self.batch_size,
+                "seed": self.seed, "shuffle": self.shuffle, "balance": self.balance,
+                "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "rank": self.rank, "world_size": self.world_size,
                 "num_samples": len(self.dataset)}
 
@@ -208,7 +216,8 @@ class Loader:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown loader state version {state.get('version')!r}")
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "batch_size", "drop_last", "world_size", "num_samples"):
+        for key in ("seed", "shuffle", "balance", "batch_size", "drop_last", "world_size",
+                    "num_samples"):
             if state.get(key) != mine[key]:
                 raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this loader "
                                  f"has {key}={mine[key]!r}; the remaining batches would differ")

@@ -359,3 +359,29 @@ def test_stats_report_stages_and_data_wait(lerobot_v30):
     assert stats["threads"] == 2
     loader.reset_stats()
     assert loader.stats()["batches"] == 0
+
+
+def test_balanced_ranks_get_equal_work_per_step(lerobot_v30):
+    ds = dataset(lerobot_v30)  # 30 samples
+    costs = ds.sample_costs()
+
+    def step_costs(balance):
+        per_rank = []
+        for rank in range(2):
+            loader = Loader(ds, batch_size=3, seed=4, rank=rank, world_size=2, balance=balance)
+            per_rank.append([costs[as_numpy(b["index"])].sum() for b in loader])
+        return np.array(per_rank)  # [rank, step]
+
+    plain, balanced = step_costs(False), step_costs(True)
+    assert plain.shape == balanced.shape  # the same steps on every rank
+    imbalance = lambda c: c.max(axis=0).sum() / c.mean(axis=0).sum()  # noqa: E731
+    assert imbalance(balanced) <= imbalance(plain)
+    rows = np.concatenate([as_numpy(b["index"]) for rank in range(2) for b in
+                           Loader(ds, batch_size=3, seed=4, rank=rank, world_size=2,
+                                  balance=True)])
+    assert set(rows.tolist()) == set(range(len(ds)))
+    assert same_batches(epoch_arrays(Loader(ds, batch_size=3, seed=4, threads=1, balance=True)),
+                        epoch_arrays(Loader(ds, batch_size=3, seed=4, threads=3, balance=True)))
+    state = Loader(ds, batch_size=3, balance=True).state_dict()
+    with pytest.raises(ValueError, match="balance"):
+        Loader(ds, batch_size=3).load_state_dict(state)
