@@ -1,11 +1,15 @@
-// FrameConverter: colour conversion and resize of one decoded frame, written straight into the
-// caller's output slot (no intermediate RGB copy).
+// FrameConverter: colour conversion and resize of one decoded frame, written into the caller's
+// output slot. swscale writes the slot directly when its fast path produces the asked layout;
+// otherwise it writes a per-converter staging frame that is then (de)interleaved into the slot
+// (see convert()).
 //
-// Ownership: owns one cached swscale context, rebuilt only when the source or target changes.
+// Ownership: owns one cached swscale context, rebuilt only when the source or target changes,
+// and the staging frame.
 // Thread-safety: none; each thread uses its own (kept in its ThreadMediaCache).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "media/detail/ffmpeg.h"
 #include "stoker/video_reader.h"
@@ -30,6 +34,7 @@ class FrameConverter {
   };
   Key key_;
   detail::UniqueSwsContext context_;
+  std::vector<uint8_t> staging_;
 };
 
 }  // namespace stoker::media

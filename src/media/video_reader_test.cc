@@ -546,6 +546,47 @@ TEST(VideoReader, ConcurrentCallsFromManyThreads) {
   for (auto& thread : threads) thread.join();
 }
 
+// Each layout is made from the other by a (de)interleaving copy on one of swscale's paths:
+// the values must be the same, for every pixel count (SIMD blocks of 16 and the rest).
+TEST(VideoReader, BothLayoutsHoldExactlyTheSameValues) {
+  auto path = testing::make_test_video({.name = "layouts_161x97",
+                                        .extension = "mp4",
+                                        .width = 161,
+                                        .height = 97,
+                                        .seconds = 0.2,
+                                        .encoder_args = "-c:v libx264 -pix_fmt yuv444p"});
+  ASSERT_TRUE(path.ok());
+  auto reader = VideoReader::open(*path);
+  ASSERT_TRUE(reader.ok());
+  const std::vector<int64_t> frames = {0, 3};
+  for (auto [height, width] : {std::pair{0, 0}, std::pair{50, 70}, std::pair{64, 64}}) {
+    for (CropRect crop : {CropRect{}, CropRect{.x = 10, .y = 6, .width = 101, .height = 77}}) {
+      if (!crop.empty() && height == 0) continue;  // a crop needs an output size
+      OutputOptions nhwc{.height = height, .width = width, .layout = Layout::kNHWC};
+      OutputOptions nchw{.height = height, .width = width, .layout = Layout::kNCHW};
+      auto [h, w] = (*reader)->output_size(nhwc);
+      const size_t bytes = (*reader)->frame_bytes(nhwc);
+      std::vector<uint8_t> packed(bytes * 2), planar(bytes * 2);
+      std::vector<FrameRequest> a, b;
+      for (size_t k = 0; k < frames.size(); ++k) {
+        a.push_back({.frame = frames[k], .crop = crop, .out = packed.data() + k * bytes});
+        b.push_back({.frame = frames[k], .crop = crop, .out = planar.data() + k * bytes});
+      }
+      ASSERT_TRUE((*reader)->get_frames(a, nhwc).ok());
+      ASSERT_TRUE((*reader)->get_frames(b, nchw).ok());
+      for (size_t k = 0; k < frames.size(); ++k) {
+        const uint8_t* p = packed.data() + k * bytes;
+        const uint8_t* q = planar.data() + k * bytes;
+        size_t differing = 0;
+        for (int c = 0; c < 3; ++c) {
+          for (int i = 0; i < h * w; ++i) differing += p[3 * i + c] != q[c * h * w + i];
+        }
+        EXPECT_EQ(differing, 0u) << h << "x" << w << (crop.empty() ? "" : " cropped");
+      }
+    }
+  }
+}
+
 // swscale's fast unscaled YUV->RGB path wrote up to 16 bytes past a frame whose width is not a
 // multiple of 16 (e.g. 120): into the next frame's slot of a batch, or past the buffer.
 TEST(VideoReaderRegression, UnscaledConversionAtWidth120WritesNothingPastTheFrame) {
