@@ -75,6 +75,33 @@ def _sweep_counts(cores: int) -> List[int]:
     return counts
 
 
+class _OtherLoad:
+    """CPUs that other processes kept busy while this one measured (from /proc/stat and this
+    process's CPU time): a sweep on a shared machine understates scaling."""
+
+    def __init__(self):
+        self._start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        ticks = os.sysconf("SC_CLK_TCK")
+        busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / ticks
+        mine = sum(os.times()[:4])
+        return time.monotonic(), busy, mine
+
+    def cpus(self) -> Optional[float]:
+        end = self._sample()
+        if self._start is None or end is None or end[0] <= self._start[0]:
+            return None
+        (t0, busy0, mine0), (t1, busy1, mine1) = self._start, end
+        return max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / (t1 - t0))
+
+
 def _torch():
     try:
         import torch
@@ -133,6 +160,7 @@ class Diagnosis:
     advice: List[str] = field(default_factory=list)
     dominant_stage: str = ""
     plateau_threads: Optional[int] = None  # where more threads stop helping (the sweep's)
+    other_cpus: Optional[float] = None  # CPUs other processes used meanwhile (diagnose only)
     estimated: List[str] = field(default_factory=list)  # which numbers are estimates
 
     # ---- Derived numbers ----------------------------------------------------------------
@@ -194,6 +222,10 @@ class Diagnosis:
                          f"{self.balance['after']:.2f} balanced (Loader(..., balance=True))")
         if self.estimated:
             lines.append("estimated, not measured: " + ", ".join(self.estimated))
+        if self.other_cpus is not None and self.other_cpus > 0.2:
+            lines.append(f"warning: other processes kept {self.other_cpus:.1f} CPUs busy during "
+                         f"the measurement; rates and the sweep are lower than on a quiet "
+                         f"machine")
         lines.append("")
         lines.append("What to do:")
         lines.extend(f"  - {line}" for line in self.advice)
@@ -217,7 +249,7 @@ class Diagnosis:
             "stage_ms_per_batch": {k: v * 1000 for k, v in self.stage_seconds.items()},
             "sweep": [{"threads": p.threads, "batches_per_s": p.batches_per_s}
                       for p in self.sweep],
-            "plateau_threads": self.plateau_threads,
+            "plateau_threads": self.plateau_threads, "other_cpus": self.other_cpus,
             "decode_work": self.decode_work, "balance": self.balance,
             "estimated": self.estimated,
         }
@@ -525,6 +557,7 @@ def diagnose(loader: Loader, step: Union[None, float, Callable[[Any], None]] = N
     say = (lambda text: print(f"stoker doctor: {text}", file=sys.stderr, flush=True)) \
         if progress else (lambda text: None)
 
+    others = _OtherLoad()
     say("compute-only rate (the step on one held batch)")
     held = _held_batch(loader)
     h2d = _h2d_seconds(loader, held)
@@ -570,7 +603,7 @@ def diagnose(loader: Loader, step: Union[None, float, Callable[[Any], None]] = N
                   compute_batches_per_s=compute, input_batches_per_s=input_rate,
                   step_seconds=np.asarray(step_times), data_wait=np.asarray(waits),
                   wall_seconds=wall, stage_seconds=stages, sweep=points, decode_work=work,
-                  balance=_balance(loader))
+                  balance=_balance(loader), other_cpus=others.cpus())
     _conclude(d)
     return d
 

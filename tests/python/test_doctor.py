@@ -114,6 +114,7 @@ def test_report_files_and_summary(camera_dataset, tmp_path):
         assert os.path.getsize(tmp_path / "report" / name) > 0
     saved = json.loads((tmp_path / "report" / "report.json").read_text())
     assert saved["verdict"] == report.verdict
+    assert report.other_cpus is not None and report.other_cpus >= 0
     assert "stages.png" in open(path).read()
 
 
