@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import contextlib
 import csv
 import gc
 import json
@@ -726,12 +727,10 @@ def worker_main(spec_json: str) -> int:
 def process_tree(pid: int) -> List[int]:
     tree, k = [pid], 0
     while k < len(tree):
-        try:
+        with contextlib.suppress(OSError):  # it may end between the listing and the read
             for task in os.listdir(f"/proc/{tree[k]}/task"):
                 with open(f"/proc/{tree[k]}/task/{task}/children") as f:
                     tree += [int(c) for c in f.read().split()]
-        except OSError:
-            pass  # the process ended between the listing and the read
         k += 1
     return tree
 
