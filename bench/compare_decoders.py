@@ -251,6 +251,24 @@ class Stoker(Decoder):
         self.everything = None
 
 
+def pyav_decode_forward(container, stream, wanted, seek_seconds, tolerance, size=None):
+    """LeRobot's PyAV way: seek back to the keyframe before `seek_seconds`, decode forward and
+    keep the frames within `tolerance` of each wanted time, as RGB24 (resized to `size`,
+    (height, width), when given). Returns {wanted time: frame}."""
+    container.seek(int(seek_seconds / stream.time_base), stream=stream, backward=True,
+                   any_frame=False)
+    resize = {} if size is None else {"height": size[0], "width": size[1]}
+    found = {}
+    for frame in container.decode(stream):
+        t = float(frame.time)
+        nearest = min(wanted, key=lambda w: abs(w - t))
+        if abs(nearest - t) < tolerance and nearest not in found:
+            found[nearest] = frame.to_ndarray(format="rgb24", **resize)
+        if t >= wanted[-1] - tolerance:
+            break
+    return found
+
+
 class PyAV(Decoder):
     """LeRobot's pyav backend: a fresh container per request, seek to the keyframe before the
     first requested timestamp, decode forward, keep the frames at the requested timestamps.
@@ -294,17 +312,7 @@ class PyAV(Decoder):
         return np.stack([found[float(self.pts[i])] for i in indices])
 
     def _decode_from(self, container, stream, wanted, seek_seconds):
-        container.seek(int(seek_seconds / stream.time_base), stream=stream, backward=True,
-                       any_frame=False)
-        found = {}
-        for frame in container.decode(stream):
-            t = float(frame.time)
-            nearest = min(wanted, key=lambda w: abs(w - t))
-            if abs(nearest - t) < self.tolerance and nearest not in found:
-                found[nearest] = frame.to_ndarray(format="rgb24")
-            if t >= wanted[-1] - self.tolerance:
-                break
-        return found
+        return pyav_decode_forward(container, stream, wanted, seek_seconds, self.tolerance)
 
     def sequential(self):
         container, stream = self._open()

@@ -538,18 +538,8 @@ class PyAVDataset(PeerDataset):
         return torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous()
 
     def _decode_from(self, container, stream, wanted, seek_seconds):
-        container.seek(int(seek_seconds / stream.time_base), stream=stream, backward=True,
-                       any_frame=False)
-        found = {}
-        for frame in container.decode(stream):
-            t = float(frame.time)
-            nearest = min(wanted, key=lambda w: abs(w - t))
-            if abs(nearest - t) < self.tolerance and nearest not in found:
-                found[nearest] = frame.to_ndarray(format="rgb24", width=OUT_SIZE[1],
-                                                  height=OUT_SIZE[0])
-            if t >= wanted[-1] - self.tolerance:
-                break
-        return found
+        return compare_decoders.pyav_decode_forward(container, stream, wanted, seek_seconds,
+                                                    self.tolerance, size=OUT_SIZE)
 
 
 def worker_dataloader(spec: dict) -> dict:
