@@ -8,14 +8,16 @@ PYTHON := $(VENV)/bin/python
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
+CLANG_BUILD ?= build-clang
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-dev libavformat-dev \
-	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev
+	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-cpp test-python test-sanitize test-lerobot bench build deps format stubs clean
+.PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-lerobot bench build \
+	deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -47,7 +49,7 @@ build: deps $(BUILD)/build.ninja
 
 ## Tests ----------------------------------------------------------------------------------
 
-test: test-cpp test-sanitize test-python
+test: test-cpp test-sanitize test-thread-safety test-python
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -57,8 +59,8 @@ test-python: build
 
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), then the loader's threads under ThreadSanitizer.
-SANITIZED_TESTS = core_test media_test sampling_test dataset_test transform_test pipeline_test \
-  etl_test
+SANITIZED_TESTS = core_test io_test media_test sampling_test dataset_test transform_test \
+  pipeline_test etl_test
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
@@ -72,6 +74,18 @@ test-sanitize: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target pipeline_test
 	TSAN_OPTIONS=halt_on_error=1 STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
 	  $(TSAN_BUILD)/pipeline_test --gtest_brief=1
+
+# Every library again with clang's thread-safety analysis (-Wthread-safety, as errors): each
+# GUARDED_BY field is touched only with its mutex held. The probe checks that the analysis is
+# on: clang must reject it.
+test-thread-safety: deps
+	CXX=clang++ cmake -S . -B $(CLANG_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS=-Wthread-safety \
+	  $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(CLANG_BUILD) -j $(JOBS)
+	! clang++ -std=c++20 -fsyntax-only -Wthread-safety -Werror -Isrc cmake/thread_safety_probe.cc \
+	  2> $(CLANG_BUILD)/probe.log
+	grep -q "requires holding mutex" $(CLANG_BUILD)/probe.log
 
 # Parity with LeRobot's own LeRobotDataset. lerobot brings PyTorch and more, so it lives in its
 # own virtual environment; `make test` skips this comparison when lerobot is not importable.
@@ -114,4 +128,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) python/stoker/_core*.so
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) python/stoker/_core*.so

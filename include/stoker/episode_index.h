@@ -22,19 +22,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "stoker/dtype.h"
 #include "stoker/frame_table.h"
 #include "stoker/status.h"
 
 namespace stoker {
 
-/// A low-dimensional column: rows x dim values of one element type.
-enum class ColumnType : int32_t { kFloat32 = 0, kFloat64 = 1, kInt64 = 2 };
-size_t column_type_size(ColumnType type);
+namespace core {
+class MappedFile;
+}  // namespace core
 
 /// What an index is built from. All per-row arrays have num_rows entries, in dataset order.
 struct EpisodeIndexSource {
@@ -54,7 +54,8 @@ struct EpisodeIndexSource {
   std::vector<std::vector<double>> episode_video_offset;
   struct Column {
     std::string name;
-    ColumnType type = ColumnType::kFloat32;
+    /// kFloat32, kFloat64 or kInt64.
+    DType type = DType::kFloat32;
     int64_t dim = 1;
     std::vector<uint8_t> data;  // num_rows * dim values
   };
@@ -66,7 +67,7 @@ struct EpisodeIndexSource {
 };
 
 struct EpisodeIndexBuildOptions {
-  /// Threads scanning video files. Default 0: as many as the machine has cores.
+  /// Threads scanning video files. Default 0: usable_cores() (see stoker/cores.h).
   int threads = 0;
   /// Called from the building thread after each video file is scanned: (done, total).
   std::function<void(int64_t, int64_t)> progress;
@@ -129,22 +130,22 @@ class EpisodeIndex {
 
   struct ColumnView {
     std::string name;
-    ColumnType type;
+    DType type;
     int64_t dim;
     std::span<const uint8_t> data;  // num_rows() * dim values, in the mapping
   };
   const std::vector<ColumnView>& columns() const { return columns_; }
 
  private:
-  EpisodeIndex() = default;
-  struct Mapping;
+  EpisodeIndex();
+  struct FrameTables;
   struct TrackedFile {
     std::string path;
     int64_t size;
     int64_t mtime_ns;
   };
 
-  std::unique_ptr<Mapping> mapping_;
+  std::unique_ptr<core::MappedFile> mapping_;
   double fps_ = 0;
   std::span<const int64_t> episode_from_row_, episode_length_, episode_task_;
   std::span<const int32_t> row_episode_;
@@ -156,8 +157,8 @@ class EpisodeIndex {
   std::vector<std::span<const uint8_t>> frame_table_bytes_;
   std::vector<TrackedFile> tracked_;
   std::vector<ColumnView> columns_;
-  mutable std::mutex tables_mutex_;
-  mutable std::vector<std::shared_ptr<const FrameTable>> tables_;  // GUARDED_BY(tables_mutex_)
+  // The frame tables decoded so far, under their own lock.
+  std::unique_ptr<FrameTables> tables_;
 };
 
 }  // namespace stoker

@@ -24,15 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "stoker/dtype.h"
 #include "stoker/status.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
-
-/// The element type of an image in a batch. Float types hold values scaled to [0, 1] (then
-/// normalized, when asked).
-enum class ImageDType { kUint8, kFloat16, kBFloat16, kFloat32 };
-size_t image_dtype_size(ImageDType dtype);
 
 enum class CropMode {
   kNone,
@@ -64,7 +60,9 @@ struct TransformOptions {
   bool normalize = false;
   std::array<float, 3> mean = {0.f, 0.f, 0.f};
   std::array<float, 3> std = {1.f, 1.f, 1.f};
-  ImageDType dtype = ImageDType::kUint8;
+  /// The element type of the output: kUint8, or kFloat16, kBFloat16, kFloat32 holding values
+  /// scaled to [0, 1] (then normalized, when asked). Default: kUint8.
+  DType dtype = DType::kUint8;
   /// kNCHW writes [3, H, W] per frame (LeRobot's), kNHWC [H, W, 3]. Default: kNCHW.
   Layout layout = Layout::kNCHW;
   Interpolation interpolation = Interpolation::kBilinear;
@@ -80,7 +78,8 @@ class ImageTransform {
  public:
   /// Errors (kInvalidArgument): a negative or half-given size, a crop mode without a crop size,
   /// kRandomResized with a resize, bad scale or ratio bounds, a probability outside [0, 1],
-  /// normalize with uint8 output, a non-positive or non-finite std or non-finite mean.
+  /// a dtype images cannot take, normalize with uint8 output, a non-positive or non-finite std
+  /// or non-finite mean.
   static Result<std::shared_ptr<const ImageTransform>> create(const TransformOptions& options);
 
   const TransformOptions& options() const { return options_; }
@@ -101,7 +100,7 @@ class ImageTransform {
 
   /// Whether the decoder's conversion writes the final bytes (uint8 output): finish() is then
   /// only flip_in_place(), and only when flipped.
-  bool writes_in_place() const { return options_.dtype == ImageDType::kUint8; }
+  bool writes_in_place() const { return options_.dtype == DType::kUint8; }
 
   /// Mirrors a converted uint8 frame of height x width left to right, in place.
   void flip_in_place(uint8_t* frame, int height, int width) const;

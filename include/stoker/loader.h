@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "stoker/dtype.h"
 #include "stoker/episode_index.h"
 #include "stoker/image_transform.h"
 #include "stoker/sampling.h"
@@ -37,14 +38,11 @@
 
 namespace stoker {
 
-enum class ElementType { kUint8, kBool, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
-size_t element_size(ElementType type);
-
 /// One array of a batch: a C-contiguous [batch_size, ...] array of `type` at `offset` bytes
 /// into the batch's buffer. A short last batch fills its first size() rows.
 struct BatchField {
   std::string name;
-  ElementType type = ElementType::kUint8;
+  DType type = DType::kUint8;
   std::vector<int64_t> shape;
   size_t offset = 0;
   size_t bytes = 0;

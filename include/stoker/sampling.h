@@ -28,19 +28,7 @@
 
 namespace stoker::sampling {
 
-// ---- Counter-based random numbers -------------------------------------------------------
-
-/// One Philox4x32-10 block (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
-/// SC'11): a keyed bijection of the 128-bit counter. Bit-exact with Random123's philox4x32_10.
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
-
-/// 128 random bits for one choice: philox4x32 with key = seed and counter = (id, epoch,
-/// stream). Give each kind of choice its own `stream` so that choices never share bits;
-/// streams below 65536 are stoker's own (see src/sampling/detail/common.h).
-std::array<uint32_t, 4> random_words(uint64_t seed, uint32_t epoch, uint64_t id, uint32_t stream);
-
-/// A uniform double in [0, 1) from 53 of the bits of two words.
-double unit_double(uint32_t hi, uint32_t lo);
+// ---- Permutations --------------------------------------------------------------------
 
 /// A random permutation of [0, n), computed position by position and never stored: a Feistel
 /// network over the smallest power of two >= n, keyed by 128 bits, with cycle-walking for the
@@ -49,7 +37,7 @@ double unit_double(uint32_t hi, uint32_t lo);
 /// construction is O(1).
 class Permutation {
  public:
-  /// `key`: e.g. random_words(seed, epoch, id, stream).
+  /// `key`: 128 random bits, e.g. from the counter-based RNG keyed by (seed, epoch).
   Permutation(int64_t n, std::array<uint32_t, 4> key);
 
   int64_t size() const { return n_; }

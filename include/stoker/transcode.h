@@ -2,10 +2,8 @@
 // keeping every frame's timing. The unit of work of `stoker etl` (one episode of one camera).
 //
 // The frames are decoded frame-exactly by VideoReader (in chunks, resized while converting to
-// RGB), converted to yuv420p (BT.601, limited range, tagged so in the stream) and encoded with
-// libx264 or libsvtav1 without B-frames: every frame can be shown as soon as its packet is
-// decoded, and presentation and decode timestamps are equal, so the MP4 needs no edit list or
-// composition offsets and every demuxer reads the same times.
+// RGB) and encoded with one of stoker's encoders (video_encoder.h): yuv420p, no B-frames, a
+// keyframe every `gop` frames, presentation and decode timestamps equal.
 //
 // Output timing: frame i of the output has pts = pts(first_frame + i) - pts(first_frame) in the
 // source stream's time base (the MP4 track timescale is a multiple of it, so every pts is
@@ -25,44 +23,19 @@
 #include <vector>
 
 #include "stoker/status.h"
+#include "stoker/video_encoder.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
 
-enum class VideoCodec {
-  kH264,  // libx264
-  kAV1,   // libsvtav1
-};
-
-/// The FFmpeg encoder's name for a codec: "libx264" or "libsvtav1".
-const char* encoder_name(VideoCodec codec);
-
 struct TranscodeOptions {
-  /// Output size in pixels. REQUIRED: both positive and even (4:2:0 chroma); at least 64 for
-  /// kAV1 (SVT-AV1's minimum).
+  /// Output size in pixels. REQUIRED: see check_encoder_options (positive, even, ...).
   int height = 0;
   int width = 0;
-  /// Default: H.264 (libx264), whose decoder is the cheapest per pixel.
-  VideoCodec codec = VideoCodec::kH264;
-  /// Frames from one keyframe to the next (a keyframe exactly every `gop` frames: no
-  /// scene-cut keyframes). A decoder reaching a random frame decodes at most gop - 1 others.
-  /// Default: 10.
-  int gop = 10;
-  /// Constant rate factor (lower: better quality, bigger files). Default -1: 23 for H.264
-  /// (x264's own default), 30 for AV1 (LeRobot's).
-  int crf = -1;
-  /// Encoder speed preset. Default "": "medium" for libx264, "8" for libsvtav1 (0-13).
-  std::string preset;
-  /// Encode for cheap decoding, the point of materializing for training: x264's
-  /// tune=fastdecode (CAVLC instead of CABAC, no deblocking filter, no weighted prediction:
-  /// ~45% less decode time at 224x224 for ~8% more bytes), SVT-AV1's fast-decode=1.
-  /// Default: true.
-  bool fast_decode = true;
+  /// The encoder and its settings (codec, gop, crf, preset, fast_decode, threads).
+  EncoderOptions encoder;
   /// Resampling from the source size. Default: bilinear, as VideoReader's default.
   Interpolation interpolation = Interpolation::kBilinear;
-  /// Encoder threads (the decoder's are the source VideoReader's). Default 1: parallelism comes
-  /// from transcoding many episodes at once.
-  int threads = 1;
   /// Frames decoded per VideoReader call. Bounds the memory of a call to
   /// chunk_frames * height * width * 3 bytes of RGB. Default: 32.
   int chunk_frames = 32;

@@ -1,4 +1,5 @@
-// VideoReader: frame-exact random access to one video file.
+// VideoReader: frame-exact random access to one video: a local file, or any ByteSource (bytes
+// in memory, ...), read with the same code.
 //
 // A request for frames (any order, repeats allowed) is served with the least decoding the GOP
 // and reference structure allow: the requested frames are sorted, the decoder seeks to the
@@ -11,9 +12,12 @@
 // the same conversion.
 //
 // Containers and decoders are pooled per calling thread (see media_cache.h), so a call on a
-// warm file opens nothing and builds nothing.
+// warm file opens nothing and builds nothing. A reader of a local file holds no descriptor
+// itself: each thread's container opens the file when it first needs it, so a dataset of many
+// files keeps at most the pool's number open per thread.
 //
-// Ownership: open() returns a reader the caller owns; it shares its FrameTable.
+// Ownership: open() returns a reader the caller owns; it shares its FrameTable, and the source
+// it was given, if any.
 // Thread-safety: a VideoReader is immutable; get_frames() and get_frames_at() may run
 // concurrently from several threads, each on its own pooled container and decoder.
 #pragma once
@@ -24,6 +28,7 @@
 #include <span>
 #include <string>
 
+#include "stoker/byte_source.h"
 #include "stoker/frame_table.h"
 #include "stoker/status.h"
 
@@ -64,8 +69,8 @@ struct FrameRequest {
 struct VideoReaderOptions {
   /// Decoder threads for one call. Default 1: parallelism comes from decoding many videos at once.
   int threads = 1;
-  /// A table saved from an earlier open of this file (FrameTable::serialize). When given, open()
-  /// neither scans the file nor probes its streams; it fails if the file's size differs.
+  /// A table saved from an earlier open of these bytes (FrameTable::serialize). When given,
+  /// open() neither scans them nor probes their streams; it fails if their size differs.
   std::shared_ptr<const FrameTable> frame_table;
 };
 
@@ -83,20 +88,28 @@ struct DecodeStats {
   /// conversion and copies to the output; the rest of a call is demuxing and decoding.
   int64_t seek_ns = 0;
   int64_t convert_ns = 0;
+
+  /// Adds every counter of `other` to this one's: the work of several calls.
+  DecodeStats& operator+=(const DecodeStats& other);
 };
 
 class VideoReader {
  public:
-  /// Opens `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by one demux scan, or
-  /// takes options.frame_table. Errors name the file: missing, not a video, no video stream,
-  /// unknown codec, unreadable.
+  /// Opens the local file at `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by
+  /// one demux scan, or takes options.frame_table. Errors name the file: missing, not a video,
+  /// no video stream, unknown codec, unreadable.
   static Result<std::unique_ptr<VideoReader>> open(const std::string& path,
+                                                   VideoReaderOptions options = {});
+  /// The same over `source`, which the reader shares for its lifetime (and its containers for
+  /// theirs). Messages name the video by source->name().
+  static Result<std::unique_ptr<VideoReader>> open(std::shared_ptr<const ByteSource> source,
                                                    VideoReaderOptions options = {});
   ~VideoReader();
   VideoReader(const VideoReader&) = delete;
   VideoReader& operator=(const VideoReader&) = delete;
 
-  const std::string& path() const { return path_; }
+  /// The path, or the source's name.
+  const std::string& name() const { return name_; }
   const FrameTable& frame_table() const { return *table_; }
   std::shared_ptr<const FrameTable> shared_frame_table() const { return table_; }
   int64_t num_frames() const { return table_->num_frames(); }
@@ -133,9 +146,15 @@ class VideoReader {
                        DecodeStats* stats = nullptr) const;
 
  private:
-  VideoReader(std::string path, std::shared_ptr<const FrameTable> table, int threads);
+  VideoReader(std::string name, std::shared_ptr<const ByteSource> source,
+              std::shared_ptr<const FrameTable> table, int threads);
 
-  std::string path_;
+  std::string name_;
+  // The source given to open(); null for a local file, which containers open by name_.
+  std::shared_ptr<const ByteSource> source_;
+  // What the per-thread container pool files these bytes under: the file's path and version,
+  // or this reader's own source.
+  std::string cache_key_;
   std::shared_ptr<const FrameTable> table_;
   int threads_;
 };

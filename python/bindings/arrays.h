@@ -1,13 +1,50 @@
-// Handing C++ arrays to numpy: the one way the bindings return owned 1-D arrays.
+// Arrays between C++ and Python: the one mapping of stoker's DType to DLPack's (numpy and
+// torch), and the one way the bindings return owned 1-D arrays.
 #pragma once
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "stoker/dtype.h"
+
 namespace stoker::python {
+
+/// The DLPack element type of `dtype`.
+inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
+  using nanobind::dlpack::dtype_code;
+  auto make = [](dtype_code code, size_t bytes) {
+    return nanobind::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bytes * 8), 1};
+  };
+  const size_t bytes = dtype_size(dtype);
+  switch (dtype) {
+    case DType::kUint8:
+      return make(dtype_code::UInt, bytes);
+    case DType::kBool:
+      return make(dtype_code::Bool, bytes);
+    case DType::kInt64:
+      return make(dtype_code::Int, bytes);
+    case DType::kBFloat16:
+      return make(dtype_code::Bfloat, bytes);
+    case DType::kFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64:
+      return make(dtype_code::Float, bytes);
+  }
+  return make(dtype_code::UInt, 1);
+}
+
+/// The DType of a DLPack element type, when stoker has one.
+inline std::optional<DType> dtype_of(const nanobind::dlpack::dtype& dlpack) {
+  for (DType dtype : {DType::kUint8, DType::kBool, DType::kInt64, DType::kFloat16, DType::kBFloat16,
+                      DType::kFloat32, DType::kFloat64}) {
+    if (dlpack_dtype(dtype) == dlpack) return dtype;
+  }
+  return std::nullopt;
+}
 
 /// A 1-D numpy array that takes ownership of `values` (freed when numpy releases it).
 template <typename T>

@@ -41,25 +41,6 @@ std::vector<T> to_vector(const Array& array) {
   return std::vector<T>(array.data(), array.data() + array.shape(0));
 }
 
-std::optional<ColumnType> column_type_of(const nb::dlpack::dtype& dtype) {
-  if (dtype == nb::dtype<float>()) return ColumnType::kFloat32;
-  if (dtype == nb::dtype<double>()) return ColumnType::kFloat64;
-  if (dtype == nb::dtype<int64_t>()) return ColumnType::kInt64;
-  return std::nullopt;
-}
-
-const char* column_type_name(ColumnType type) {
-  switch (type) {
-    case ColumnType::kFloat32:
-      return "float32";
-    case ColumnType::kFloat64:
-      return "float64";
-    case ColumnType::kInt64:
-      return "int64";
-  }
-  return "unknown";
-}
-
 // Calls a Python progress callable from the building thread. Captures only a borrowed pointer
 // (copying an nb::object would touch its reference count without the GIL); the first exception
 // the callable raises is kept and re-raised once the build returns, later calls are skipped.
@@ -99,15 +80,15 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
   }
   struct PendingColumn {
     std::string name;
-    ColumnType type;
+    DType type;
     int64_t dim;
     const uint8_t* data;
     size_t bytes;
   };
   std::vector<PendingColumn> pending;
   for (const auto& [name, array] : columns) {
-    const std::optional<ColumnType> type = column_type_of(array.dtype());
-    if (!type.has_value()) {
+    const std::optional<DType> type = dtype_of(array.dtype());
+    if (type != DType::kFloat32 && type != DType::kFloat64 && type != DType::kInt64) {
       throw nb::type_error(("column '" + name +
                             "': only float32, float64 and int64 columns can "
                             "be indexed")
@@ -121,7 +102,7 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
     }
     const int64_t dim = array.ndim() == 2 ? static_cast<int64_t>(array.shape(1)) : 1;
     pending.push_back({name, *type, dim, static_cast<const uint8_t*>(array.data()),
-                       array.size() * column_type_size(*type)});
+                       array.size() * dtype_size(*type)});
   }
 
   ProgressRelay relay;
@@ -228,12 +209,11 @@ nb::ndarray<nb::numpy, T> per_episode(const EpisodeIndex& index, Get get) {
   return owned_array(std::move(values));
 }
 
-template <typename T>
 nb::object column_view(nb::handle self, const EpisodeIndex::ColumnView& column, int64_t rows) {
   const size_t shape[2] = {static_cast<size_t>(rows), static_cast<size_t>(column.dim)};
   // The view borrows the mapping; `self` (the Python index) owns the shared index that owns it.
-  return nb::ndarray<nb::numpy, const T>(static_cast<const void*>(column.data.data()), 2, shape,
-                                         self)
+  return nb::ndarray<nb::numpy, nb::ro>(static_cast<const void*>(column.data.data()), 2, shape,
+                                        self, nullptr, dlpack_dtype(column.type))
       .cast(nb::rv_policy::reference);
 }
 
@@ -260,7 +240,7 @@ void register_dataset(nb::module_& m) {
                    [](const IndexHandle& h) {
                      std::vector<std::tuple<std::string, std::string, int64_t>> names;
                      for (const auto& column : h.index->columns()) {
-                       names.emplace_back(column.name, column_type_name(column.type), column.dim);
+                       names.emplace_back(column.name, dtype_name(column.type), column.dim);
                      }
                      return names;
                    })
@@ -356,15 +336,7 @@ void register_dataset(nb::module_& m) {
           [](nb::pointer_and_handle<IndexHandle> self, const std::string& name) -> nb::object {
             const EpisodeIndex& index = *self.p->index;
             for (const EpisodeIndex::ColumnView& column : index.columns()) {
-              if (column.name != name) continue;
-              switch (column.type) {
-                case ColumnType::kFloat32:
-                  return column_view<float>(self.h, column, index.num_rows());
-                case ColumnType::kFloat64:
-                  return column_view<double>(self.h, column, index.num_rows());
-                case ColumnType::kInt64:
-                  return column_view<int64_t>(self.h, column, index.num_rows());
-              }
+              if (column.name == name) return column_view(self.h, column, index.num_rows());
             }
             throw nb::key_error(("the index has no column '" + name + "'").c_str());
           },

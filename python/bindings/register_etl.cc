@@ -36,13 +36,13 @@ nb::dict transcode(const std::string& source, std::optional<nb::bytes> frame_tab
                    bool fast_decode, bool area, int threads, int chunk_frames) {
   TranscodeOptions options{.height = height,
                            .width = width,
-                           .codec = codec_of(codec),
-                           .gop = gop,
-                           .crf = crf,
-                           .preset = preset,
-                           .fast_decode = fast_decode,
+                           .encoder = {.codec = codec_of(codec),
+                                       .gop = gop,
+                                       .crf = crf,
+                                       .preset = preset,
+                                       .fast_decode = fast_decode,
+                                       .threads = threads},
                            .interpolation = area ? Interpolation::kArea : Interpolation::kBilinear,
-                           .threads = threads,
                            .chunk_frames = chunk_frames};
   std::optional<std::string> table_bytes;
   if (frame_table.has_value()) table_bytes.emplace(frame_table->c_str(), frame_table->size());

@@ -50,7 +50,7 @@ void register_media(nb::module_& m) {
   nb::class_<VideoReader>(m, "VideoReader")
       .def(nb::new_(&open_reader), nb::arg("path"), nb::arg("threads") = 1,
            nb::arg("frame_table") = nb::none())
-      .def_prop_ro("path", &VideoReader::path)
+      .def_prop_ro("path", &VideoReader::name)
       .def_prop_ro("codec", [](const VideoReader& r) { return r.frame_table().stream().codec; })
       .def_prop_ro("width", [](const VideoReader& r) { return r.frame_table().stream().width; })
       .def_prop_ro("height", [](const VideoReader& r) { return r.frame_table().stream().height; })

@@ -28,57 +28,13 @@ namespace {
 using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-nb::dlpack::dtype dlpack_type(ElementType type) {
-  using nb::dlpack::dtype_code;
-  auto make = [](dtype_code code, int bits) {
-    return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
-  };
-  switch (type) {
-    case ElementType::kUint8:
-      return make(dtype_code::UInt, 8);
-    case ElementType::kBool:
-      return make(dtype_code::Bool, 8);
-    case ElementType::kInt64:
-      return make(dtype_code::Int, 64);
-    case ElementType::kFloat16:
-      return make(dtype_code::Float, 16);
-    case ElementType::kBFloat16:
-      return make(dtype_code::Bfloat, 16);
-    case ElementType::kFloat32:
-      return make(dtype_code::Float, 32);
-    case ElementType::kFloat64:
-      return make(dtype_code::Float, 64);
-  }
-  return make(dtype_code::UInt, 8);
-}
-
-const char* type_name(ElementType type) {
-  switch (type) {
-    case ElementType::kUint8:
-      return "uint8";
-    case ElementType::kBool:
-      return "bool";
-    case ElementType::kInt64:
-      return "int64";
-    case ElementType::kFloat16:
-      return "float16";
-    case ElementType::kBFloat16:
-      return "bfloat16";
-    case ElementType::kFloat32:
-      return "float32";
-    case ElementType::kFloat64:
-      return "float64";
-  }
-  return "uint8";
-}
-
 template <typename Framework>
 nb::object field_array(const Batch& batch, size_t f, nb::handle owner) {
   const BatchField& field = batch.fields()[f];
   std::vector<size_t> shape(field.shape.begin(), field.shape.end());
   shape[0] = static_cast<size_t>(batch.size());
   nb::ndarray<Framework> array(batch.data(f), shape.size(), shape.data(), owner, nullptr,
-                               dlpack_type(field.type));
+                               dlpack_dtype(field.type));
   return nb::cast(array, nb::rv_policy::reference);
 }
 
@@ -154,11 +110,11 @@ CropMode crop_mode(const std::string& name) {
   throw nb::value_error(("unknown crop mode '" + name + "'").c_str());
 }
 
-ImageDType image_dtype(const std::string& name) {
-  if (name == "uint8") return ImageDType::kUint8;
-  if (name == "float16") return ImageDType::kFloat16;
-  if (name == "bfloat16") return ImageDType::kBFloat16;
-  if (name == "float32") return ImageDType::kFloat32;
+DType image_dtype(const std::string& name) {
+  if (name == "uint8") return DType::kUint8;
+  if (name == "float16") return DType::kFloat16;
+  if (name == "bfloat16") return DType::kBFloat16;
+  if (name == "float32") return DType::kFloat32;
   throw nb::value_error(("unknown image dtype '" + name + "'").c_str());
 }
 
@@ -275,7 +231,7 @@ void register_pipeline(nb::module_& m) {
           [](const Loader& loader) {
             nb::list fields;
             for (const BatchField& f : loader.fields()) {
-              fields.append(nb::make_tuple(f.name, type_name(f.type), f.shape));
+              fields.append(nb::make_tuple(f.name, dtype_name(f.type), f.shape));
             }
             return fields;
           },

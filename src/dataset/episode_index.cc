@@ -1,25 +1,19 @@
 #include "stoker/episode_index.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <sstream>
 #include <thread>
 
 #include "core/byte_io.h"
-#include "media/container.h"
+#include "core/file.h"
+#include "core/mutex.h"
+#include "stoker/cores.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
@@ -63,6 +57,16 @@ Section append_array(ByteWriter& w, std::span<const T> values) {
 }
 
 Status invalid(const std::string& why) { return Status(StatusCode::kInvalidArgument, why); }
+
+// A column's element type as the file stores it.
+constexpr DType kColumnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kInt64};
+
+int32_t column_type_code(DType type) {
+  for (int32_t code = 0; code < static_cast<int32_t>(std::size(kColumnTypes)); ++code) {
+    if (kColumnTypes[code] == type) return code;
+  }
+  return -1;
+}
 
 std::string list_problems(const std::vector<std::string>& problems) {
   std::ostringstream out;
@@ -110,8 +114,12 @@ Status check_source(const EpisodeIndexSource& s) {
     }
   }
   for (const auto& column : s.columns) {
-    if (column.dim <= 0 || column.data.size() != static_cast<size_t>(row) * column.dim *
-                                                     column_type_size(column.type)) {
+    if (column_type_code(column.type) < 0) {
+      return invalid("column '" + column.name + "' holds " + dtype_name(column.type) +
+                     "; columns hold float32, float64 or int64");
+    }
+    if (column.dim <= 0 ||
+        column.data.size() != static_cast<size_t>(row) * column.dim * dtype_size(column.type)) {
       return invalid("column '" + column.name + "' does not hold " + std::to_string(row) +
                      " rows of " + std::to_string(column.dim) + " values");
     }
@@ -124,14 +132,19 @@ struct ScannedVideo {
   Status status;
 };
 
+// How many videos the scanning threads have finished, for the progress reports.
+struct ScanProgress {
+  core::Mutex mutex;
+  core::CondVar changed;
+  size_t done GUARDED_BY(mutex) = 0;
+};
+
 // Builds every video's frame table on `threads` threads; the calling thread reports progress.
 std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int threads,
                                       const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<ScannedVideo> scanned(paths.size());
   std::atomic<size_t> next{0};
-  std::mutex mutex;
-  std::condition_variable changed;
-  size_t done = 0;  // GUARDED_BY(mutex)
+  ScanProgress scan;
   auto work = [&] {
     for (size_t v = next++; v < paths.size(); v = next++) {
       Result<std::unique_ptr<VideoReader>> reader = VideoReader::open(paths[v]);
@@ -140,23 +153,21 @@ std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int
       } else {
         scanned[v].status = reader.status();
       }
-      std::lock_guard lock(mutex);
-      ++done;
-      changed.notify_one();
+      core::MutexLock lock(&scan.mutex);
+      ++scan.done;
+      scan.changed.signal();
     }
   };
   const int count = std::max(1, std::min<int>(threads, static_cast<int>(paths.size())));
   std::vector<std::thread> workers;
   for (int t = 0; t < count; ++t) workers.emplace_back(work);
-  size_t reported = 0;
-  for (std::unique_lock lock(mutex); reported < paths.size();) {
-    changed.wait(lock, [&] { return done > reported; });
-    reported = done;
-    if (progress) {
-      lock.unlock();
-      progress(static_cast<int64_t>(reported), static_cast<int64_t>(paths.size()));
-      lock.lock();
+  for (size_t reported = 0; reported < paths.size();) {
+    {
+      core::MutexLock lock(&scan.mutex);
+      while (scan.done == reported) scan.changed.wait(&scan.mutex);
+      reported = scan.done;
     }
+    if (progress) progress(static_cast<int64_t>(reported), static_cast<int64_t>(paths.size()));
   }
   for (auto& worker : workers) worker.join();
   return scanned;
@@ -232,26 +243,13 @@ void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<Sca
 
 }  // namespace
 
-size_t column_type_size(ColumnType type) {
-  switch (type) {
-    case ColumnType::kFloat32:
-      return 4;
-    case ColumnType::kFloat64:
-    case ColumnType::kInt64:
-      return 8;
-  }
-  return 0;
-}
-
-// The read-only mapping of an index file.
-struct EpisodeIndex::Mapping {
-  const uint8_t* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
-  }
+// The frame tables decoded from the mapping so far, one slot per video file.
+struct EpisodeIndex::FrameTables {
+  core::Mutex mutex;
+  std::vector<std::shared_ptr<const FrameTable>> decoded GUARDED_BY(mutex);
 };
 
+EpisodeIndex::EpisodeIndex() : tables_(std::make_unique<FrameTables>()) {}
 EpisodeIndex::~EpisodeIndex() = default;
 
 Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& path,
@@ -259,8 +257,7 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
                            EpisodeIndexBuildReport* report) {
   const auto started = std::chrono::steady_clock::now();
   STOKER_RETURN_IF_ERROR(check_source(source));
-  const int threads =
-      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = options.threads > 0 ? options.threads : usable_cores();
   std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
 
   std::vector<std::string> problems;
@@ -283,9 +280,9 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   }
   if (!problems.empty()) return Status(StatusCode::kCorruptData, list_problems(problems));
 
-  std::vector<media::FileIdentity> tracked(source.tracked_files.size());
+  std::vector<core::FileIdentity> tracked(source.tracked_files.size());
   for (size_t k = 0; k < tracked.size(); ++k) {
-    Result<media::FileIdentity> identity = media::stat_file(source.tracked_files[k]);
+    Result<core::FileIdentity> identity = core::stat_file(source.tracked_files[k]);
     if (!identity.ok()) return identity.status().with_context(source.tracked_files[k]);
     tracked[k] = *identity;
   }
@@ -341,7 +338,7 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   for (const auto& column : source.columns) {
     const Section section = append_array<uint8_t>(w, column.data);
     records.string(column.name);
-    records.pod<int32_t>(static_cast<int32_t>(column.type));
+    records.pod<int32_t>(column_type_code(column.type));
     records.pod<int64_t>(column.dim);
     records.pod<uint64_t>(section.offset);
     records.pod<uint64_t>(section.bytes);
@@ -349,25 +346,8 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   header.records = append_array<uint8_t>(w, records.buffer());
   std::memcpy(w.buffer().data(), &header, sizeof(header));
 
-  static std::atomic<uint64_t> builds{0};
-  const std::string temporary =
-      path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(builds++);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(w.buffer().data()),
-              static_cast<std::streamsize>(w.size()));
-    if (!out.good()) {
-      std::filesystem::remove(temporary);
-      return Status(StatusCode::kIoError, "cannot write the index '" + temporary + "'");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
-    return Status(StatusCode::kIoError,
-                  "cannot write the index '" + path + "': " + error.message());
-  }
+  STOKER_RETURN_IF_ERROR(
+      core::write_file_atomically(path, w.buffer()).with_context("cannot write the index"));
 
   if (report != nullptr) {
     report->seconds =
@@ -387,26 +367,13 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   auto malformed = [&](const std::string& why) {
     return Status(StatusCode::kCorruptData, "index '" + path + "' is malformed: " + why);
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Status(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  "index '" + path + "': " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Header))) {
-    ::close(fd);
-    return malformed("shorter than its header");
-  }
-  void* data = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (data == MAP_FAILED) return Status(StatusCode::kIoError, "cannot map index '" + path + "'");
-
+  Result<std::unique_ptr<core::MappedFile>> mapped = core::MappedFile::open(path);
+  if (!mapped.ok()) return mapped.status().with_context("index");
   std::shared_ptr<EpisodeIndex> index(new EpisodeIndex());
-  index->mapping_ = std::make_unique<Mapping>();
-  index->mapping_->data = static_cast<const uint8_t*>(data);
-  index->mapping_->size = static_cast<size_t>(st.st_size);
-  const uint8_t* base = index->mapping_->data;
-  const size_t size = index->mapping_->size;
+  index->mapping_ = std::move(mapped).value();
+  const uint8_t* base = index->mapping_->bytes().data();
+  const size_t size = index->mapping_->bytes().size();
+  if (size < sizeof(Header)) return malformed("shorter than its header");
 
   Header header;
   std::memcpy(&header, base, sizeof(header));
@@ -458,7 +425,10 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   if (!r.pod(&count) || count > size) return malformed("video files");
   x.video_files_.resize(count);
   x.frame_table_bytes_.resize(count);
-  x.tables_.resize(count);
+  {
+    core::MutexLock lock(&x.tables_->mutex);
+    x.tables_->decoded.resize(count);
+  }
   for (uint64_t v = 0; v < count; ++v) {
     TrackedFile file;
     Section table;
@@ -485,14 +455,14 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     int32_t type = 0;
     Section data;
     if (!r.string(&column.name, size) || !r.pod(&type) || !r.pod(&column.dim) ||
-        !r.pod(&data.offset) || !r.pod(&data.bytes) || type < 0 || type > 2 || column.dim <= 0) {
+        !r.pod(&data.offset) || !r.pod(&data.bytes) || type < 0 ||
+        type >= static_cast<int32_t>(std::size(kColumnTypes)) || column.dim <= 0) {
       return malformed("columns");
     }
-    column.type = static_cast<ColumnType>(type);
+    column.type = kColumnTypes[type];
     column.data = bytes_of(data, 1);
-    if (column.data.data() == nullptr || column.data.size() != static_cast<size_t>(rows) *
-                                                                   column.dim *
-                                                                   column_type_size(column.type)) {
+    if (column.data.data() == nullptr ||
+        column.data.size() != static_cast<size_t>(rows) * column.dim * dtype_size(column.type)) {
       return malformed("column '" + column.name + "'");
     }
     x.columns_.push_back(std::move(column));
@@ -526,7 +496,7 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
 std::vector<std::string> EpisodeIndex::stale_files() const {
   std::vector<std::string> stale;
   for (const TrackedFile& file : tracked_) {
-    Result<media::FileIdentity> now = media::stat_file(file.path);
+    Result<core::FileIdentity> now = core::stat_file(file.path);
     if (!now.ok() || now->size != file.size || now->mtime_ns != file.mtime_ns) {
       stale.push_back(file.path);
     }
@@ -539,14 +509,15 @@ Result<std::shared_ptr<const FrameTable>> EpisodeIndex::frame_table(int64_t v) c
     return Status(StatusCode::kInvalidArgument,
                   "video file " + std::to_string(v) + " is out of range");
   }
-  std::lock_guard lock(tables_mutex_);
-  if (tables_[v] == nullptr) {
+  core::MutexLock lock(&tables_->mutex);
+  std::shared_ptr<const FrameTable>& decoded = tables_->decoded[v];
+  if (decoded == nullptr) {
     Result<std::shared_ptr<const FrameTable>> table =
         FrameTable::deserialize(frame_table_bytes_[v]);
     if (!table.ok()) return table.status().with_context("video '" + video_files_[v] + "'");
-    tables_[v] = std::move(table).value();
+    decoded = std::move(table).value();
   }
-  return tables_[v];
+  return decoded;
 }
 
 }  // namespace stoker

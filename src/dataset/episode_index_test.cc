@@ -43,8 +43,7 @@ EpisodeIndexSource make_source(const std::vector<std::string>& files,
   s.video_files = files;
   s.episode_video = {file_of};
   s.episode_video_offset = {offset};
-  EpisodeIndexSource::Column state{
-      .name = "observation.state", .type = ColumnType::kFloat32, .dim = 2};
+  EpisodeIndexSource::Column state{.name = "observation.state", .type = DType::kFloat32, .dim = 2};
   for (size_t e = 0; e < file_of.size(); ++e) {
     s.episode_from_row.push_back(static_cast<int64_t>(e) * kFrames);
     s.episode_length.push_back(kFrames);

@@ -33,10 +33,8 @@ std::shared_ptr<const EpisodeIndex> two_episode_index() {
   s.video_files = files;
   s.episode_video = {{0, 1}};
   s.episode_video_offset = {{0, 0}};
-  s.columns.push_back({.name = "action",
-                       .type = ColumnType::kFloat64,
-                       .dim = 1,
-                       .data = std::vector<uint8_t>(60 * 8)});
+  s.columns.push_back(
+      {.name = "action", .type = DType::kFloat64, .dim = 1, .data = std::vector<uint8_t>(60 * 8)});
   const std::string path =
       (std::filesystem::path(testing::test_media_dir()) / "window.index").string();
   EXPECT_TRUE(EpisodeIndex::build(s, path).ok());

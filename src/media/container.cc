@@ -1,46 +1,50 @@
 #include "media/container.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 
 namespace stoker::media {
 
 using detail::check_av;
 
 namespace {
-std::atomic<uint64_t> next_container_id{0};
-}  // namespace
 
-Result<FileIdentity> stat_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int error = errno;
-    return Status(error == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                  std::strerror(error));
-  }
-  if (!S_ISREG(st.st_mode)) return Status(StatusCode::kInvalidArgument, "not a regular file");
-  return FileIdentity{
-      .size = static_cast<int64_t>(st.st_size),
-      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+std::atomic<uint64_t> next_container_id{0};
+
+// The status of a failed FFmpeg call that read through `io`: the source's own error when a
+// read failed (it names the source and says why), else FFmpeg's.
+Status io_failure(detail::ByteSourceIo& io, int error, const std::string& what) {
+  Status read = io.take_read_error();
+  if (!read.ok()) return read.with_context(what);
+  return check_av(error, what);
 }
 
-Container::Container(std::string path, detail::UniqueFormatContext format, int stream_index)
+}  // namespace
+
+Container::Container(std::unique_ptr<detail::ByteSourceIo> io, detail::UniqueFormatContext format,
+                     int stream_index)
     : id(next_container_id.fetch_add(1) + 1),
-      path_(std::move(path)),
+      io_(std::move(io)),
       format_(std::move(format)),
       stream_index_(stream_index),
       packet_(av_packet_alloc()) {}
 
-Result<std::unique_ptr<Container>> Container::open(const std::string& path,
+Status Container::failure(int error, const std::string& what) {
+  return io_failure(*io_, error, what);
+}
+
+Result<std::unique_ptr<Container>> Container::open(std::shared_ptr<const ByteSource> source,
                                                    const FrameTable* table) {
   detail::quiet_ffmpeg_logging();
-  AVFormatContext* raw = nullptr;
-  STOKER_RETURN_IF_ERROR(
-      check_av(avformat_open_input(&raw, path.c_str(), nullptr, nullptr), "cannot open"));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<detail::ByteSourceIo> io,
+                          detail::ByteSourceIo::create(std::move(source)));
+  AVFormatContext* raw = avformat_alloc_context();
+  if (raw == nullptr) return Status(StatusCode::kInternal, "cannot allocate a demuxer");
+  raw->pb = io->context();
+  // The name is a hint for probing (the extension), as it is for FFmpeg's file protocol. On
+  // failure FFmpeg frees the context it was given.
+  const int opened = avformat_open_input(&raw, io->source()->name().c_str(), nullptr, nullptr);
+  if (opened < 0) return io_failure(*io, opened, "cannot open");
   detail::UniqueFormatContext format(raw);
 
   int stream_index = -1;
@@ -53,8 +57,8 @@ Result<std::unique_ptr<Container>> Container::open(const std::string& path,
                                                       ", which the file does not have");
     }
   } else {
-    STOKER_RETURN_IF_ERROR(
-        check_av(avformat_find_stream_info(format.get(), nullptr), "cannot read stream info"));
+    const int probed = avformat_find_stream_info(format.get(), nullptr);
+    if (probed < 0) return io_failure(*io, probed, "cannot read stream info");
     stream_index = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (stream_index < 0) return Status(StatusCode::kNotFound, "the file has no video stream");
   }
@@ -62,7 +66,7 @@ Result<std::unique_ptr<Container>> Container::open(const std::string& path,
     format->streams[i]->discard =
         static_cast<int>(i) == stream_index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
   }
-  return std::unique_ptr<Container>(new Container(path, std::move(format), stream_index));
+  return std::unique_ptr<Container>(new Container(std::move(io), std::move(format), stream_index));
 }
 
 Result<bool> Container::read_packet() {
@@ -70,7 +74,7 @@ Result<bool> Container::read_packet() {
     av_packet_unref(packet_.get());
     const int error = av_read_frame(format_.get(), packet_.get());
     if (error == AVERROR_EOF) return false;
-    STOKER_RETURN_IF_ERROR(check_av(error, "cannot read a packet"));
+    if (error < 0) return failure(error, "cannot read a packet");
     if (packet_->stream_index == stream_index_) {
       if (packet_->pts == AV_NOPTS_VALUE) packet_->pts = packet_->dts;
       if (packet_->dts == AV_NOPTS_VALUE) packet_->dts = packet_->pts;
@@ -79,7 +83,7 @@ Result<bool> Container::read_packet() {
   }
 }
 
-Result<std::shared_ptr<const FrameTable>> Container::scan(const FileIdentity& identity) {
+Result<std::shared_ptr<const FrameTable>> Container::scan(int64_t mtime_ns) {
   const AVStream* stream = format_->streams[stream_index_];
   const AVCodecParameters* par = stream->codecpar;
   VideoStreamInfo info;
@@ -122,12 +126,12 @@ Result<std::shared_ptr<const FrameTable>> Container::scan(const FileIdentity& id
                                   .shown = (p.flags & AV_PKT_FLAG_DISCARD) == 0});
   }
   next_packet = -1;
-  return FrameTable::create(std::move(info), std::move(packets), identity.size, identity.mtime_ns);
+  return FrameTable::create(std::move(info), std::move(packets), io_->source()->size(), mtime_ns);
 }
 
 Status Container::seek_to_timestamp(int64_t timestamp) {
-  return check_av(av_seek_frame(format_.get(), stream_index_, timestamp, AVSEEK_FLAG_BACKWARD),
-                  "cannot seek");
+  const int error = av_seek_frame(format_.get(), stream_index_, timestamp, AVSEEK_FLAG_BACKWARD);
+  return error < 0 ? failure(error, "cannot seek") : Status();
 }
 
 Status Container::seek_to_packet(const FrameTable& table, int64_t target, int64_t* packets_read) {

@@ -1,36 +1,33 @@
-// Container: one open demuxer on one file, reading only its video stream, and the scan that
-// builds a FrameTable from it.
+// Container: one open demuxer over one ByteSource, reading only its video stream, and the scan
+// that builds a FrameTable from it.
 //
-// Ownership: owns the AVFormatContext and a reusable packet.
+// Ownership: owns the AVFormatContext, the I/O context it reads through, and a reusable packet;
+// shares the source.
 // Thread-safety: none; a Container is used by one thread at a time (its ThreadMediaCache's).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "media/detail/byte_source_io.h"
 #include "media/detail/ffmpeg.h"
+#include "stoker/byte_source.h"
 #include "stoker/frame_table.h"
 
 namespace stoker::media {
 
-/// The file's identity for staleness checks: size and modification time.
-struct FileIdentity {
-  int64_t size = 0;
-  int64_t mtime_ns = 0;
-};
-/// Errors carry the OS's reason only; the caller names the file.
-Result<FileIdentity> stat_file(const std::string& path);
-
 class Container {
  public:
-  /// Opens `path`. With a table, the stream is the table's and FFmpeg's stream probing
-  /// (avformat_find_stream_info) is skipped; without one, streams are probed and the best video
-  /// stream is chosen. Other streams are discarded at the demuxer.
-  static Result<std::unique_ptr<Container>> open(const std::string& path, const FrameTable* table);
+  /// Opens the container in `source`. With a table, the stream is the table's and FFmpeg's
+  /// stream probing (avformat_find_stream_info) is skipped; without one, streams are probed and
+  /// the best video stream is chosen. Other streams are discarded at the demuxer.
+  static Result<std::unique_ptr<Container>> open(std::shared_ptr<const ByteSource> source,
+                                                 const FrameTable* table);
 
-  /// One demux pass over the whole file recording every video packet; no decoding. Leaves the
-  /// container at end of file.
-  Result<std::shared_ptr<const FrameTable>> scan(const FileIdentity& identity);
+  /// One demux pass over the whole source recording every video packet; no decoding. Leaves
+  /// the container at its end. The table records `mtime_ns` (0 when the source has none) and
+  /// the source's size as the version it describes.
+  Result<std::shared_ptr<const FrameTable>> scan(int64_t mtime_ns);
 
   /// Seeks so that packet() holds packet `target` (decode order) of `table`; packets before it
   /// are read and dropped. Falls back to the start of the file when the container's own seek
@@ -40,6 +37,7 @@ class Container {
   /// Reads the next video packet into packet(). Returns false at end of file.
   Result<bool> read_packet();
   AVPacket* packet() { return packet_.get(); }
+  const std::shared_ptr<const ByteSource>& source() const { return io_->source(); }
 
   /// Unique for the process's lifetime, so a decoder can tell which container it follows.
   const uint64_t id;
@@ -49,10 +47,15 @@ class Container {
   int64_t next_packet = -1;
 
  private:
-  Container(std::string path, detail::UniqueFormatContext format, int stream_index);
+  Container(std::unique_ptr<detail::ByteSourceIo> io, detail::UniqueFormatContext format,
+            int stream_index);
   Status seek_to_timestamp(int64_t timestamp);
+  /// The status of a failed FFmpeg call on this container: the source's own error when a read
+  /// failed, else FFmpeg's.
+  Status failure(int error, const std::string& what);
 
-  std::string path_;
+  // Declared before format_: the demuxer reads through it, so it is destroyed after.
+  std::unique_ptr<detail::ByteSourceIo> io_;
   detail::UniqueFormatContext format_;
   int stream_index_;
   detail::UniquePacket packet_;

@@ -3,11 +3,6 @@
 namespace stoker::media {
 namespace {
 
-std::string container_key(const std::string& path, const FrameTable& table) {
-  return path + '\0' + std::to_string(table.file_size()) + '\0' +
-         std::to_string(table.file_mtime_ns());
-}
-
 std::string decoder_key(const VideoStreamInfo& s, int threads) {
   std::string key = s.codec;
   for (int v :
@@ -82,26 +77,38 @@ ThreadMediaCache& ThreadMediaCache::current() {
   return cache;
 }
 
-Result<Container*> ThreadMediaCache::container(const std::string& path, const FrameTable& table,
+Result<Container*> ThreadMediaCache::container(const std::string& key,
+                                               const std::shared_ptr<const ByteSource>& held,
+                                               const std::string& path, const FrameTable& table,
                                                DecodeStats* stats) {
-  const std::string key = container_key(path, table);
+  drop_orphans();
   if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
     return it->container.get();
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> opened, Container::open(path, &table));
+  std::shared_ptr<const ByteSource> source = held;
+  if (source == nullptr) {
+    STOKER_ASSIGN_OR_RETURN(source, open_file_source(path));
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> opened,
+                          Container::open(std::move(source), &table));
   if (stats != nullptr) ++stats->containers_opened;
-  adopt(path, table, std::move(opened));
+  adopt(key, held != nullptr, std::move(opened));
   return containers_.front().container.get();
 }
 
-void ThreadMediaCache::adopt(const std::string& path, const FrameTable& table,
-                             std::unique_ptr<Container> c) {
-  std::string key = container_key(path, table);
+void ThreadMediaCache::adopt(const std::string& key, bool held, std::unique_ptr<Container> c) {
   if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
     containers_.pop_front();
   }
-  containers_.push_front(ContainerEntry{std::move(key), std::move(c)});
+  containers_.push_front(ContainerEntry{key, std::move(c), held});
   if (containers_.size() > kMaxContainers) containers_.pop_back();
+}
+
+void ThreadMediaCache::drop_orphans() {
+  // The container's own reference is the last one: no reader can ask for these bytes again.
+  containers_.remove_if([](const ContainerEntry& entry) {
+    return entry.held && entry.container->source().use_count() == 1;
+  });
 }
 
 Result<Decoder*> ThreadMediaCache::decoder(const FrameTable& table, int threads,

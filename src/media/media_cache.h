@@ -1,7 +1,10 @@
 // ThreadMediaCache: the open containers, decoders and colour converter of one thread, reused
 // across calls so that a call on a warm file opens no container and builds no decoder.
 //
-// - Containers are keyed by file (path, size, modification time), at most kMaxContainers.
+// - Containers are keyed by the bytes they read (see VideoReader: a local file's path, size and
+//   modification time, or one reader's own source), at most kMaxContainers. A container over a
+//   reader's own source (bytes in memory) is dropped once no reader shares that source, so a
+//   finished reader's bytes are not kept alive by the cache.
 // - Decoders are keyed by their codec parameters and extradata, at most kMaxDecoders. Files with
 //   identical parameters (LeRobot's per-episode files) share one decoder, flushed between them.
 // Both are least-recently-used caches; evicting closes the handle.
@@ -40,14 +43,18 @@ class ThreadMediaCache {
   /// The calling thread's cache.
   static ThreadMediaCache& current();
 
-  /// An open container for `path`, reused when warm. `table` must describe the file.
-  Result<Container*> container(const std::string& path, const FrameTable& table,
+  /// An open container over the bytes `key` names, reused when warm; when cold, over `held`,
+  /// or else over the local file at `path`. `table` must describe those bytes.
+  Result<Container*> container(const std::string& key,
+                               const std::shared_ptr<const ByteSource>& held,
+                               const std::string& path, const FrameTable& table,
                                DecodeStats* stats);
   /// A decoder for `table`'s stream with `threads` threads, reused when warm.
   Result<Decoder*> decoder(const FrameTable& table, int threads, DecodeStats* stats);
 
-  /// Hands over a container opened elsewhere (after a scan), so the next call finds it warm.
-  void adopt(const std::string& path, const FrameTable& table, std::unique_ptr<Container> c);
+  /// Hands over a container opened elsewhere (after a scan) for the bytes `key` names, so the
+  /// next call finds it warm. `held`: whether it reads a reader's own source (see above).
+  void adopt(const std::string& key, bool held, std::unique_ptr<Container> c);
 
   FrameConverter& converter() { return converter_; }
 
@@ -55,7 +62,10 @@ class ThreadMediaCache {
   struct ContainerEntry {
     std::string key;
     std::unique_ptr<Container> container;
+    bool held = false;  // reads a reader's own source
   };
+  // Closes the containers over sources that no reader holds any more.
+  void drop_orphans();
   std::list<ContainerEntry> containers_;  // most recently used first
   std::list<Decoder> decoders_;           // most recently used first
   FrameConverter converter_;

@@ -1,6 +1,7 @@
 #include "stoker/video_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/file.h"
 #include "media/container.h"
 #include "media/media_cache.h"
 
@@ -79,12 +81,11 @@ struct WantedFrames {
 // decoding as the GOP and reference structure allow.
 class DecodePass {
  public:
-  DecodePass(const std::string& path, const FrameTable& table, Container& container,
-             Decoder& decoder, media::FrameConverter& converter, const OutputOptions& options,
-             int out_height, int out_width, std::span<const FrameRequest> requests,
-             WantedFrames& wanted, DecodeStats& stats)
-      : path_(path),
-        table_(table),
+  DecodePass(const FrameTable& table, Container& container, Decoder& decoder,
+             media::FrameConverter& converter, const OutputOptions& options, int out_height,
+             int out_width, std::span<const FrameRequest> requests, WantedFrames& wanted,
+             DecodeStats& stats)
+      : table_(table),
         container_(container),
         decoder_(decoder),
         converter_(converter),
@@ -293,7 +294,6 @@ class DecodePass {
     return Status(code, describe_frame(table_, frame) + ": " + why);
   }
 
-  const std::string& path_;
   const FrameTable& table_;
   Container& container_;
   Decoder& decoder_;
@@ -312,10 +312,44 @@ class DecodePass {
   std::vector<const FrameRequest*> converted_;  // write_requests(): the distinct crops written
 };
 
+std::string file_cache_key(const std::string& path, const FrameTable& table) {
+  return path + '\0' + std::to_string(table.file_size()) + '\0' +
+         std::to_string(table.file_mtime_ns());
+}
+
+std::string source_cache_key(const ByteSource& source) {
+  static std::atomic<uint64_t> readers{0};
+  return '\1' + std::to_string(readers.fetch_add(1)) + '\0' + source.name();
+}
+
+std::string stale_table(int64_t table_size, int64_t size) {
+  return "the saved frame table is stale (it describes " + std::to_string(table_size) +
+         " bytes, the video has " + std::to_string(size) + ")";
+}
+
 }  // namespace
 
-VideoReader::VideoReader(std::string path, std::shared_ptr<const FrameTable> table, int threads)
-    : path_(std::move(path)), table_(std::move(table)), threads_(threads) {}
+DecodeStats& DecodeStats::operator+=(const DecodeStats& other) {
+  containers_opened += other.containers_opened;
+  decoders_built += other.decoders_built;
+  seeks += other.seeks;
+  packets_read += other.packets_read;
+  packets_decoded += other.packets_decoded;
+  packets_skippable += other.packets_skippable;
+  frames_received += other.frames_received;
+  frames_converted += other.frames_converted;
+  seek_ns += other.seek_ns;
+  convert_ns += other.convert_ns;
+  return *this;
+}
+
+VideoReader::VideoReader(std::string name, std::shared_ptr<const ByteSource> source,
+                         std::shared_ptr<const FrameTable> table, int threads)
+    : name_(std::move(name)),
+      source_(std::move(source)),
+      cache_key_(source_ != nullptr ? source_cache_key(*source_) : file_cache_key(name_, *table)),
+      table_(std::move(table)),
+      threads_(threads) {}
 
 VideoReader::~VideoReader() = default;
 
@@ -325,25 +359,65 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
   if (options.threads < 1) {
     return Status(StatusCode::kInvalidArgument, context + ": threads must be at least 1");
   }
-  Result<media::FileIdentity> identity = media::stat_file(path);
+  Result<core::FileIdentity> identity = core::stat_file(path);
   if (!identity.ok()) return identity.status().with_context(context);
   std::shared_ptr<const FrameTable> table = std::move(options.frame_table);
+  std::unique_ptr<Container> scanned;
   if (table != nullptr) {
     if (table->file_size() != identity->size) {
       return Status(StatusCode::kInvalidArgument,
-                    context + ": the saved frame table is stale (it describes a file of " +
-                        std::to_string(table->file_size()) + " bytes, the file has " +
-                        std::to_string(identity->size) + ")");
+                    context + ": " + stale_table(table->file_size(), identity->size));
     }
   } else {
-    Result<std::unique_ptr<Container>> container = Container::open(path, nullptr);
+    Result<std::unique_ptr<ByteSource>> source = open_file_source(path);
+    if (!source.ok()) return source.status().with_context(context);
+    Result<std::unique_ptr<Container>> container =
+        Container::open(std::move(source).value(), nullptr);
     if (!container.ok()) return container.status().with_context(context);
-    Result<std::shared_ptr<const FrameTable>> scanned = (*container)->scan(*identity);
-    if (!scanned.ok()) return scanned.status().with_context(context);
-    table = std::move(scanned).value();
-    ThreadMediaCache::current().adopt(path, *table, std::move(container).value());
+    Result<std::shared_ptr<const FrameTable>> built = (*container)->scan(identity->mtime_ns);
+    if (!built.ok()) return built.status().with_context(context);
+    table = std::move(built).value();
+    scanned = std::move(container).value();
   }
-  return std::unique_ptr<VideoReader>(new VideoReader(path, std::move(table), options.threads));
+  std::unique_ptr<VideoReader> reader(
+      new VideoReader(path, nullptr, std::move(table), options.threads));
+  if (scanned != nullptr) {
+    ThreadMediaCache::current().adopt(reader->cache_key_, false, std::move(scanned));
+  }
+  return reader;
+}
+
+Result<std::unique_ptr<VideoReader>> VideoReader::open(std::shared_ptr<const ByteSource> source,
+                                                       VideoReaderOptions options) {
+  if (source == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "VideoReader::open: the source is null");
+  }
+  const std::string context = "video '" + source->name() + "'";
+  if (options.threads < 1) {
+    return Status(StatusCode::kInvalidArgument, context + ": threads must be at least 1");
+  }
+  std::shared_ptr<const FrameTable> table = std::move(options.frame_table);
+  std::unique_ptr<Container> scanned;
+  if (table != nullptr) {
+    if (table->file_size() != source->size()) {
+      return Status(StatusCode::kInvalidArgument,
+                    context + ": " + stale_table(table->file_size(), source->size()));
+    }
+  } else {
+    Result<std::unique_ptr<Container>> container = Container::open(source, nullptr);
+    if (!container.ok()) return container.status().with_context(context);
+    Result<std::shared_ptr<const FrameTable>> built = (*container)->scan(0);
+    if (!built.ok()) return built.status().with_context(context);
+    table = std::move(built).value();
+    scanned = std::move(container).value();
+  }
+  std::string name = source->name();
+  std::unique_ptr<VideoReader> reader(
+      new VideoReader(std::move(name), std::move(source), std::move(table), options.threads));
+  if (scanned != nullptr) {
+    ThreadMediaCache::current().adopt(reader->cache_key_, true, std::move(scanned));
+  }
+  return reader;
 }
 
 std::pair<int, int> VideoReader::output_size(const OutputOptions& options) const {
@@ -359,7 +433,7 @@ size_t VideoReader::frame_bytes(const OutputOptions& options) const {
 Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOptions& options,
                                std::span<uint8_t> out, DecodeStats* stats) const {
   auto invalid = [&](const std::string& why) {
-    return Status(StatusCode::kInvalidArgument, "video '" + path_ + "': " + why);
+    return Status(StatusCode::kInvalidArgument, "video '" + name_ + "': " + why);
   };
   if (indices.empty()) return invalid("no frames were requested (empty index list)");
   if (std::string why = invalid_output_size(options); !why.empty()) return invalid(why);
@@ -382,7 +456,7 @@ Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOpt
 
 Status VideoReader::get_frames(std::span<const FrameRequest> requests, const OutputOptions& options,
                                DecodeStats* stats) const {
-  const std::string context = "video '" + path_ + "'";
+  const std::string context = "video '" + name_ + "'";
   auto invalid = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, context + ": " + why);
   };
@@ -439,19 +513,19 @@ Status VideoReader::get_frames(std::span<const FrameRequest> requests, const Out
   DecodeStats local_stats;
   DecodeStats& s = stats != nullptr ? *stats : local_stats;
   ThreadMediaCache& cache = ThreadMediaCache::current();
-  Result<Container*> container = cache.container(path_, *table_, &s);
+  Result<Container*> container = cache.container(cache_key_, source_, name_, *table_, &s);
   if (!container.ok()) return container.status().with_context(context);
   Result<Decoder*> decoder = cache.decoder(*table_, threads_, &s);
   if (!decoder.ok()) return decoder.status().with_context(context);
 
   auto [height, width] = output_size(options);
-  DecodePass pass(path_, *table_, **container, **decoder, cache.converter(), options, height, width,
+  DecodePass pass(*table_, **container, **decoder, cache.converter(), options, height, width,
                   requests, wanted, s);
   return pass.run().with_context(context);
 }
 
 Result<int64_t> VideoReader::frame_at(double seconds, std::optional<double> tolerance) const {
-  const std::string context = "video '" + path_ + "'";
+  const std::string context = "video '" + name_ + "'";
   if (!std::isfinite(seconds)) {
     return Status(StatusCode::kInvalidArgument,
                   context + ": time " + std::to_string(seconds) + " s is not a finite number");

@@ -2,6 +2,9 @@
 // crash, a hang or a silently wrong frame. These tests also run under ASan + UBSan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 
@@ -145,6 +148,81 @@ TEST(VideoReaderBadInput, CorruptedBytesInTheMiddle) {
   // happen is that the damaged packet's own frame comes back as if it were fine. The count of
   // such downstream frames is bounded by one GOP.
   EXPECT_LE(differing_without_error, 30);
+}
+
+// A source over bytes in memory whose reads fail, with its own message, once they reach
+// `fail_from`: a store that breaks mid-file. The failure must surface as that message, naming
+// the source, never as a crash or a wrong frame.
+class FaultySource final : public ByteSource {
+ public:
+  FaultySource(std::string name, std::vector<uint8_t> bytes)
+      : ByteSource(std::move(name)), bytes_(std::move(bytes)) {}
+  int64_t size() const override { return static_cast<int64_t>(bytes_.size()); }
+  Result<size_t> read_at(int64_t offset, std::span<uint8_t> out) const override {
+    const int64_t end = offset + static_cast<int64_t>(out.size());
+    if (end > fail_from.load()) {
+      return Status(StatusCode::kIoError,
+                    "'" + name() + "': injected fault at byte " + std::to_string(fail_from.load()));
+    }
+    if (offset >= size()) return size_t{0};
+    const size_t n = std::min(out.size(), bytes_.size() - static_cast<size_t>(offset));
+    std::copy_n(bytes_.begin() + offset, n, out.begin());
+    return n;
+  }
+  std::atomic<int64_t> fail_from{INT64_MAX};
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+std::vector<uint8_t> as_unsigned(const std::vector<char>& bytes) {
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+TEST(VideoReaderBadInput, SourceFailingAtOpenReportsItsOwnError) {
+  auto source = std::make_shared<FaultySource>("store://videos/failing.mp4",
+                                               as_unsigned(read_bytes(faststart_video())));
+  source->fail_from = source->size() / 2;
+  auto reader = VideoReader::open(source);
+  EXPECT_EQ(reader.status().code(), StatusCode::kIoError);
+  expect_error_naming(reader.status(), "store://videos/failing.mp4", "injected fault");
+}
+
+TEST(VideoReaderBadInput, SourceFailingAfterOpenReportsItsOwnError) {
+  auto source = std::make_shared<FaultySource>("store://videos/breaks-later.mp4",
+                                               as_unsigned(read_bytes(faststart_video())));
+  auto reader = VideoReader::open(source);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  // The store breaks once the index is built. The scan left the container at the end of the
+  // file, so the first frame needs a seek and fresh reads.
+  source->fail_from = 0;
+  std::vector<uint8_t> out((*reader)->frame_bytes({}));
+  Status status = (*reader)->get_frames(std::vector<int64_t>{0}, {}, out);
+  EXPECT_EQ(status.code(), StatusCode::kIoError) << status.message();
+  expect_error_naming(status, "store://videos/breaks-later.mp4", "injected fault");
+  // Once the store is back, the same reader serves the frame.
+  source->fail_from = INT64_MAX;
+  Status again = (*reader)->get_frames(std::vector<int64_t>{0}, {}, out);
+  EXPECT_TRUE(again.ok()) << again.message();
+}
+
+TEST(VideoReaderBadInput, TruncatedBytesInMemory) {
+  std::vector<char> bytes = read_bytes(faststart_video());
+  bytes.resize(bytes.size() * 6 / 10);
+  auto reader = VideoReader::open(memory_source("memory:truncated", as_unsigned(bytes)));
+  if (!reader.ok()) {
+    expect_error_naming(reader.status(), "memory:truncated", "packet");
+    return;
+  }
+  const int64_t last = (*reader)->num_frames() - 1;
+  std::vector<uint8_t> out((*reader)->frame_bytes({}));
+  expect_error_naming((*reader)->get_frames(std::vector<int64_t>{last}, {}, out),
+                      "memory:truncated", "frame " + std::to_string(last));
+}
+
+TEST(VideoReaderBadInput, NullSource) {
+  EXPECT_EQ(VideoReader::open(std::shared_ptr<const ByteSource>()).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 class ReaderOnValidFile : public ::testing::Test {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -57,7 +59,7 @@ void expect_frames(const VideoReader& reader, const std::vector<int64_t>& indice
   for (size_t k = 0; k < indices.size(); ++k) {
     const auto& want = reference.at(indices[k]);
     ASSERT_TRUE(std::equal(want.begin(), want.end(), out.begin() + k * frame_size))
-        << reader.path() << ": frame " << indices[k] << " (request " << k
+        << reader.name() << ": frame " << indices[k] << " (request " << k
         << ") differs from the sequential decode";
   }
 }
@@ -132,6 +134,27 @@ TEST_P(FrameExact, TwoDecoderThreads) {
   ASSERT_NE(reader, nullptr);
   const int64_t n = reader->num_frames();
   expect_frames(*reader, {n - 1, 0, n / 3, n / 3 + 1, n / 2}, reference);
+}
+
+// The same bytes held in memory decode with the same code to the same frames.
+TEST_P(FrameExact, BytesInMemoryGiveTheSameFrames) {
+  const auto& reference = reference_frames(path_);
+  std::ifstream file(path_, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  std::shared_ptr<const ByteSource> source = memory_source("memory:" + path_, std::move(bytes));
+  auto reader = VideoReader::open(source);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  EXPECT_EQ((*reader)->name(), "memory:" + path_);
+  EXPECT_EQ((*reader)->frame_table().packets().size(), reader_->frame_table().packets().size());
+  const int64_t n = (*reader)->num_frames();
+  expect_frames(**reader, {n - 1, 0, n / 2, n / 2 + 1, n / 3}, reference);
+  // A second reader over the same bytes with the first one's saved table skips the scan.
+  auto table = FrameTable::deserialize((*reader)->frame_table().serialize());
+  ASSERT_TRUE(table.ok());
+  auto again = VideoReader::open(source, {.frame_table = *table});
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  expect_frames(**again, {n / 4, n - 2}, reference);
 }
 
 INSTANTIATE_TEST_SUITE_P(Videos, FrameExact, ::testing::ValuesIn(frame_exact_specs()),

@@ -9,11 +9,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "core/host_memory.h"
+#include "core/mutex.h"
 #include "stoker/loader.h"
 
 namespace stoker::pipeline {
@@ -25,10 +25,11 @@ class BufferPool {
   BufferPool(std::shared_ptr<const HostMemory> memory, size_t bytes, int64_t capacity)
       : memory_(std::move(memory)), bytes_(bytes), capacity_(capacity) {}
   ~BufferPool() {
+    core::MutexLock lock(&mutex_);
     for (uint8_t* buffer : idle_) memory_->release(buffer);
   }
   Result<uint8_t*> acquire() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    core::MutexLock lock(&mutex_);
     if (!idle_.empty()) {
       uint8_t* buffer = idle_.back();
       idle_.pop_back();
@@ -40,7 +41,7 @@ class BufferPool {
     return buffer;
   }
   void release(uint8_t* buffer) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    core::MutexLock lock(&mutex_);
     if (static_cast<int64_t>(idle_.size()) < capacity_) {
       idle_.push_back(buffer);
     } else {
@@ -49,7 +50,7 @@ class BufferPool {
     }
   }
   int64_t allocated() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    core::MutexLock lock(&mutex_);
     return allocated_;
   }
   size_t bytes() const { return bytes_; }
@@ -60,9 +61,9 @@ class BufferPool {
   const std::shared_ptr<const HostMemory> memory_;
   const size_t bytes_;
   const int64_t capacity_;
-  mutable std::mutex mutex_;
-  std::vector<uint8_t*> idle_;  // GUARDED_BY(mutex_)
-  int64_t allocated_ = 0;       // GUARDED_BY(mutex_)
+  mutable core::Mutex mutex_;
+  std::vector<uint8_t*> idle_ GUARDED_BY(mutex_);
+  int64_t allocated_ GUARDED_BY(mutex_) = 0;
 };
 
 class PooledBatch final : public Batch {

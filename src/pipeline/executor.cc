@@ -11,29 +11,29 @@ Executor::Executor(int threads) {
 
 Executor::~Executor() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    core::MutexLock lock(&mutex_);
     stopping_ = true;
     queue_ = {};
   }
-  wake_.notify_all();
+  wake_.signal_all();
   for (std::thread& worker : workers_) worker.join();
 }
 
 void Executor::submit(int64_t priority, std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    core::MutexLock lock(&mutex_);
     if (stopping_) return;
     queue_.push(Task{priority, sequence_++, std::move(task)});
   }
-  wake_.notify_one();
+  wake_.signal();
 }
 
 void Executor::work() {
   while (true) {
     std::function<void()> run;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      core::MutexLock lock(&mutex_);
+      while (!stopping_ && queue_.empty()) wake_.wait(&mutex_);
       if (stopping_) return;
       run = std::move(const_cast<Task&>(queue_.top()).run);
       queue_.pop();

@@ -7,13 +7,13 @@
 // Thread-safety: submit() may be called from any thread, including from a task.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace stoker::pipeline {
 
@@ -26,7 +26,7 @@ class Executor {
 
   int threads() const { return static_cast<int>(workers_.size()); }
   /// Queues `task`. A task must not throw; it runs on one of the pool's threads.
-  void submit(int64_t priority, std::function<void()> task);
+  void submit(int64_t priority, std::function<void()> task) EXCLUDES(mutex_);
 
  private:
   struct Task {
@@ -37,13 +37,13 @@ class Executor {
       return priority != other.priority ? priority > other.priority : sequence > other.sequence;
     }
   };
-  void work();
+  void work() EXCLUDES(mutex_);
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::priority_queue<Task> queue_;  // GUARDED_BY(mutex_)
-  int64_t sequence_ = 0;             // GUARDED_BY(mutex_)
-  bool stopping_ = false;            // GUARDED_BY(mutex_)
+  core::Mutex mutex_;
+  core::CondVar wake_;
+  std::priority_queue<Task> queue_ GUARDED_BY(mutex_);
+  int64_t sequence_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
 };
 

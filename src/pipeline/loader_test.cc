@@ -6,83 +6,18 @@
 #include <filesystem>
 #include <set>
 
-#include "media/testing/test_videos.h"
+#include "pipeline/test_dataset.h"
 
 namespace stoker {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int kEpisodes = 3;
-constexpr int kRows = 30;  // per episode, one second at 30 fps
-
-// A dataset of 3 episodes, each in its own files: camera "front" (64x48, GOP 10), camera
-// "side" (48x32, GOP 30), column "state" = (row, -row) as float32. `folder` keeps each
-// dataset's copies apart, so a test may damage its own.
-std::shared_ptr<const EpisodeIndex> make_index(const std::string& folder) {
-  const fs::path dir = fs::path(testing::test_media_dir()) / folder;
-  fs::create_directories(dir);
-  EpisodeIndexSource s;
-  s.fps = 30;
-  s.cameras = {"front", "side"};
-  s.episode_video = {{}, {}};
-  s.episode_video_offset = {{}, {}};
-  for (int e = 0; e < kEpisodes; ++e) {
-    s.episode_from_row.push_back(e * kRows);
-    s.episode_length.push_back(kRows);
-    s.episode_task.push_back(e % 2);
-    for (int k = 0; k < kRows; ++k) s.row_timestamp.push_back(k / 30.0);
-    for (int c = 0; c < 2; ++c) {
-      auto path = testing::make_test_video(
-          {.name = "loader_" + std::to_string(c) + "_" + std::to_string(e),
-           .extension = "mp4",
-           .width = c == 0 ? 64 : 48,
-           .height = c == 0 ? 48 : 32,
-           .seconds = 1,
-           .encoder_args = std::string("-c:v libx264 -preset veryfast -pix_fmt yuv420p -bf 2 -g ") +
-                           (c == 0 ? "10" : "30")});
-      EXPECT_TRUE(path.ok()) << path.status().message();
-      const fs::path copy = dir / fs::path(*path).filename();
-      fs::copy_file(*path, copy, fs::copy_options::overwrite_existing);
-      s.episode_video[c].push_back(static_cast<int64_t>(s.video_files.size()));
-      s.episode_video_offset[c].push_back(0);
-      s.video_files.push_back(copy.string());
-    }
-  }
-  std::vector<float> state;
-  for (int row = 0; row < kEpisodes * kRows; ++row) {
-    state.push_back(static_cast<float>(row));
-    state.push_back(-static_cast<float>(row));
-  }
-  EpisodeIndexSource::Column column{.name = "state", .type = ColumnType::kFloat32, .dim = 2};
-  column.data.resize(state.size() * sizeof(float));
-  std::memcpy(column.data.data(), state.data(), column.data.size());
-  s.columns.push_back(std::move(column));
-  const std::string path = (dir / "index.bin").string();
-  Status built = EpisodeIndex::build(s, path);
-  EXPECT_TRUE(built.ok()) << built.message();
-  auto index = EpisodeIndex::open(path);
-  EXPECT_TRUE(index.ok());
-  return *index;
-}
-
-std::vector<WindowKey> keys() {
-  return {{.name = "front", .source = "front", .offsets = {-4, -2, 0}},
-          {.name = "side", .source = "side", .offsets = {}},
-          {.name = "state", .source = "state", .offsets = {-1, 0, 1}}};
-}
-
-std::shared_ptr<const ImageTransform> transform(TransformOptions options = {.resize_height = 32,
-                                                                            .resize_width = 32}) {
-  auto t = ImageTransform::create(options);
-  EXPECT_TRUE(t.ok());
-  return *t;
-}
-
-std::shared_ptr<const sampling::Sampler> shuffled(const EpisodeIndex& index, uint64_t seed = 1) {
-  auto sampler = sampling::DistributedSampler::create(index.num_rows(), {.seed = seed});
-  EXPECT_TRUE(sampler.ok());
-  return std::shared_ptr<const sampling::Sampler>(std::move(sampler).value());
-}
+using testing::kEpisodes;
+using testing::keys;
+using testing::kRows;
+using testing::make_index;
+using testing::shuffled;
+using testing::transform;
 
 std::unique_ptr<Loader> make_loader(std::shared_ptr<const EpisodeIndex> index,
                                     LoaderOptions options,
@@ -190,7 +125,7 @@ TEST(Loader, SameSeedSameBytesWhateverTheThreadCount) {
                           .crop_height = 24,
                           .crop_width = 24,
                           .hflip_probability = 0.5,
-                          .dtype = ImageDType::kBFloat16};
+                          .dtype = DType::kBFloat16};
   std::vector<std::vector<uint8_t>> first;
   for (int threads : {1, 2, 4}) {
     auto loader = make_loader(index, {.batch_size = 7, .threads = threads, .seed = 3}, nullptr,
@@ -338,16 +273,16 @@ TEST(Loader, StoppingOrDestroyingMidEpochEndsPromptly) {
 TEST(Loader, FloatOutputIsTheUint8OutputScaled) {
   auto index = make_index("loader_float");
   auto bytes = make_loader(index, {.batch_size = 5, .threads = 2});
-  auto floats = make_loader(
-      index, {.batch_size = 5, .threads = 2}, nullptr,
-      transform({.resize_height = 32, .resize_width = 32, .dtype = ImageDType::kFloat32}));
+  auto floats =
+      make_loader(index, {.batch_size = 5, .threads = 2}, nullptr,
+                  transform({.resize_height = 32, .resize_width = 32, .dtype = DType::kFloat32}));
   ASSERT_TRUE(bytes->start(0, 0).ok());
   ASSERT_TRUE(floats->start(0, 0).ok());
   auto a = bytes->next();
   auto b = floats->next();
   ASSERT_TRUE(a.ok() && b.ok() && *a && *b);
   const BatchField& field = (*a)->fields()[0];
-  EXPECT_EQ((*b)->fields()[0].type, ElementType::kFloat32);
+  EXPECT_EQ((*b)->fields()[0].type, DType::kFloat32);
   const float* values = reinterpret_cast<const float*>((*b)->data(0));
   for (size_t k = 0; k < field.bytes; ++k) {
     ASSERT_EQ(values[k], (*a)->data(0)[k] / 255.f) << k;

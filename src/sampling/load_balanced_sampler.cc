@@ -78,12 +78,12 @@ class Balancer {
     const uint64_t seed = options_.seed;
     const Permutation bins(
         options_.world_size,
-        random_words(seed, epoch_, static_cast<uint64_t>(step), detail::kBalanceRanksStream));
+        core::random_words(seed, epoch_, static_cast<uint64_t>(step), core::kBalanceRanksStream));
     const int64_t bin = bins.inverse(rank);
     const Permutation inside(
         plan.per_rank,
-        random_words(seed, epoch_, static_cast<uint64_t>(step * options_.world_size + rank),
-                     detail::kBalanceOrderStream));
+        core::random_words(seed, epoch_, static_cast<uint64_t>(step * options_.world_size + rank),
+                           core::kBalanceOrderStream));
     for (size_t j = 0; j < out.size(); ++j) {
       out[j] = plan.ids[bin * plan.per_rank + inside(from + static_cast<int64_t>(j))];
     }

@@ -19,7 +19,7 @@ Permutation::Permutation(int64_t n, std::array<uint32_t, 4> key) : n_(n) {
   const uint64_t a = (static_cast<uint64_t>(key[0]) << 32) | key[1];
   const uint64_t b = (static_cast<uint64_t>(key[2]) << 32) | key[3];
   for (int i = 0; i < kMaxRounds; ++i) {
-    round_keys_[i] = detail::mix64(a + detail::mix64(b + static_cast<uint64_t>(i)));
+    round_keys_[i] = core::mix64(a + core::mix64(b + static_cast<uint64_t>(i)));
   }
 }
 
@@ -29,8 +29,8 @@ uint64_t Permutation::encrypt(uint64_t x) const {
   uint64_t left = x >> right_bits_;
   uint64_t right = x & right_mask;
   for (int i = 0; i < rounds_; i += 2) {
-    left ^= detail::mix64(right ^ round_keys_[i]) & left_mask;
-    right ^= detail::mix64(left ^ round_keys_[i + 1]) & right_mask;
+    left ^= core::mix64(right ^ round_keys_[i]) & left_mask;
+    right ^= core::mix64(left ^ round_keys_[i + 1]) & right_mask;
   }
   return (left << right_bits_) | right;
 }
@@ -41,8 +41,8 @@ uint64_t Permutation::decrypt(uint64_t x) const {
   uint64_t left = x >> right_bits_;
   uint64_t right = x & right_mask;
   for (int i = rounds_ - 2; i >= 0; i -= 2) {
-    right ^= detail::mix64(left ^ round_keys_[i + 1]) & right_mask;
-    left ^= detail::mix64(right ^ round_keys_[i]) & left_mask;
+    right ^= core::mix64(left ^ round_keys_[i + 1]) & right_mask;
+    left ^= core::mix64(right ^ round_keys_[i]) & left_mask;
   }
   return (left << right_bits_) | right;
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/random.h"
 #include "stoker/sampling.h"
 
 namespace stoker::sampling {
@@ -24,7 +25,7 @@ TEST(Permutation, IsABijectionForManySizes) {
                            4099, 8191, 8192, 65521, 65536, 65537, 100003};
   for (int64_t n : sizes) {
     for (uint64_t seed : {0u, 1u, 99u}) {
-      const Permutation p(n, random_words(seed, 0, 0, 1));
+      const Permutation p(n, core::random_words(seed, 0, 0, 1));
       ASSERT_EQ(p.size(), n);
       std::vector<char> seen(n, 0);
       for (int64_t i = 0; i < n; ++i) {
@@ -41,7 +42,7 @@ TEST(Permutation, IsABijectionForManySizes) {
 
 TEST(Permutation, HugeSizesNeedNoStorage) {
   for (int64_t n : {(int64_t{1} << 40) + 3, (int64_t{1} << 62) - 1, INT64_MAX}) {
-    const Permutation p(n, random_words(5, 0, 0, 1));
+    const Permutation p(n, core::random_words(5, 0, 0, 1));
     for (int64_t i : {int64_t{0}, int64_t{1}, n / 2, n - 1}) {
       const int64_t x = p(i);
       ASSERT_GE(x, 0);
@@ -52,9 +53,9 @@ TEST(Permutation, HugeSizesNeedNoStorage) {
 }
 
 TEST(Permutation, DifferentKeysGiveDifferentOrders) {
-  const Permutation a(1000, random_words(1, 0, 0, 1));
-  const Permutation b(1000, random_words(1, 1, 0, 1));
-  const Permutation a2(1000, random_words(1, 0, 0, 1));
+  const Permutation a(1000, core::random_words(1, 0, 0, 1));
+  const Permutation b(1000, core::random_words(1, 1, 0, 1));
+  const Permutation a2(1000, core::random_words(1, 0, 0, 1));
   EXPECT_EQ(values(a), values(a2));
   EXPECT_NE(values(a), values(b));
   std::vector<int64_t> identity(1000);
@@ -68,7 +69,7 @@ TEST(Permutation, SmallPermutationsAreUniform) {
     std::map<std::vector<int64_t>, int> counts;
     constexpr int kKeys = 24000;
     for (uint64_t key = 0; key < kKeys; ++key)
-      counts[values(Permutation(n, random_words(key, 0, 0, 1)))]++;
+      counts[values(Permutation(n, core::random_words(key, 0, 0, 1)))]++;
     int64_t orders = 1;
     for (int64_t k = 2; k <= n; ++k) orders *= k;
     ASSERT_EQ(static_cast<int64_t>(counts.size()), orders) << "n=" << n;
@@ -87,7 +88,7 @@ TEST(Permutation, PositionsAreUniform) {
   constexpr int kKeys = 37000;
   std::vector<int> counts(kN, 0);
   for (uint64_t key = 0; key < kKeys; ++key)
-    counts[Permutation(kN, random_words(key, 3, 0, 1)).inverse(0)]++;
+    counts[Permutation(kN, core::random_words(key, 3, 0, 1)).inverse(0)]++;
   double chi2 = 0;
   for (int c : counts) chi2 += std::pow(c - 1000.0, 2) / 1000.0;
   EXPECT_LT(chi2, 36 + 5 * std::sqrt(72.0));

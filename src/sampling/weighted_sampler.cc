@@ -81,9 +81,10 @@ Result<std::unique_ptr<WeightedSampler>> WeightedSampler::create(std::span<const
 
 int64_t WeightedSampler::at(uint32_t epoch, int64_t position) const {
   const auto g = static_cast<uint64_t>(options_.rank + position * options_.world_size);
-  const std::array<uint32_t, 4> w = random_words(options_.seed, epoch, g, detail::kWeightedStream);
-  const int64_t column = detail::uniform_below(w[0], w[1], static_cast<int64_t>(accept_.size()));
-  return unit_double(w[2], w[3]) < accept_[column] ? column : alias_[column];
+  const std::array<uint32_t, 4> w =
+      core::random_words(options_.seed, epoch, g, core::kWeightedStream);
+  const int64_t column = core::uniform_below(w[0], w[1], static_cast<int64_t>(accept_.size()));
+  return core::unit_double(w[2], w[3]) < accept_[column] ? column : alias_[column];
 }
 
 Result<std::vector<double>> expand_group_weights(std::span<const double> group_weights,

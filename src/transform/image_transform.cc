@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "sampling/detail/common.h"
-#include "stoker/sampling.h"
+#include "core/half.h"
+#include "core/random.h"
 
 namespace stoker {
 namespace {
 
-using sampling::detail::kTransformStream;
+using core::kTransformStream;
 
 // Draws of one (sample, camera): the random resized crop's tries, its position, the flip.
 constexpr uint32_t kCropTries = 10;
@@ -20,26 +20,11 @@ constexpr uint32_t kFlipDraw = kCropTries + 1;
 std::array<uint32_t, 4> draw(uint64_t seed, uint32_t epoch, uint64_t id, int camera,
                              uint32_t which) {
   const uint32_t stream = kTransformStream | (static_cast<uint32_t>(camera) << 4) | which;
-  return sampling::random_words(seed, epoch, id, stream);
+  return core::random_words(seed, epoch, id, stream);
 }
 
 int uniform_int(uint32_t hi, uint32_t lo, int n) {  // in [0, n)
-  const uint64_t r = (static_cast<uint64_t>(hi) << 32) | lo;
-  return static_cast<int>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(n)) >> 64);
-}
-
-uint16_t to_bfloat16(float value) {  // round to nearest even; values here are finite
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-uint16_t to_float16(float value) {
-  const _Float16 half = static_cast<_Float16>(value);
-  uint16_t bits;
-  std::memcpy(&bits, &half, sizeof bits);
-  return bits;
+  return static_cast<int>(core::uniform_below(hi, lo, n));
 }
 
 Status invalid(const std::string& why) {
@@ -73,19 +58,6 @@ void map_frame(const uint8_t* in, int height, int width, Layout layout, bool fli
 
 }  // namespace
 
-size_t image_dtype_size(ImageDType dtype) {
-  switch (dtype) {
-    case ImageDType::kUint8:
-      return 1;
-    case ImageDType::kFloat16:
-    case ImageDType::kBFloat16:
-      return 2;
-    case ImageDType::kFloat32:
-      return 4;
-  }
-  return 1;
-}
-
 Result<std::shared_ptr<const ImageTransform>> ImageTransform::create(
     const TransformOptions& options) {
   const TransformOptions& o = options;
@@ -117,8 +89,13 @@ Result<std::shared_ptr<const ImageTransform>> ImageTransform::create(
   if (!(o.hflip_probability >= 0 && o.hflip_probability <= 1)) {
     return invalid("the flip probability must lie in [0, 1]");
   }
+  if (o.dtype != DType::kUint8 && o.dtype != DType::kFloat16 && o.dtype != DType::kBFloat16 &&
+      o.dtype != DType::kFloat32) {
+    return invalid(std::string("images come out as uint8, float16, bfloat16 or float32, not ") +
+                   dtype_name(o.dtype));
+  }
   if (o.normalize) {
-    if (o.dtype == ImageDType::kUint8) return invalid("normalize needs a float output dtype");
+    if (o.dtype == DType::kUint8) return invalid("normalize needs a float output dtype");
     for (int c = 0; c < 3; ++c) {
       if (!std::isfinite(o.mean[c]) || !std::isfinite(o.std[c]) || !(o.std[c] > 0)) {
         return invalid("mean must be finite and std positive and finite, per channel");
@@ -129,8 +106,8 @@ Result<std::shared_ptr<const ImageTransform>> ImageTransform::create(
 }
 
 ImageTransform::ImageTransform(const TransformOptions& options) : options_(options) {
-  if (options_.dtype == ImageDType::kUint8) return;
-  if (options_.dtype == ImageDType::kFloat32) {
+  if (options_.dtype == DType::kUint8) return;
+  if (options_.dtype == DType::kFloat32) {
     table_f32_.resize(3 * 256);
   } else {
     table_u16_.resize(3 * 256);
@@ -139,11 +116,11 @@ ImageTransform::ImageTransform(const TransformOptions& options) : options_(optio
     for (int v = 0; v < 256; ++v) {
       float value = static_cast<float>(v) / 255.0f;
       if (options_.normalize) value = (value - options_.mean[c]) / options_.std[c];
-      if (options_.dtype == ImageDType::kFloat32) {
+      if (options_.dtype == DType::kFloat32) {
         table_f32_[c * 256 + v] = value;
       } else {
         table_u16_[c * 256 + v] =
-            options_.dtype == ImageDType::kFloat16 ? to_float16(value) : to_bfloat16(value);
+            options_.dtype == DType::kFloat16 ? core::to_float16(value) : core::to_bfloat16(value);
       }
     }
   }
@@ -156,7 +133,7 @@ std::pair<int, int> ImageTransform::output_size(int source_height, int source_wi
 }
 
 size_t ImageTransform::output_bytes(int height, int width) const {
-  return converted_bytes(height, width) * image_dtype_size(options_.dtype);
+  return converted_bytes(height, width) * dtype_size(options_.dtype);
 }
 
 OutputOptions ImageTransform::conversion(int source_height, int source_width) const {
@@ -173,7 +150,7 @@ Result<FrameGeometry> ImageTransform::geometry(int source_height, int source_wid
   const TransformOptions& o = options_;
   if (o.hflip_probability > 0) {
     const auto words = draw(seed, epoch, id, camera, kFlipDraw);
-    geometry.flip = sampling::unit_double(words[0], words[1]) < o.hflip_probability;
+    geometry.flip = core::unit_double(words[0], words[1]) < o.hflip_probability;
   }
   const int H = source_height;
   const int W = source_width;
@@ -199,9 +176,9 @@ Result<FrameGeometry> ImageTransform::geometry(int source_height, int source_wid
     for (uint32_t attempt = 0; attempt < kCropTries; ++attempt) {
       const auto words = draw(seed, epoch, id, camera, attempt);
       const double scale =
-          o.scale_min + (o.scale_max - o.scale_min) * sampling::unit_double(words[0], words[1]);
+          o.scale_min + (o.scale_max - o.scale_min) * core::unit_double(words[0], words[1]);
       const double ratio =
-          std::exp(log_min + (log_max - log_min) * sampling::unit_double(words[2], words[3]));
+          std::exp(log_min + (log_max - log_min) * core::unit_double(words[2], words[3]));
       const int w = static_cast<int>(std::lround(std::sqrt(area * scale * ratio)));
       const int h = static_cast<int>(std::lround(std::sqrt(area * scale / ratio)));
       if (w > 0 && w <= W && h > 0 && h <= H) {
@@ -246,7 +223,7 @@ void ImageTransform::flip_in_place(uint8_t* frame, int height, int width) const 
 void ImageTransform::finish(const uint8_t* converted, int height, int width, bool flip,
                             uint8_t* out) const {
   const Layout layout = options_.layout;
-  if (options_.dtype == ImageDType::kFloat32) {
+  if (options_.dtype == DType::kFloat32) {
     map_frame(converted, height, width, layout, flip, table_f32_.data(),
               reinterpret_cast<float*>(out));
   } else {

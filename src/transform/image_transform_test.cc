@@ -39,7 +39,7 @@ TEST(ImageTransform, FloatOutputsScaleNormalizeAndFlip) {
     auto transform = make({.normalize = true,
                            .mean = {0.5f, 0.25f, 0.f},
                            .std = {0.5f, 2.f, 1.f},
-                           .dtype = ImageDType::kFloat32,
+                           .dtype = DType::kFloat32,
                            .layout = layout});
     const std::vector<uint8_t> in = frame(layout);
     std::vector<float> out(18);
@@ -59,8 +59,8 @@ TEST(ImageTransform, FloatOutputsScaleNormalizeAndFlip) {
 }
 
 TEST(ImageTransform, HalfAndBfloat16RoundToNearest) {
-  auto half = make({.dtype = ImageDType::kFloat16});
-  auto bf16 = make({.dtype = ImageDType::kBFloat16});
+  auto half = make({.dtype = DType::kFloat16});
+  auto bf16 = make({.dtype = DType::kBFloat16});
   const std::vector<uint8_t> in = frame(Layout::kNCHW);
   std::vector<uint16_t> h(18), b(18);
   half->finish(in.data(), 2, 3, false, reinterpret_cast<uint8_t*>(h.data()));
@@ -170,8 +170,8 @@ TEST(ImageTransform, RejectsBadOptions) {
        .ratio_max = 1},
       {.hflip_probability = 1.5},
       {.normalize = true},
-      {.normalize = true, .std = {1.f, 0.f, 1.f}, .dtype = ImageDType::kFloat32},
-      {.normalize = true, .mean = {NAN, 0.f, 0.f}, .dtype = ImageDType::kFloat32},
+      {.normalize = true, .std = {1.f, 0.f, 1.f}, .dtype = DType::kFloat32},
+      {.normalize = true, .mean = {NAN, 0.f, 0.f}, .dtype = DType::kFloat32},
   };
   for (const TransformOptions& options : bad) {
     auto transform = ImageTransform::create(options);

@@ -1,41 +1,15 @@
-// Helpers shared by the samplers: the RNG streams they draw from, argument checks, and the
-// epoch's base order. Internal; not installed.
+// Helpers shared by the samplers: argument checks and the epoch's base order.
+// Internal; not installed.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "core/random.h"
 #include "stoker/sampling.h"
 
 namespace stoker::sampling::detail {
-
-/// The random_words streams stoker's samplers use. Values are part of the output's definition:
-/// changing one changes every order drawn with it.
-enum Stream : uint32_t {
-  kShuffleStream = 1,       // the epoch's order (DistributedSampler, LoadBalancedSampler)
-  kWeightedStream = 2,      // one draw of WeightedSampler
-  kBalanceRanksStream = 3,  // which rank gets which bin, per load-balanced step
-  kBalanceOrderStream = 4,  // the order inside one rank's batch, per load-balanced step
-  kReplaceStream = 5,       // the loader's replacement for a failed sample (on_error = skip)
-  // The loader's per-sample image transforms: kTransformStream | camera << 4 | draw, for
-  // cameras below 256 and up to 16 draws per camera (see src/transform/image_transform.cc).
-  kTransformStream = 1 << 12,
-};
-
-/// A 64-bit finalizer (splitmix64's): every input bit flips about half the output bits.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// A uniform integer in [0, n) from two random words (multiply-shift; the bias, n / 2^64, is
-/// far below anything measurable).
-inline int64_t uniform_below(uint32_t hi, uint32_t lo, int64_t n) {
-  const uint64_t r = (static_cast<uint64_t>(hi) << 32) | lo;
-  return static_cast<int64_t>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(n)) >> 64);
-}
 
 /// kInvalidArgument unless 1 <= world_size and 0 <= rank < world_size.
 Status check_partition(int64_t rank, int64_t world_size);
@@ -51,7 +25,7 @@ inline int64_t per_rank_count(int64_t total, int64_t world_size, bool drop_last)
 class EpochOrder {
  public:
   EpochOrder(int64_t n, bool shuffle, uint64_t seed, uint32_t epoch) : n_(n) {
-    if (shuffle) permutation_.emplace(n, random_words(seed, epoch, 0, kShuffleStream));
+    if (shuffle) permutation_.emplace(n, core::random_words(seed, epoch, 0, core::kShuffleStream));
   }
   /// REQUIRES: n > 0, g >= 0.
   int64_t operator()(int64_t g) const {

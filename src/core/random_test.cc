@@ -1,10 +1,10 @@
+#include "core/random.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "stoker/sampling.h"
-
-namespace stoker::sampling {
+namespace stoker::core {
 namespace {
 
 // Random123's tests/kat_vectors, the three "philox4x32 10" lines: counter, key -> output.
@@ -44,4 +44,4 @@ TEST(Philox, UnitDoubleCoversZeroToOne) {
 }
 
 }  // namespace
-}  // namespace stoker::sampling
+}  // namespace stoker::core

@@ -2,11 +2,11 @@
 // random numbers: as easy as 1, 2, 3" (SC'11): ten rounds, each multiplying two of the four
 // counter words by fixed odd constants and mixing the high halves of the products with the other
 // two words and the round key; the key advances by two Weyl constants between rounds.
+#include "core/random.h"
+
 #include <cstdint>
 
-#include "stoker/sampling.h"
-
-namespace stoker::sampling {
+namespace stoker::core {
 namespace {
 
 constexpr uint32_t kMultiplier0 = 0xD2511F53u;
@@ -43,4 +43,4 @@ double unit_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(bits) * 0x1.0p-53;
 }
 
-}  // namespace stoker::sampling
+}  // namespace stoker::core

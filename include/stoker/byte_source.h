@@ -1,0 +1,56 @@
+// ByteSource: bytes read by offset from somewhere — a local file, a buffer in memory, and (to
+// come) an object in S3 or behind HTTP(S). Every read stoker makes of a video goes through one,
+// so the decoder does not care where the bytes live, and tests can hand it bytes in memory.
+//
+// Ownership: the factories return a source the caller owns (or shares). A memory source keeps
+// its bytes alive through the `owner` it was given.
+// Thread-safety: read_at() and every other method may be called from any number of threads at
+// once; a source keeps no read position.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  /// What error messages call it: the path, the URL, or the name given to bytes in memory.
+  const std::string& name() const { return name_; }
+  /// Its length in bytes, fixed when it was opened.
+  virtual int64_t size() const = 0;
+
+  /// Reads min(out.size(), size() - offset) bytes starting at `offset` into `out` and returns
+  /// how many: fewer than out.size() only at the end, 0 at or past it. Errors (kIoError,
+  /// kInvalidArgument for a negative offset): the message names the source and the offset.
+  virtual Result<size_t> read_at(int64_t offset, std::span<uint8_t> out) const = 0;
+
+ protected:
+  explicit ByteSource(std::string name) : name_(std::move(name)) {}
+
+ private:
+  const std::string name_;
+};
+
+/// Opens the local file at `path` for reading (one descriptor, read with pread; closed when
+/// the source is destroyed). Errors: kNotFound, kIoError, kInvalidArgument (not a regular
+/// file); the message names the path.
+Result<std::unique_ptr<ByteSource>> open_file_source(const std::string& path);
+
+/// `bytes`, which stay valid while `owner` lives, read as a source called `name`. Nothing is
+/// copied.
+std::unique_ptr<ByteSource> memory_source(std::string name, std::span<const uint8_t> bytes,
+                                          std::shared_ptr<const void> owner);
+/// A source over a buffer it takes.
+std::unique_ptr<ByteSource> memory_source(std::string name, std::vector<uint8_t> bytes);
+
+}  // namespace stoker

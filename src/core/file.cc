@@ -1,0 +1,120 @@
+#include "core/file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace stoker::core {
+namespace {
+
+Status os_error(const std::string& what, int error) {
+  return Status(error == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                what + ": " + std::strerror(error));
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Closes a descriptor when it goes out of scope.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+  /// Closes now, reporting the error a deferred write may only show here.
+  int close() {
+    const int result = ::close(fd_);
+    fd_ = -1;
+    return result;
+  }
+
+ private:
+  int fd_;
+};
+
+Status sync(const std::string& path, bool folder) {
+  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (folder ? O_DIRECTORY : 0)));
+  if (fd.get() < 0) return os_error("cannot open '" + path + "'", errno);
+  if (::fsync(fd.get()) != 0) return os_error("cannot flush '" + path + "' to disk", errno);
+  return Status();
+}
+
+}  // namespace
+
+Result<FileIdentity> stat_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    return Status(error == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                  std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) return Status(StatusCode::kInvalidArgument, "not a regular file");
+  return FileIdentity{
+      .size = static_cast<int64_t>(st.st_size),
+      .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  static std::atomic<uint64_t> writes{0};
+  const std::string temporary =
+      path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(writes++);
+  Status written = [&]() -> Status {
+    Descriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return os_error("cannot create '" + temporary + "'", errno);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return os_error("cannot write '" + temporary + "'", errno);
+      done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd.get()) != 0) return os_error("cannot flush '" + temporary + "'", errno);
+    if (fd.close() != 0) return os_error("cannot close '" + temporary + "'", errno);
+    if (::rename(temporary.c_str(), path.c_str()) != 0) {
+      return os_error("cannot rename '" + temporary + "' to '" + path + "'", errno);
+    }
+    return sync(folder_of(path), true);
+  }();
+  if (!written.ok()) remove_file_if_present(temporary);
+  return written;
+}
+
+Status commit_file(const std::string& temporary, const std::string& path) {
+  STOKER_RETURN_IF_ERROR(sync(temporary, false));
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    return os_error("cannot rename '" + temporary + "' to '" + path + "'", errno);
+  }
+  return sync(folder_of(path), true);
+}
+
+void remove_file_if_present(const std::string& path) { ::unlink(path.c_str()); }
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return os_error("cannot open '" + path + "'", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return os_error("cannot stat '" + path + "'", errno);
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) return std::unique_ptr<MappedFile>(new MappedFile(nullptr, 0));
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) return os_error("cannot map '" + path + "'", errno);
+  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<const uint8_t*>(data), size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace stoker::core

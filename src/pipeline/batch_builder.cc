@@ -1,0 +1,329 @@
+#include "pipeline/batch_builder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/random.h"
+
+namespace stoker::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t nanoseconds_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+BatchBuilder::BatchBuilder(std::shared_ptr<const EpisodeIndex> index,
+                           std::unique_ptr<WindowPlanner> planner,
+                           std::shared_ptr<const sampling::Sampler> sampler,
+                           std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
+                           const LoaderOptions& options)
+    : index_(std::move(index)),
+      planner_(std::move(planner)),
+      sampler_(std::move(sampler)),
+      transform_(std::move(transform)),
+      layout_(std::move(layout)),
+      options_(options),
+      readers_(index_->video_files().size()) {}
+
+std::string BatchBuilder::describe_sample(const BatchWork& work, int64_t row) const {
+  return "sample " + std::to_string(row) + " (episode " +
+         std::to_string(index_->episode_of_row(row)) + ", batch " + std::to_string(work.index) +
+         " of epoch " + std::to_string(work.epoch) + ")";
+}
+
+std::string BatchBuilder::describe_read(const BatchWork& work, int64_t row, int64_t camera) const {
+  return describe_sample(work, row) + ", camera '" + index_->cameras()[camera] + "'";
+}
+
+Status BatchBuilder::plan(BatchWork& work) {
+  PooledBatch& batch = *work.batch;
+  const int64_t size = batch.size();
+  const Clock::time_point start = Clock::now();
+  Status status = sampler_->fill(work.epoch, work.index * options_.batch_size,
+                                 std::span<int64_t>(batch.mutable_samples()));
+  sampling_ns_ += nanoseconds_since(start);
+  STOKER_RETURN_IF_ERROR(status);
+
+  work.plans.resize(size);
+  work.geometry.assign(size * index_->num_cameras(), FrameGeometry{});
+  std::vector<Status> errors(size);
+  for (int64_t slot = 0; slot < size; ++slot) {
+    errors[slot] = plan_slot(work, slot, batch.samples()[slot]);
+  }
+  core::MutexLock lock(&work.errors_mutex);
+  work.slot_errors = std::move(errors);
+  return Status();
+}
+
+// Plans sample `row` into `slot`: rows into the column fields, pad masks, transform draws.
+Status BatchBuilder::plan_slot(BatchWork& work, int64_t slot, int64_t row) {
+  Clock::time_point start = Clock::now();
+  WindowPlan& plan = work.plans[slot];
+  Status planned = planner_->plan(row, &plan);
+  index_ns_ += nanoseconds_since(start);
+  if (!planned.ok()) return planned.with_context(describe_sample(work, row));
+  work.batch->mutable_samples()[slot] = row;
+  work.batch->mutable_episodes()[slot] = plan.episode;
+
+  start = Clock::now();
+  uint8_t* buffer = work.batch->buffer();
+  for (size_t k = 0; k < layout_.keys.size(); ++k) {
+    const KeyLayout& key = layout_.keys[k];
+    const int64_t begin = plan.key_begin[k];
+    if (key.pad_field >= 0) {
+      uint8_t* pad = buffer + (*layout_.fields)[key.pad_field].offset + slot * key.steps;
+      std::memcpy(pad, plan.pad.data() + begin, key.steps);
+    }
+    if (key.column < 0) continue;
+    const EpisodeIndex::ColumnView& column = index_->columns()[key.column];
+    for (int64_t t = 0; t < key.steps; ++t) {
+      std::memcpy(layout_.at(buffer, key, slot, t),
+                  column.data.data() + plan.rows[begin + t] * key.step_bytes, key.step_bytes);
+    }
+  }
+  collate_ns_ += nanoseconds_since(start);
+
+  for (const WindowPlan::Read& read : plan.reads) {
+    const std::string context = describe_read(work, row, read.camera);
+    Result<const VideoReader*> reader = reader_of(read.video_file);
+    if (!reader.ok()) return reader.status().with_context(context);
+    const VideoStreamInfo& stream = (*reader)->frame_table().stream();
+    Result<FrameGeometry> geometry =
+        transform_->geometry(stream.height, stream.width, options_.seed, work.epoch,
+                             static_cast<uint64_t>(row), static_cast<int>(read.camera));
+    if (!geometry.ok()) return geometry.status().with_context(context);
+    work.geometry[slot * index_->num_cameras() + read.camera] = *geometry;
+  }
+  return Status();
+}
+
+std::vector<ReadGroup> BatchBuilder::group_reads(const BatchWork& work) {
+  const Clock::time_point start = Clock::now();
+  std::vector<Status> errors;
+  {
+    core::MutexLock lock(&work.errors_mutex);
+    errors = work.slot_errors;
+  }
+  // Each read spans the packets from its first frame's keyframe to its last frame's packet.
+  struct Span {
+    int64_t video, first, last;
+    SlotRead read;
+  };
+  std::vector<Span> spans;
+  for (int64_t slot = 0; slot < work.batch->size(); ++slot) {
+    if (!errors[slot].ok()) continue;
+    const WindowPlan& plan = work.plans[slot];
+    for (size_t r = 0; r < plan.reads.size(); ++r) {
+      const WindowPlan::Read& read = plan.reads[r];
+      Result<const VideoReader*> reader = reader_of(read.video_file);
+      if (!reader.ok()) continue;  // plan_slot opened it already
+      const FrameTable& table = (*reader)->frame_table();
+      const int64_t lowest = *std::min_element(read.frames.begin(), read.frames.end());
+      int64_t last = 0;
+      for (int64_t frame : read.frames) last = std::max(last, table.packet_of_frame(frame));
+      spans.push_back({read.video_file, table.sync_packet_of_frame(lowest), last, {slot, r}});
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.video != b.video ? a.video < b.video : a.first < b.first;
+  });
+  std::vector<ReadGroup> groups;
+  int64_t video = -1, reach = -1;
+  for (const Span& span : spans) {
+    if (span.video != video || span.first > reach) {
+      groups.emplace_back();
+      video = span.video;
+      reach = span.last;
+    }
+    reach = std::max(reach, span.last);
+    groups.back().push_back(span.read);
+  }
+  index_ns_ += nanoseconds_since(start);
+  return groups;
+}
+
+void BatchBuilder::decode_group(BatchWork& work, const ReadGroup& group) {
+  if (group.size() > 1 && decode_reads(work, group).ok()) return;
+  if (group.size() == 1) {
+    Status status = decode_reads(work, group);
+    if (!status.ok()) fail_slot(work, group[0], status);
+    return;
+  }
+  for (const SlotRead& read : group) {
+    Status status = decode_reads(work, {read});
+    if (!status.ok()) fail_slot(work, read, status);
+  }
+}
+
+void BatchBuilder::fail_slot(BatchWork& work, const SlotRead& read, const Status& status) {
+  const int64_t row = work.batch->samples()[read.slot];
+  const int64_t camera = work.plans[read.slot].reads[read.read].camera;
+  const Status failure = status.with_context(describe_read(work, row, camera));
+  core::MutexLock lock(&work.errors_mutex);
+  work.slot_errors[read.slot] = failure;
+}
+
+// Decodes `reads`, all from one file, in one pass, each frame converted straight into its slot
+// (uint8 output) or into scratch memory that the transform then finishes into its slot.
+Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
+  const WindowPlan::Read& first = work.plans[reads[0].slot].reads[reads[0].read];
+  STOKER_ASSIGN_OR_RETURN(const VideoReader* reader, reader_of(first.video_file));
+  const VideoStreamInfo& stream = reader->frame_table().stream();
+  const auto [height, width] = layout_.camera_sizes[first.camera];
+  const OutputOptions conversion = transform_->conversion(stream.height, stream.width);
+  if (conversion.height != height || conversion.width != width) {
+    return Status(StatusCode::kInvalidArgument,
+                  "video '" + reader->name() + "' has " + std::to_string(stream.width) + "x" +
+                      std::to_string(stream.height) + " frames, which come out " +
+                      std::to_string(conversion.width) + "x" + std::to_string(conversion.height) +
+                      " while the batch holds " + std::to_string(width) + "x" +
+                      std::to_string(height) + " for this camera; give the spec a size");
+  }
+  const bool in_place = transform_->writes_in_place();
+  const size_t converted_bytes = ImageTransform::converted_bytes(height, width);
+
+  struct Finish {
+    const uint8_t* converted;
+    uint8_t* out;
+    bool flip;
+  };
+  size_t total = 0;
+  for (const SlotRead& read : reads) total += work.plans[read.slot].reads[read.read].frames.size();
+  std::vector<uint8_t> scratch(in_place ? 0 : total * converted_bytes);
+  std::vector<FrameRequest> requests;
+  std::vector<Finish> finishes;
+  requests.reserve(total);
+  for (const SlotRead& read : reads) {
+    const WindowPlan& plan = work.plans[read.slot];
+    const WindowPlan::Read& r = plan.reads[read.read];
+    const FrameGeometry& geometry = work.geometry[read.slot * index_->num_cameras() + r.camera];
+    // Where frame j of this read goes: the time step of the key it belongs to.
+    std::vector<uint8_t*> out(r.frames.size(), nullptr);
+    for (size_t k = 0; k < layout_.keys.size(); ++k) {
+      if (plan.key_read[k] != static_cast<int64_t>(read.read)) continue;
+      const KeyLayout& key = layout_.keys[k];
+      for (int64_t t = 0; t < key.steps; ++t) {
+        out[plan.key_read_begin[k] + t] = layout_.at(work.batch->buffer(), key, read.slot, t);
+      }
+    }
+    for (size_t j = 0; j < r.frames.size(); ++j) {
+      if (out[j] == nullptr) {
+        return Status(StatusCode::kInternal, "frame with no destination in the batch");
+      }
+      uint8_t* converted = in_place ? out[j] : scratch.data() + requests.size() * converted_bytes;
+      requests.push_back(
+          FrameRequest{.frame = r.frames[j], .crop = geometry.source, .out = converted});
+      if (!in_place || geometry.flip) finishes.push_back({converted, out[j], geometry.flip});
+    }
+  }
+
+  DecodeStats stats;
+  Clock::time_point start = Clock::now();
+  Status status = reader->get_frames(requests, conversion, &stats);
+  decode_ns_ += nanoseconds_since(start);
+  {
+    core::MutexLock lock(&decode_mutex_);
+    decode_ += stats;
+    ++decode_calls_;
+  }
+  STOKER_RETURN_IF_ERROR(status);
+
+  start = Clock::now();
+  for (const Finish& finish : finishes) {
+    if (in_place) {
+      transform_->flip_in_place(finish.out, height, width);
+    } else {
+      transform_->finish(finish.converted, height, width, finish.flip, finish.out);
+    }
+  }
+  transform_ns_ += nanoseconds_since(start);
+  return Status();
+}
+
+Status BatchBuilder::finish(BatchWork& work) {
+  std::vector<Status> errors;
+  {
+    core::MutexLock lock(&work.errors_mutex);
+    errors = work.slot_errors;
+  }
+  for (int64_t slot = 0; slot < static_cast<int64_t>(errors.size()); ++slot) {
+    if (errors[slot].ok()) continue;
+    if (options_.on_error == ErrorPolicy::kRaise) return errors[slot];
+    STOKER_RETURN_IF_ERROR(replace(work, slot, errors[slot]));
+  }
+  return Status();
+}
+
+// Fills `slot` with another sample, drawn from (seed, epoch, failed sample, attempt), decoding
+// it read by read; up to max_replacements tries.
+Status BatchBuilder::replace(BatchWork& work, int64_t slot, const Status& failure) {
+  const int64_t failed = work.batch->samples()[slot];
+  Status last = failure;
+  for (int attempt = 0; attempt < options_.max_replacements; ++attempt) {
+    const auto words =
+        core::random_words(options_.seed, work.epoch, static_cast<uint64_t>(failed),
+                           core::kReplaceStream | (static_cast<uint32_t>(attempt) << 4));
+    const int64_t row = core::uniform_below(words[0], words[1], index_->num_rows());
+    Status status = plan_slot(work, slot, row);
+    const WindowPlan& plan = work.plans[slot];
+    for (size_t r = 0; r < plan.reads.size() && status.ok(); ++r) {
+      status = decode_reads(work, {SlotRead{slot, r}});
+      if (!status.ok())
+        status = status.with_context(describe_read(work, row, plan.reads[r].camera));
+    }
+    if (status.ok()) {
+      work.skips.push_back(SkipRecord{.epoch = work.epoch,
+                                      .batch = work.index,
+                                      .sample = failed,
+                                      .replacement = row,
+                                      .reason = failure.message()});
+      return Status();
+    }
+    last = status;
+  }
+  return Status(last.code(), failure.message() + "; and " +
+                                 std::to_string(options_.max_replacements) +
+                                 " replacements failed too, the last with: " + last.message());
+}
+
+Result<const VideoReader*> BatchBuilder::reader_of(int64_t video) {
+  core::MutexLock lock(&readers_mutex_);
+  std::unique_ptr<VideoReader>& reader = readers_[video];
+  if (reader == nullptr) {
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FrameTable> table, index_->frame_table(video));
+    STOKER_ASSIGN_OR_RETURN(reader, VideoReader::open(index_->video_files()[video],
+                                                      VideoReaderOptions{.frame_table = table}));
+  }
+  return reader.get();
+}
+
+BuildStats BatchBuilder::stats() const {
+  BuildStats s;
+  auto seconds = [](const std::atomic<int64_t>& ns) { return ns.load() * 1e-9; };
+  s.sampling_s = seconds(sampling_ns_);
+  s.index_s = seconds(index_ns_);
+  s.decode_s = seconds(decode_ns_);
+  s.transform_s = seconds(transform_ns_);
+  s.collate_s = seconds(collate_ns_);
+  core::MutexLock lock(&decode_mutex_);
+  s.decode = decode_;
+  s.decode_calls = decode_calls_;
+  return s;
+}
+
+void BatchBuilder::reset_stats() {
+  for (auto* counter : {&sampling_ns_, &index_ns_, &decode_ns_, &transform_ns_, &collate_ns_}) {
+    counter->store(0);
+  }
+  core::MutexLock lock(&decode_mutex_);
+  decode_ = DecodeStats();
+  decode_calls_ = 0;
+}
+
+}  // namespace stoker::pipeline

@@ -1,0 +1,166 @@
+// The batch builder's steps, called on the test's own thread: no executor, no Loader.
+#include "pipeline/batch_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "core/host_memory.h"
+#include "pipeline/test_dataset.h"
+
+namespace stoker::pipeline {
+namespace {
+
+using testing::keys;
+using testing::kRows;
+using testing::make_index;
+using testing::transform;
+
+std::shared_ptr<const sampling::Sampler> in_order(const EpisodeIndex& index) {
+  auto sampler = sampling::DistributedSampler::create(index.num_rows(), {.shuffle = false});
+  EXPECT_TRUE(sampler.ok());
+  return std::shared_ptr<const sampling::Sampler>(std::move(sampler).value());
+}
+
+// A builder over `index`, and a pool of buffers for its batches.
+struct Fixture {
+  Fixture(std::shared_ptr<const EpisodeIndex> index, std::shared_ptr<const sampling::Sampler> s,
+          LoaderOptions options) {
+    auto planner = WindowPlanner::create(index, keys());
+    EXPECT_TRUE(planner.ok());
+    auto t = transform();
+    auto layout = BatchLayout::create(*index, **planner, *t, options.batch_size);
+    EXPECT_TRUE(layout.ok()) << layout.status().message();
+    auto memory = HostMemory::create(false);
+    EXPECT_TRUE(memory.ok());
+    pool = std::make_shared<BufferPool>(*memory, layout->batch_bytes, 2);
+    builder = std::make_unique<BatchBuilder>(index, std::move(planner).value(), std::move(s), t,
+                                             std::move(layout).value(), options);
+  }
+
+  std::unique_ptr<BatchWork> work(int64_t batch) {
+    const int64_t size = std::min<int64_t>(
+        builder->layout().fields->front().shape[0],
+        builder->sampler().size() - batch * builder->layout().fields->front().shape[0]);
+    auto buffer = pool->acquire();
+    EXPECT_TRUE(buffer.ok());
+    return std::make_unique<BatchWork>(
+        0, batch,
+        std::make_shared<PooledBatch>(pool, builder->layout().fields, *buffer, 0, batch, size));
+  }
+
+  std::shared_ptr<BufferPool> pool;
+  std::unique_ptr<BatchBuilder> builder;
+};
+
+// Builds batch `batch` the way the Loader's tasks do, one step after the other.
+Status build(BatchBuilder& builder, BatchWork& work) {
+  STOKER_RETURN_IF_ERROR(builder.plan(work));
+  for (const ReadGroup& group : builder.group_reads(work)) builder.decode_group(work, group);
+  return builder.finish(work);
+}
+
+std::vector<uint8_t> bytes_of(const Batch& batch) {
+  std::vector<uint8_t> bytes;
+  for (size_t f = 0; f < batch.fields().size(); ++f) {
+    bytes.insert(bytes.end(), batch.data(f), batch.data(f) + batch.fields()[f].bytes);
+  }
+  return bytes;
+}
+
+TEST(BatchBuilder, BuildsOnOneThreadWhatTheLoaderDelivers) {
+  auto index = make_index("builder_plain");
+  const LoaderOptions options{.batch_size = 8, .threads = 2};
+  Fixture fixture(index, testing::shuffled(*index), options);
+  auto work = fixture.work(3);
+  ASSERT_TRUE(build(*fixture.builder, *work).ok());
+
+  auto loader = Loader::create(index, keys(), testing::shuffled(*index), transform(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().message();
+  ASSERT_TRUE((*loader)->start(0, 3).ok());
+  auto delivered = (*loader)->next();
+  ASSERT_TRUE(delivered.ok() && *delivered != nullptr);
+  EXPECT_EQ(bytes_of(*work->batch), bytes_of(**delivered));
+  EXPECT_TRUE(std::equal(work->batch->samples().begin(), work->batch->samples().end(),
+                         (*delivered)->samples().begin()));
+}
+
+TEST(BatchBuilder, ReadsOfOneFileAndGopShareOneDecoderPass) {
+  auto index = make_index("builder_groups");
+  // Samples 0..7: episode 0, frames 0..7 of its files. Each needs front frames {row - 4,
+  // row - 2, row} (clamped) inside front's first GOP of 10, and side's frame `row`.
+  Fixture fixture(index, in_order(*index), {.batch_size = 8});
+  auto work = fixture.work(0);
+  ASSERT_TRUE(fixture.builder->plan(*work).ok());
+  const std::vector<ReadGroup> groups = fixture.builder->group_reads(*work);
+  ASSERT_EQ(groups.size(), 2u);  // one pass over front's file, one over side's
+  std::set<int64_t> cameras;
+  for (const ReadGroup& group : groups) {
+    EXPECT_EQ(group.size(), 8u);
+    std::set<int64_t> videos;
+    for (const SlotRead& read : group) {
+      videos.insert(work->plans[read.slot].reads[read.read].video_file);
+      cameras.insert(work->plans[read.slot].reads[read.read].camera);
+    }
+    EXPECT_EQ(videos.size(), 1u);
+  }
+  EXPECT_EQ(cameras.size(), 2u);
+  for (const ReadGroup& group : groups) fixture.builder->decode_group(*work, group);
+  ASSERT_TRUE(fixture.builder->finish(*work).ok());
+  EXPECT_EQ(fixture.builder->stats().decode_calls, 2);
+  EXPECT_EQ(fixture.builder->stats().decode.seeks, 2);
+}
+
+TEST(BatchBuilder, SamplesAcrossGopsAndFilesNeedMorePasses) {
+  auto index = make_index("builder_spread");
+  // Batch 1 of an in-order epoch with batch size 25: rows 25..49, across episodes 0 and 1.
+  Fixture fixture(index, in_order(*index), {.batch_size = 25});
+  auto work = fixture.work(1);
+  ASSERT_TRUE(fixture.builder->plan(*work).ok());
+  const std::vector<ReadGroup> groups = fixture.builder->group_reads(*work);
+  // front: one pass in episode 0's file (rows 25-29 need frames 21-29, one GOP) and one in
+  // episode 1's, whose windows overlap from GOP to GOP and chain into one; side: one per file.
+  EXPECT_EQ(groups.size(), 4u);
+  size_t reads = 0;
+  for (const ReadGroup& group : groups) reads += group.size();
+  EXPECT_EQ(reads, 50u);  // two cameras per sample
+}
+
+TEST(BatchBuilder, AFailingSlotFailsAloneAndIsReplacedUnderSkip) {
+  auto index = make_index("builder_skip");
+  const std::string gone = index->video_files()[index->video_of(0, 1)];  // front, episode 1
+  std::filesystem::remove(gone);
+  for (ErrorPolicy policy : {ErrorPolicy::kRaise, ErrorPolicy::kSkip}) {
+    // Rows 25..49: slots 5..24 are episode 1's and fail; the others decode.
+    Fixture fixture(index, in_order(*index), {.batch_size = 25, .on_error = policy});
+    auto work = fixture.work(1);
+    ASSERT_TRUE(fixture.builder->plan(*work).ok());
+    for (const ReadGroup& group : fixture.builder->group_reads(*work)) {
+      fixture.builder->decode_group(*work, group);
+    }
+    {
+      core::MutexLock lock(&work->errors_mutex);
+      for (int64_t slot = 0; slot < 25; ++slot) {
+        EXPECT_EQ(work->slot_errors[slot].ok(), slot < 5) << "slot " << slot;
+      }
+    }
+    const Status finished = fixture.builder->finish(*work);
+    if (policy == ErrorPolicy::kRaise) {
+      EXPECT_NE(finished.message().find(gone), std::string::npos) << finished.message();
+      EXPECT_TRUE(work->skips.empty());
+      continue;
+    }
+    ASSERT_TRUE(finished.ok()) << finished.message();
+    EXPECT_EQ(work->skips.size(), 20u);
+    for (const SkipRecord& skip : work->skips) {
+      EXPECT_EQ(skip.sample / kRows, 1);
+      EXPECT_NE(skip.replacement / kRows, 1);
+      EXPECT_NE(skip.reason.find(gone), std::string::npos);
+    }
+    for (int64_t row : work->batch->samples()) EXPECT_NE(row / kRows, 1) << row;
+  }
+}
+
+}  // namespace
+}  // namespace stoker::pipeline

@@ -1,0 +1,67 @@
+#include "pipeline/batch_layout.h"
+
+#include <tuple>
+
+namespace stoker::pipeline {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowPlanner& planner,
+                                        const ImageTransform& transform, int64_t batch_size) {
+  BatchLayout layout;
+  auto fields = std::make_shared<std::vector<BatchField>>();
+  size_t offset = 0;
+  auto add_field = [&](std::string name, DType type, std::vector<int64_t> shape) {
+    size_t bytes = dtype_size(type);
+    for (int64_t side : shape) bytes *= static_cast<size_t>(side);
+    fields->push_back(BatchField{std::move(name), type, std::move(shape), offset, bytes});
+    offset += align_up(bytes);
+    return fields->size() - 1;
+  };
+  layout.camera_sizes.assign(index.num_cameras(), {0, 0});
+  for (size_t k = 0; k < planner.keys().size(); ++k) {
+    const WindowKey& window_key = planner.keys()[k];
+    KeyLayout key;
+    key.camera = planner.key_camera()[k];
+    key.column = planner.key_column()[k];
+    const bool windowed = !window_key.offsets.empty();
+    key.steps = windowed ? static_cast<int64_t>(window_key.offsets.size()) : 1;
+    std::vector<int64_t> shape = {batch_size};
+    if (windowed) shape.push_back(key.steps);
+    if (key.camera >= 0) {
+      const int64_t video = index.video_of(key.camera, 0);
+      Result<std::shared_ptr<const FrameTable>> table = index.frame_table(video);
+      if (!table.ok()) return table.status().with_context("camera '" + window_key.source + "'");
+      const VideoStreamInfo& stream = (*table)->stream();
+      std::tie(key.height, key.width) = transform.output_size(stream.height, stream.width);
+      key.step_bytes = transform.output_bytes(key.height, key.width);
+      if (transform.options().layout == Layout::kNCHW) {
+        shape.insert(shape.end(), {3, key.height, key.width});
+      } else {
+        shape.insert(shape.end(), {key.height, key.width, 3});
+      }
+      key.field = add_field(window_key.name, transform.options().dtype, shape);
+      layout.camera_sizes[key.camera] = {key.height, key.width};
+    } else {
+      const EpisodeIndex::ColumnView& column = index.columns()[key.column];
+      key.step_bytes = dtype_size(column.type) * static_cast<size_t>(column.dim);
+      shape.push_back(column.dim);
+      key.field = add_field(window_key.name, column.type, shape);
+    }
+    if (windowed) {
+      key.pad_field = static_cast<int64_t>(
+          add_field(window_key.name + "_is_pad", DType::kBool, {batch_size, key.steps}));
+    }
+    layout.keys.push_back(key);
+  }
+  layout.fields = std::move(fields);
+  layout.batch_bytes = offset;
+  return layout;
+}
+
+}  // namespace stoker::pipeline
