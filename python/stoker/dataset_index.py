@@ -28,9 +28,9 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from stoker import _core
+from stoker import _core, lerobot_format
 from stoker._core import DatasetError
-from stoker.lerobot_meta import (LeRobotMetadata, _readable_columns, read_columns,
+from stoker.lerobot_meta import (LeRobotMetadata, readable_columns, read_columns,
                                  read_lerobot_metadata)
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
@@ -302,24 +302,14 @@ def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
 
 def _indexable_columns(meta: LeRobotMetadata) -> List[str]:
     """Every fixed-length numeric column of float32, float64 or int64 values."""
-    return [name for name, (dtype, _) in _readable_columns(meta).items()
+    return [name for name, (dtype, _) in readable_columns(meta).items()
             if dtype in _INDEXED_DTYPES]
 
 
 def _tracked_files(meta: LeRobotMetadata) -> List[str]:
     """The meta files the metadata was read from, and every data file."""
-    meta_dir = os.path.join(meta.root, "meta")
-    if meta.codebase_version == "v3.0":
-        names = ["info.json", "tasks.parquet"]
-        episodes_dir = os.path.join(meta_dir, "episodes")
-        tables = sorted(os.path.join(dirpath, name)
-                        for dirpath, _, files in os.walk(episodes_dir) for name in files
-                        if name.endswith(".parquet"))
-    else:
-        names = ["info.json", "episodes.jsonl", "tasks.jsonl"]
-        tables = []
-    files = [os.path.join(meta_dir, name) for name in names] + tables
-    return [path for path in files if os.path.exists(path)] + [str(p) for p in meta.data_files]
+    return (lerobot_format.meta_files(meta.root, meta.codebase_version)
+            + [str(p) for p in meta.data_files])
 
 
 def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.ndarray],

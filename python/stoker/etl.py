@@ -36,7 +36,6 @@ import glob
 import hashlib
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -46,11 +45,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from stoker import _core
+from stoker import _core, lerobot_format
 from stoker._core import DatasetError, DecodeError, Error
+from stoker._files import copy_file, read_json, remove_file, write_json
 from stoker.dataset_index import _ProgressBar, load_index
 from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
 from stoker.typed_columns import convert_json_columns, json_candidates
@@ -63,12 +62,8 @@ DEFAULT_GOP = 10
 DEFAULT_CRF = {"h264": 23, "av1": 30}
 TIME_TOLERANCE_S = 1e-6  # how far an output frame's time may be from its source frame's
 
-DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
 REPORT_PATH = "meta/stoker_etl_report.json"
 STATE_DIR = ".stoker_etl"  # the run's journal and lock, inside DST
-DATA_FILE_MB = 100  # LeRobot's default data_files_size_in_mb
 _RUN_VERSION = 1
 
 Progress = Union[bool, Callable[[int, int], None]]
@@ -249,11 +244,11 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         try:
             report.max_time_error_s = _verify(meta, index, dst_index, kept, cameras)
         except DatasetError:
-            _remove(os.path.join(dst, "meta", "info.json"))
+            remove_file(os.path.join(dst, lerobot_format.INFO_PATH))
             raise
         report.verified = True
         report.seconds = time.monotonic() - started
-        _write_json(os.path.join(dst, REPORT_PATH), report.to_dict())
+        write_json(os.path.join(dst, REPORT_PATH), report.to_dict())
     if verbose:
         print(f"stoker etl: {dst}: {report.summary()}", file=sys.stderr)
     return report
@@ -313,7 +308,7 @@ class _RunState:
     def __enter__(self) -> "_RunState":
         run_path = os.path.join(self._folder, "run.json")
         if os.path.exists(run_path):
-            previous = _load_json(run_path)
+            previous = read_json(run_path, "stoker etl run file")
             keys = ("version", "source", "video_options", "source_fingerprint")
             differences = [key for key in keys if previous.get(key) != self._record[key]]
             if differences:
@@ -338,12 +333,12 @@ class _RunState:
             self._lock_file = None
             raise ValueError(f"another stoker etl run is writing {self.dst}") from None
         if not os.path.exists(run_path):
-            _write_json(run_path, self._record)
+            write_json(run_path, self._record)
         # Until this run has finished, DST does not look like a finished dataset.
-        _remove(os.path.join(self.dst, "meta", "info.json"))
-        _remove(os.path.join(self.dst, REPORT_PATH))
+        remove_file(os.path.join(self.dst, lerobot_format.INFO_PATH))
+        remove_file(os.path.join(self.dst, REPORT_PATH))
         for partial in glob.glob(os.path.join(self.dst, "**", "*.partial"), recursive=True):
-            _remove(partial)
+            remove_file(partial)
         if os.path.exists(self._journal):
             with open(self._journal, encoding="utf-8") as f:
                 for line in f:
@@ -378,7 +373,7 @@ class _RunState:
 
 def _source_fingerprint(meta: LeRobotMetadata) -> str:
     """Hash of the size and modification time of the source's info.json, data and videos."""
-    files = [os.path.join(meta.root, "meta", "info.json"), *meta.data_files]
+    files = [os.path.join(meta.root, lerobot_format.INFO_PATH), *meta.data_files]
     for videos in meta.videos.values():
         files += list(videos.files)
     digest = hashlib.sha256()
@@ -394,7 +389,6 @@ def _source_fingerprint(meta: LeRobotMetadata) -> str:
 
 
 def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> List[_Unit]:
-    chunks_size = _chunks_size(meta)
     file_frames: Dict[int, int] = {}
     videos = {camera: index.videos_of(camera) for camera in cameras}
     first_frames = {camera: index.first_frames(camera) for camera in cameras}
@@ -408,9 +402,8 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
             if v not in file_frames:
                 file_frames[v] = VideoReader(source, frame_table=index.frame_table(v)).num_frames
             share = int(meta.length[e]) / max(file_frames[v], 1)
-            target = os.path.join(dst, VIDEO_PATH.format(video_key=camera,
-                                                         chunk_index=e // chunks_size,
-                                                         file_index=e % chunks_size))
+            target = lerobot_format.file_path(dst, lerobot_format.VIDEO_PATH, e,
+                                              meta.chunks_size, video_key=camera)
             units.append(_Unit(position=e, episode=int(meta.episode_index[e]), camera=camera,
                                source=source, video=v,
                                first_frame=int(first_frames[camera][e]),
@@ -498,7 +491,7 @@ def _remove_unreferenced_videos(dst: str, keep: set) -> None:
     cameras left out of this run)."""
     for path in glob.glob(os.path.join(dst, "videos", "**", "*.mp4"), recursive=True):
         if path not in keep:
-            _remove(path)
+            remove_file(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,10 +501,62 @@ def _remove_unreferenced_videos(dst: str, keep: set) -> None:
 def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
                    cameras: Sequence[str], state: _RunState, dst: str, options: dict,
                    report: EtlReport) -> None:
-    chunks_size = _chunks_size(meta)
-    info = _load_json(os.path.join(meta.root, "meta", "info.json"))
+    """Writes DST's rows and metadata around the videos already there (see
+    :mod:`stoker.lerobot_format`): the kept episodes renumbered 0, 1, ..., JSON columns typed,
+    per-episode statistics kept, and ``meta/info.json`` last."""
+    rows, json_names, typed_features = _kept_rows(meta, kept, options, report)
+    lengths = meta.length[kept]
+    chunks_size = meta.chunks_size
+    data_mb = int(meta.info.get("data_files_size_in_mb", lerobot_format.DATA_FILES_SIZE_IN_MB))
+    data_file = lerobot_format.data_files_by_size(
+        lengths, max(rows.nbytes / max(rows.num_rows, 1), 1.0), data_mb)
+    written = lerobot_format.write_data(dst, rows, lengths, data_file, chunks_size)
+    report.data_bytes_out = sum(os.path.getsize(path) for path in written)
+    report.frames = rows.num_rows
 
-    # Rows of the kept episodes, in dataset order, JSON columns typed, then renumbered.
+    # One video file per kept episode and camera, numbered by the episode's position in SRC.
+    unit_of = {(u.position, u.camera): u for u in units}
+    videos = {camera: lerobot_format.EpisodeVideos(
+        file=np.asarray(kept, np.int64), from_timestamp=np.zeros(len(kept)),
+        to_timestamp=np.array([state.duration(unit_of[(e, camera)].target) for e in kept]))
+        for camera in cameras}
+    source_episodes = lerobot_format.read_episode_table(
+        meta.root, meta.codebase_version).sort_by("episode_index")
+    kept_rows = pa.array(kept)
+    columns = lerobot_format.episode_columns(
+        lengths, lerobot_format.task_lists(source_episodes).take(kept_rows), data_file, videos,
+        chunks_size)
+    features = _kept_features(meta, cameras)
+    for name in lerobot_format.stats_columns(source_episodes, features):
+        columns[name] = source_episodes[name].take(kept_rows)
+    lerobot_format.write_episodes(dst, columns, chunks_size)
+
+    if meta.codebase_version == "v3.0":  # SRC's own table, as it is
+        copy_file(os.path.join(meta.root, lerobot_format.TASKS_PATH),
+                  os.path.join(dst, lerobot_format.TASKS_PATH))
+    else:
+        lerobot_format.write_tasks(dst, meta.tasks)
+    stats = _kept_stats(meta, kept, source_episodes, features)
+    if stats is not None:
+        lerobot_format.write_stats(dst, stats)
+    subtasks = os.path.join(meta.root, lerobot_format.SUBTASKS_PATH)
+    if os.path.exists(subtasks):
+        copy_file(subtasks, os.path.join(dst, lerobot_format.SUBTASKS_PATH))
+
+    info = lerobot_format.v30_info(
+        meta.info, features=_output_features(meta, cameras, json_names, typed_features, options),
+        num_episodes=len(kept), num_frames=rows.num_rows,
+        num_tasks=len(lerobot_format.defined_tasks(meta.tasks)[0]), chunks_size=chunks_size,
+        has_videos=bool(cameras), data_files_size_in_mb=data_mb,
+        video_files_size_in_mb=int(meta.info.get("video_files_size_in_mb",
+                                                  lerobot_format.VIDEO_FILES_SIZE_IN_MB)))
+    lerobot_format.write_info(dst, info)
+
+
+def _kept_rows(meta: LeRobotMetadata, kept: List[int], options: dict,
+               report: EtlReport) -> Tuple[pa.Table, List[str], Dict[str, Any]]:
+    """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
+    renumbered; with the names of the JSON columns and the features of their typed columns."""
     table = pa.concat_tables([pq.read_table(path) for path in meta.data_files])
     table = table.replace_schema_metadata(None)  # HF's feature description would be stale
     rows = np.concatenate([np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e])
@@ -531,105 +576,31 @@ def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
 
     table, typed, typed_features = convert_json_columns(table, names, row_label=row_label)
     report.typed_columns = [t.to_dict() for t in typed]
-    lengths = np.asarray([meta.length[e] for e in kept], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    new_episode = np.repeat(np.arange(len(kept), dtype=np.int64), lengths)
+    new_episode = np.repeat(np.arange(len(kept), dtype=np.int64), meta.length[kept])
     table = _replace_column(table, "episode_index", pa.array(new_episode))
     table = _replace_column(table, "index", pa.array(np.arange(len(rows), dtype=np.int64)))
-    report.frames = len(rows)
+    return table, names, typed_features
 
-    # Data files: whole episodes, about data_files_size_in_mb each.
-    data_mb = int(info.get("data_files_size_in_mb", DATA_FILE_MB))
-    row_bytes = max(table.nbytes / max(table.num_rows, 1), 1.0)
-    groups: List[List[int]] = [[]]
-    for k in range(len(kept)):
-        if groups[-1] and (starts[k + 1] - starts[groups[-1][0]]) * row_bytes > data_mb * 1e6:
-            groups.append([])
-        groups[-1].append(k)
-    data_file_of_episode = np.zeros(len(kept), np.int64)
-    written_data = set()
-    for n, group in enumerate(groups):
-        path = os.path.join(dst, DATA_PATH.format(chunk_index=n // chunks_size,
-                                                  file_index=n % chunks_size))
-        first, last = group[0], group[-1]
-        _write_parquet(table.slice(starts[first], starts[last + 1] - starts[first]), path)
-        written_data.add(path)
-        report.data_bytes_out += os.path.getsize(path)
-        data_file_of_episode[group] = n
-    for path in glob.glob(os.path.join(dst, "data", "**", "*.parquet"), recursive=True):
-        if path not in written_data:
-            _remove(path)
 
-    # meta/episodes
-    source_episodes = _source_episode_table(meta)
-    unit_of = {(u.position, u.camera): u for u in units}
-    kept_rows = pa.array(kept)
-    columns: Dict[str, Any] = {
-        "episode_index": pa.array(np.arange(len(kept), dtype=np.int64)),
-        "tasks": source_episodes["tasks"].take(kept_rows),
-        "length": pa.array(lengths),
-        "data/chunk_index": pa.array(data_file_of_episode // chunks_size),
-        "data/file_index": pa.array(data_file_of_episode % chunks_size),
-        "dataset_from_index": pa.array(starts[:-1]),
-        "dataset_to_index": pa.array(starts[1:]),
-    }
-    positions = np.asarray(kept, np.int64)
-    for camera in cameras:
-        durations = [state.duration(unit_of[(e, camera)].target) for e in kept]
-        columns[f"videos/{camera}/chunk_index"] = pa.array(positions // chunks_size)
-        columns[f"videos/{camera}/file_index"] = pa.array(positions % chunks_size)
-        columns[f"videos/{camera}/from_timestamp"] = pa.array(np.zeros(len(kept)))
-        columns[f"videos/{camera}/to_timestamp"] = pa.array(np.asarray(durations, np.float64))
-    for name in source_episodes.column_names:  # per-episode statistics of a v3.0 source
-        if name.startswith("stats/") and _stats_feature(name) in _kept_features(meta, cameras):
-            columns[name] = source_episodes[name].take(kept_rows)
-    columns["meta/episodes/chunk_index"] = pa.array(np.zeros(len(kept), np.int64))
-    columns["meta/episodes/file_index"] = pa.array(np.zeros(len(kept), np.int64))
-    episodes_path = os.path.join(dst, EPISODES_PATH)
-    for path in glob.glob(os.path.join(dst, "meta", "episodes", "**", "*.parquet"),
-                          recursive=True):
-        if path != episodes_path:
-            _remove(path)
-    _write_parquet(pa.table(columns), episodes_path)
-
-    # meta/tasks.parquet, statistics, subtasks
-    _write_tasks(meta, os.path.join(dst, "meta", "tasks.parquet"))
-    stats = _aggregated_stats(meta, kept, source_episodes, cameras)
-    if stats is not None:
-        _write_json(os.path.join(dst, "meta", "stats.json"), stats)
-    subtasks = os.path.join(meta.root, "meta", "subtasks.parquet")
-    if os.path.exists(subtasks):
-        _copy(subtasks, os.path.join(dst, "meta", "subtasks.parquet"))
-
-    # meta/info.json, last: its presence says the dataset is complete.
+def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: List[str],
+                     typed_features: Dict[str, Any], options: dict) -> Dict[str, Any]:
+    """info.json's features of DST: the kept cameras at the new size and codec, each JSON
+    column replaced by its typed columns, the others as in SRC."""
+    height, width = options["size"]
     features = {}
-    for name, feature in info["features"].items():
+    for name, feature in meta.info["features"].items():
         if feature.get("dtype") == "video":
             if name in cameras:
-                features[name] = _video_feature(feature, options)
-        elif name in names:  # a JSON column: its typed columns, in its place
+                features[name] = lerobot_format.video_feature(feature, height, width,
+                                                              options["codec"])
+        elif name in json_names:  # a JSON column: its typed columns, in its place
             features.update({n: f for n, f in typed_features.items()
                              if n == name or n.startswith(name + ".")})
         else:
             features[name] = feature
     for typed_name, feature in typed_features.items():  # JSON columns info.json did not list
         features.setdefault(typed_name, feature)
-    info.update({
-        "codebase_version": "v3.0",
-        "total_episodes": len(kept),
-        "total_frames": int(starts[-1]),
-        "total_tasks": int(len(_task_rows(meta)[0])),
-        "chunks_size": chunks_size,
-        "data_files_size_in_mb": data_mb,
-        "video_files_size_in_mb": int(info.get("video_files_size_in_mb", 500)),
-        "splits": {"train": f"0:{len(kept)}"},
-        "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if cameras else None,
-        "features": features,
-    })
-    for key in ("total_chunks", "total_videos"):  # v2.1 only
-        info.pop(key, None)
-    _write_json(os.path.join(dst, "meta", "info.json"), info)
+    return features
 
 
 def _json_column_names(table: pa.Table, json_columns) -> List[str]:
@@ -651,140 +622,20 @@ def _replace_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
     return table.set_column(at, pa.field(name, values.type), values)
 
 
-def _video_feature(feature: dict, options: dict) -> dict:
-    height, width = options["size"]
-    feature = json.loads(json.dumps(feature))
-    feature["shape"] = [height, width, 3]
-    feature.setdefault("names", ["height", "width", "channels"])
-    info = feature.get("info") or {}
-    info.update({"video.height": height, "video.width": width, "video.codec": options["codec"],
-                 "video.pix_fmt": "yuv420p", "video.channels": 3})
-    info.setdefault("video.is_depth_map", False)
-    info.setdefault("has_audio", False)
-    feature["info"] = info
-    return feature
-
-
-def _chunks_size(meta: LeRobotMetadata) -> int:
-    info = _load_json(os.path.join(meta.root, "meta", "info.json"))
-    return int(info.get("chunks_size", 1000))
-
-
-def _source_episode_table(meta: LeRobotMetadata) -> pa.Table:
-    """SRC's per-episode table in dataset order: ``tasks`` (list of strings) and, for v3.0,
-    every other column (statistics among them)."""
-    if meta.codebase_version == "v3.0":
-        paths = sorted(glob.glob(os.path.join(meta.root, "meta", "episodes", "chunk-*",
-                                              "file-*.parquet")))
-        table = pa.concat_tables([pq.read_table(p) for p in paths],
-                                 promote_options="permissive")
-    else:
-        table = pa_json.read_json(os.path.join(meta.root, "meta", "episodes.jsonl"))
-    table = table.sort_by("episode_index").replace_schema_metadata(None)
-    if "tasks" not in table.column_names:
-        table = table.append_column("tasks", pa.nulls(table.num_rows, pa.list_(pa.string())))
-    tasks = table.column("tasks")
-    if pa.types.is_string(tasks.type) or pa.types.is_large_string(tasks.type):
-        tasks = pa.array([[t] if t is not None else [] for t in tasks.to_pylist()],
-                         pa.list_(pa.string()))
-    else:
-        tasks = tasks.cast(pa.list_(pa.string()))
-    return table.set_column(table.column_names.index("tasks"), "tasks", tasks)
-
-
-def _task_rows(meta: LeRobotMetadata) -> Tuple[np.ndarray, np.ndarray]:
-    """(task_index, text) of every defined task."""
-    indices = np.array([t for t, text in enumerate(meta.tasks) if text != ""], np.int64)
-    return indices, (meta.tasks[indices] if indices.size else np.array([], str))
-
-
-def _write_tasks(meta: LeRobotMetadata, path: str) -> None:
-    source = os.path.join(meta.root, "meta", "tasks.parquet")
-    if meta.codebase_version == "v3.0" and os.path.exists(source):
-        _copy(source, path)
-        return
-    indices, texts = _task_rows(meta)
-    # As pandas writes LeRobot's table: the task texts are the index.
-    table = pa.table({"task_index": pa.array(indices, pa.int64()),
-                      "__index_level_0__": pa.array([str(t) for t in texts], pa.string())})
-    pandas_meta = {
-        "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None}],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    _write_parquet(table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()}),
-                   path)
-
-
-def _stats_feature(column: str) -> str:
-    """The feature of a per-episode statistics column, ``stats/<feature>/<statistic>``."""
-    return column[len("stats/"):].rsplit("/", 1)[0]
-
-
 def _kept_features(meta: LeRobotMetadata, cameras: Sequence[str]) -> set:
     return {name for name in meta.features if name not in meta.cameras or name in cameras}
 
 
-def _aggregated_stats(meta: LeRobotMetadata, kept: List[int], source_episodes: pa.Table,
-                      cameras: Sequence[str]) -> Optional[dict]:
-    """meta/stats.json for the kept episodes, aggregated as LeRobot does (count-weighted mean,
-    pooled variance, min of minima, max of maxima) from SRC's per-episode statistics (v3.0's
-    ``stats/*`` columns, v2.1's episodes_stats.jsonl); SRC's own stats.json when it has no
-    per-episode ones; None when it has neither."""
-    per_episode: List[Dict[str, Dict[str, np.ndarray]]] = []
-    stats_columns = [n for n in source_episodes.column_names if n.startswith("stats/")]
-    if stats_columns:
-        for e in kept:
-            entry: Dict[str, Dict[str, np.ndarray]] = {}
-            for name in stats_columns:
-                feature, stat = name[len("stats/"):].rsplit("/", 1)
-                value = source_episodes[name][e].as_py()
-                if value is not None:
-                    entry.setdefault(feature, {})[stat] = np.asarray(value, np.float64)
-            per_episode.append(entry)
-    else:
-        path = os.path.join(meta.root, "meta", "episodes_stats.jsonl")
-        if os.path.exists(path):
-            by_episode = {}
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        record = json.loads(line)
-                        by_episode[record["episode_index"]] = record["stats"]
-            if all(int(meta.episode_index[e]) in by_episode for e in kept):
-                per_episode = [{feature: {k: np.asarray(v, np.float64) for k, v in s.items()}
-                                for feature, s in by_episode[int(meta.episode_index[e])].items()}
-                               for e in kept]
-    if not per_episode:
-        source = os.path.join(meta.root, "meta", "stats.json")
-        return _load_json(source) if os.path.exists(source) else None
-    wanted = _kept_features(meta, cameras)
-    result = {}
-    for feature in per_episode[0]:
-        if feature not in wanted:
-            continue
-        items = [s[feature] for s in per_episode if feature in s]
-        if not all(k in s for s in items for k in ("mean", "std", "count", "min", "max")):
-            continue
-        means = np.stack([s["mean"] for s in items])
-        counts = np.stack([s["count"] for s in items]).astype(np.float64)
-        total = counts.sum(axis=0)
-        weights = counts.reshape(counts.shape + (1,) * (means.ndim - counts.ndim))
-        mean = (means * weights).sum(axis=0) / total
-        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2)
-                    * weights).sum(axis=0) / total
-        result[feature] = {"min": np.min(np.stack([s["min"] for s in items]), axis=0).tolist(),
-                           "max": np.max(np.stack([s["max"] for s in items]), axis=0).tolist(),
-                           "mean": mean.tolist(), "std": np.sqrt(variance).tolist(),
-                           "count": total.astype(np.int64).tolist()}
-    return result
+def _kept_stats(meta: LeRobotMetadata, kept: List[int], source_episodes: pa.Table,
+                features: set) -> Optional[dict]:
+    """meta/stats.json of DST: the kept episodes' statistics aggregated (from SRC's per-episode
+    ones); SRC's own stats.json when it lacks those of some kept episode; None when it has
+    neither."""
+    per_episode = lerobot_format.read_episode_stats(meta.root, source_episodes)
+    episodes = [int(meta.episode_index[e]) for e in kept]
+    if per_episode is None or not all(e in per_episode for e in episodes):
+        return lerobot_format.read_stats(meta.root)
+    return lerobot_format.aggregate_stats([per_episode[e] for e in episodes], features)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -831,52 +682,6 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
         raise DatasetError("verification failed: " + "; ".join(problems[:20]) +
                            (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
     return worst
-
-
-# ---------------------------------------------------------------------------------------------
-# Files: each written under a temporary name, flushed, then renamed.
-
-
-def _load_json(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _write_json(path: str, value) -> None:
-    def write(temporary):
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=4)
-            f.write("\n")
-
-    _atomic(path, write)
-
-
-def _write_parquet(table: pa.Table, path: str) -> None:
-    _atomic(path, lambda temporary: pq.write_table(table, temporary))
-
-
-def _copy(source: str, path: str) -> None:
-    _atomic(path, lambda temporary: shutil.copyfile(source, temporary))
-
-
-def _atomic(path: str, write) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.partial"
-    try:
-        write(temporary)
-        with open(temporary, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        _remove(temporary)
-        raise
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,25 +1,10 @@
-"""Reading LeRobot dataset metadata and tables (codebase versions v2.1 and v3.0).
+"""The metadata of a LeRobot dataset (codebase versions v2.1 and v3.0), checked, and its Parquet
+columns as numpy arrays.
 
-This is the Python front of stoker's LeRobot support: it reads ``meta/`` and the Parquet
-tables with pyarrow and hands whole numpy columns onward, never per-row Python objects.
-
-Layouts (facts from LeRobot's ``lerobot.datasets.utils``):
-
-* **v2.1** (v2.0 is read the same way): ``meta/info.json``, ``meta/episodes.jsonl``
-  (``episode_index``, ``tasks``, ``length``), ``meta/tasks.jsonl`` (``task_index``, ``task``);
-  one Parquet file per episode at ``info["data_path"]`` (default
-  ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``) and one MP4 per
-  camera per episode at ``info["video_path"]`` (default
-  ``videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4``), with
-  ``episode_chunk = episode_index // info["chunks_size"]``. Video time starts at 0 in every file.
-* **v3.0**: ``meta/info.json``, ``meta/tasks.parquet`` (task strings as the pandas index,
-  column ``task_index``) and ``meta/episodes/chunk-XXX/file-XXX.parquet`` with one row per
-  episode. Data and video files hold many episodes back to back, at ``info["data_path"]``
-  (default ``data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet``) and
-  ``info["video_path"]`` (default
-  ``videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4``). A frame's time in
-  its video file is the episode's ``videos/<camera>/from_timestamp`` plus the row's
-  ``timestamp``.
+:func:`read_lerobot_metadata` reads the meta files (through :mod:`stoker.lerobot_format`, which
+knows the layout of each version) and checks that they agree with each other and with the files
+on disk; :func:`read_columns` loads whole columns of the data files and checks the rows. Both
+hand whole numpy columns onward, never per-row Python objects.
 
 Every problem with the dataset raises :class:`stoker.DatasetError` naming the offending
 episodes and files (all of them, when a check covers many).
@@ -27,20 +12,20 @@ episodes and files (all of them, when a check covers many).
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from stoker import lerobot_format
 from stoker._core import DatasetError
+from stoker.lerobot_format import (DEFAULT_COLUMNS, Feature, float_column, format_paths,
+                                   int_column, read_parquet_table)
 
 __all__ = [
     "CameraVideos",
@@ -51,20 +36,8 @@ __all__ = [
     "read_lerobot_metadata",
 ]
 
-SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
-
-#: Columns every LeRobot data file has, besides the features of info.json.
-DEFAULT_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
-
 # How many offenders a message lists before it says "and N more".
 _MAX_LISTED = 20
-
-
-class Feature(NamedTuple):
-    """One entry of info.json's ``features``: its dtype string and shape."""
-
-    dtype: str
-    shape: Tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -104,6 +77,8 @@ class LeRobotMetadata:
     fps: float
     cameras: Tuple[str, ...]  # video keys, in info.json order
     features: Dict[str, Feature]  # every feature of info.json, videos included
+    chunks_size: int  # files per chunk folder
+    info: Dict[str, Any]  # the whole of meta/info.json as read (checked by lerobot_format)
     tasks: np.ndarray  # str [T]: the text of task_index t is tasks[t] ("" where undefined)
     num_episodes: int
     num_frames: int
@@ -134,30 +109,14 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
         stoker.DatasetError: naming the meta file, or all the offending episodes and files.
     """
     root = os.path.abspath(os.fspath(root))
-    info_path = os.path.join(root, "meta", "info.json")
-    info = _load_json(info_path)
-    version = info.get("codebase_version")
-    if version not in SUPPORTED_VERSIONS:
-        raise DatasetError(
-            f"unknown codebase_version {version!r} in {info_path}: stoker reads LeRobot "
-            f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}")
-    for key in ("fps", "features", "data_path"):
-        if key not in info:
-            raise DatasetError(f"{info_path} has no {key!r}")
-    fps = float(info["fps"])
-    if not fps > 0:
-        raise DatasetError(f"{info_path}: fps must be positive, got {info['fps']!r}")
-    features = _parse_features(info["features"], info_path)
-    cameras = tuple(name for name, feature in features.items() if feature.dtype == "video")
-    if cameras and not info.get("video_path"):
-        raise DatasetError(f"{info_path} has video features {list(cameras)} but no video_path")
-
-    if version == "v3.0":
-        parts = _read_v30(root, info, cameras)
+    info = lerobot_format.read_info(root)
+    if info.codebase_version == "v3.0":
+        parts = _read_v30(root, info)
     else:
-        parts = _read_v21(root, info, cameras)
-    meta = LeRobotMetadata(root=root, codebase_version=version, fps=fps, cameras=cameras,
-                           features=features, **parts)
+        parts = _read_v21(root, info)
+    meta = LeRobotMetadata(root=root, codebase_version=info.codebase_version, fps=info.fps,
+                           cameras=info.cameras, features=info.features,
+                           chunks_size=info.chunks_size, info=info.raw, **parts)
     for value in vars(meta).values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
@@ -187,7 +146,7 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
         stoker.DatasetError: naming the offending files or episodes.
     """
     names = list(dict.fromkeys([names] if isinstance(names, str) else names))
-    readable = _readable_columns(meta)
+    readable = readable_columns(meta)
     unknown = [name for name in names if name not in readable]
     if unknown:
         raise ValueError(f"cannot read columns {unknown}: the readable columns of this dataset "
@@ -201,79 +160,45 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
     _check_rows(meta, columns, tolerance_s)
     return {name: columns[name] for name in names}
 
-
-# ---------------------------------------------------------------------------------------------
-# info.json
-
-
-def _load_json(path: str) -> dict:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing meta file {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"cannot read meta file {path}: {e}") from None
-    if not isinstance(value, dict):
-        raise DatasetError(f"meta file {path} does not hold a JSON object")
-    return value
-
-
-def _parse_features(raw, info_path: str) -> Dict[str, Feature]:
-    if not isinstance(raw, dict):
-        raise DatasetError(f"{info_path}: 'features' is not an object")
-    features = {}
-    for name, spec in raw.items():
-        try:
-            features[name] = Feature(str(spec["dtype"]), tuple(int(d) for d in spec["shape"]))
-        except (KeyError, TypeError, ValueError):
-            raise DatasetError(
-                f"{info_path}: feature {name!r} lacks a dtype or an integer shape") from None
-    return features
-
-
 # ---------------------------------------------------------------------------------------------
 # v2.1
 
 
-def _read_v21(root: str, info: dict, cameras: Sequence[str]) -> dict:
-    episodes_path = os.path.join(root, "meta", "episodes.jsonl")
-    tasks_path = os.path.join(root, "meta", "tasks.jsonl")
-    episodes = _read_jsonl(episodes_path)
-    tasks = _read_jsonl(tasks_path)
-    _require_columns(episodes, ("episode_index", "length"), episodes_path)
+def _read_v21(root: str, info: lerobot_format.Info) -> Dict[str, Any]:
+    where = lerobot_format.episodes_location(root, info.codebase_version)
+    episodes = lerobot_format.read_episode_table(root, info.codebase_version,
+                                                 columns=("episode_index", "length", "tasks"))
+    task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
+    _require_columns(episodes, ("episode_index", "length"), where)
     if episodes.num_rows == 0:
-        raise DatasetError(f"empty dataset: {episodes_path} lists no episodes")
+        raise DatasetError(f"empty dataset: {where} lists no episodes")
     episodes = episodes.sort_by("episode_index")
-    episode_index = _int_column(episodes, "episode_index", episodes_path)
-    length = _int_column(episodes, "length", episodes_path)
-    _check_episode_indices(episode_index, episodes_path)
-    _check_lengths(episode_index, length, episodes_path)
-
-    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
-    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, episodes_path)
+    episode_index = int_column(episodes, "episode_index", where)
+    length = int_column(episodes, "length", where)
+    _check_episode_indices(episode_index, where)
+    _check_lengths(episode_index, length, where)
+    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
     from_index = np.zeros(len(length), np.int64)
     np.cumsum(length[:-1], out=from_index[1:])
     to_index = from_index + length
 
-    chunks_size = _chunks_size(info, root)
-    episode_chunk = episode_index // chunks_size
-    data_files = _format_paths(root, info["data_path"], "data_path",
-                               episode_chunk=episode_chunk, episode_index=episode_index)
+    episode_chunk = episode_index // info.chunks_size
+    data_files = format_paths(root, info.data_path, "data_path", episode_chunk=episode_chunk,
+                              episode_index=episode_index)
     _check_files_exist(data_files, episode_index, "missing data files")
 
     videos = {}
-    for camera in cameras:
-        paths = _format_paths(root, info["video_path"], "video_path", episode_chunk=episode_chunk,
-                              episode_index=episode_index, video_key=camera)
+    for camera in info.cameras:
+        paths = format_paths(root, str(info.video_path), "video_path",
+                             episode_chunk=episode_chunk, episode_index=episode_index,
+                             video_key=camera)
         _check_files_exist(paths, episode_index,
                            f"missing video files of camera {camera!r} (the camera is missing "
                            "from these episodes)")
         videos[camera] = CameraVideos(
             files=paths, file_index=np.arange(len(paths), dtype=np.int32),
-            from_timestamp=np.zeros(len(paths)),
-            to_timestamp=length / float(info["fps"]))
+            from_timestamp=np.zeros(len(paths)), to_timestamp=length / info.fps)
 
     return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
                 episode_index=episode_index, length=length, dataset_from_index=from_index,
@@ -283,45 +208,28 @@ def _read_v21(root: str, info: dict, cameras: Sequence[str]) -> dict:
                 data_file_to_index=to_index.copy(), videos=videos)
 
 
-def _read_jsonl(path: str) -> pa.Table:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing meta file {path}")
-    if os.path.getsize(path) == 0:
-        return pa.table({})
-    try:
-        return pa_json.read_json(path)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read meta file {path}: {e}") from None
-
-
 # ---------------------------------------------------------------------------------------------
 # v3.0
 
+_VIDEO_FIELDS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
-def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
-    tasks_path = os.path.join(root, "meta", "tasks.parquet")
-    tasks = _read_parquet_table(tasks_path, "meta file")
-    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
 
-    pattern = os.path.join(root, "meta", "episodes", "chunk-*", "file-*.parquet")
-    episode_files = sorted(glob.glob(pattern))
-    if not episode_files:
-        raise DatasetError(f"missing meta files {pattern}")
+def _read_v30(root: str, info: lerobot_format.Info) -> Dict[str, Any]:
+    task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
     wanted = ["episode_index", "length", "data/chunk_index", "data/file_index",
               "dataset_from_index", "dataset_to_index", "tasks"]
-    for camera in cameras:
-        wanted += [f"videos/{camera}/{field}" for field in
-                   ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
-    episodes = _read_episode_tables(episode_files, wanted)
-    where = os.path.join(root, "meta", "episodes")
+    for camera in info.cameras:
+        wanted += [f"videos/{camera}/{field}" for field in _VIDEO_FIELDS]
+    episodes = lerobot_format.read_episode_table(root, info.codebase_version, columns=wanted)
+    where = lerobot_format.episodes_location(root, info.codebase_version)
     _require_columns(episodes, wanted[:6], where)
     if episodes.num_rows == 0:
         raise DatasetError(f"empty dataset: {where} lists no episodes")
     episodes = episodes.sort_by("episode_index")
-    episode_index = _int_column(episodes, "episode_index", where)
-    length = _int_column(episodes, "length", where)
-    from_index = _int_column(episodes, "dataset_from_index", where)
-    to_index = _int_column(episodes, "dataset_to_index", where)
+    episode_index = int_column(episodes, "episode_index", where)
+    length = int_column(episodes, "length", where)
+    from_index = int_column(episodes, "dataset_from_index", where)
+    to_index = int_column(episodes, "dataset_to_index", where)
     _check_episode_indices(episode_index, where)
     _check_lengths(episode_index, length, where)
     expected_from = np.zeros(len(length), np.int64)
@@ -336,26 +244,22 @@ def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
                 f"{expected_from[i]})" for i in bad))
     episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
-    chunks_size = _chunks_size(info, root)
-    data_chunk = _int_column(episodes, "data/chunk_index", where)
-    data_file = _int_column(episodes, "data/file_index", where)
-    data_key = data_chunk * chunks_size + data_file
-    first, episode_data_file = _unique_in_order(data_key)
+    data_chunk = int_column(episodes, "data/chunk_index", where)
+    data_file = int_column(episodes, "data/file_index", where)
+    first, episode_data_file = _unique_in_order(data_chunk * info.chunks_size + data_file)
     if np.any(np.diff(episode_data_file) < 0):
         bad = np.flatnonzero(np.diff(episode_data_file) < 0) + 1
         raise DatasetError(f"{where}: data files do not hold episodes in dataset order: " +
                            _listing(f"episode {episode_index[i]}" for i in bad))
-    data_files = _format_paths(root, info["data_path"], "data_path",
-                               chunk_index=data_chunk[first], file_index=data_file[first])
+    data_files = format_paths(root, info.data_path, "data_path",
+                              chunk_index=data_chunk[first], file_index=data_file[first])
     _check_files_exist(data_files, None, "missing data files")
     file_from = from_index[first]
     file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file,
                                                                    prepend=-1)))
 
-    videos = {}
-    for camera in cameras:
-        videos[camera] = _camera_videos_v30(root, info, episodes, episode_index, camera,
-                                            chunks_size, where)
+    videos = {camera: _camera_videos_v30(root, info, episodes, episode_index, camera, where)
+              for camera in info.cameras}
 
     return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
                 episode_index=episode_index, length=length, dataset_from_index=from_index,
@@ -364,43 +268,21 @@ def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
                 data_file_from_index=file_from, data_file_to_index=file_to, videos=videos)
 
 
-def _read_episode_tables(paths: Sequence[str], wanted: Sequence[str]) -> pa.Table:
-    """Reads ``wanted`` columns of the episode tables; a column one file lacks becomes nulls."""
-    tables = []
-    for path in paths:
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, pa.ArrowException) as e:
-            raise DatasetError(f"cannot read meta file {path}: {e}") from None
-        present = [name for name in wanted if name in schema.names]
-        table = _read_parquet_table(path, "meta file", columns=present)
-        for name in wanted:
-            if name not in present:
-                table = table.append_column(name, pa.nulls(table.num_rows))
-        tables.append(table.select(list(wanted)))
-    try:
-        return pa.concat_tables(tables, promote_options="permissive")
-    except pa.ArrowException as e:
-        raise DatasetError(f"episode tables in {os.path.dirname(os.path.dirname(paths[0]))} "
-                           f"disagree on column types: {e}") from None
-
-
-def _camera_videos_v30(root, info, episodes, episode_index, camera, chunks_size, where):
+def _camera_videos_v30(root: str, info: lerobot_format.Info, episodes: pa.Table,
+                       episode_index: np.ndarray, camera: str, where: str) -> CameraVideos:
     prefix = f"videos/{camera}/"
-    columns = {field: episodes.column(prefix + field) for field in
-               ("chunk_index", "file_index", "from_timestamp", "to_timestamp")}
     missing = np.zeros(episodes.num_rows, bool)
-    for column in columns.values():
-        missing |= column.is_null().to_numpy(zero_copy_only=False)
+    for field in _VIDEO_FIELDS:
+        missing |= episodes.column(prefix + field).is_null().to_numpy(zero_copy_only=False)
     if missing.any():
         raise DatasetError(
             f"camera {camera!r} is missing from some episodes (no {prefix}* entries in "
             f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing]))
-    chunk = _int_column(episodes, prefix + "chunk_index", where)
-    file = _int_column(episodes, prefix + "file_index", where)
-    first, file_index = _unique_in_order(chunk * chunks_size + file)
-    files = _format_paths(root, info["video_path"], "video_path", video_key=camera,
-                          chunk_index=chunk[first], file_index=file[first])
+    chunk = int_column(episodes, prefix + "chunk_index", where)
+    file = int_column(episodes, prefix + "file_index", where)
+    first, file_index = _unique_in_order(chunk * info.chunks_size + file)
+    files = format_paths(root, str(info.video_path), "video_path", video_key=camera,
+                         chunk_index=chunk[first], file_index=file[first])
     absent = [i for i, path in enumerate(files) if not _nonempty_file(path)]
     if absent:
         raise DatasetError(
@@ -409,21 +291,12 @@ def _camera_videos_v30(root, info, episodes, episode_index, camera, chunks_size,
                 for i in absent))
     return CameraVideos(
         files=files, file_index=file_index.astype(np.int32),
-        from_timestamp=_float_column(episodes, prefix + "from_timestamp", where),
-        to_timestamp=_float_column(episodes, prefix + "to_timestamp", where))
+        from_timestamp=float_column(episodes, prefix + "from_timestamp", where),
+        to_timestamp=float_column(episodes, prefix + "to_timestamp", where))
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared metadata helpers
-
-
-def _read_parquet_table(path: str, what: str, columns=None) -> pa.Table:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing {what} {path}")
-    try:
-        return pq.read_table(path, columns=columns)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read {what} {path}: {e}") from None
+# Checks shared by both versions
 
 
 def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
@@ -434,24 +307,6 @@ def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
                or table.column(name).null_count == table.num_rows]
     if missing:
         raise DatasetError(f"{where} lacks the columns {missing}")
-
-
-def _int_column(table: pa.Table, name: str, where: str) -> np.ndarray:
-    column = table.column(name)
-    if column.null_count:
-        raise DatasetError(f"{where}: column {name!r} has missing values")
-    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
-        raise DatasetError(f"{where}: column {name!r} is {column.type}, not integers")
-    return np.ascontiguousarray(column.to_numpy(), dtype=np.int64)
-
-
-def _float_column(table: pa.Table, name: str, where: str) -> np.ndarray:
-    column = table.column(name)
-    if column.null_count:
-        raise DatasetError(f"{where}: column {name!r} has missing values")
-    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
-        raise DatasetError(f"{where}: column {name!r} is {column.type}, not numbers")
-    return np.ascontiguousarray(column.to_numpy(), dtype=np.float64)
 
 
 def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
@@ -470,29 +325,6 @@ def _check_lengths(episode_index: np.ndarray, length: np.ndarray, where: str) ->
                            _listing(f"episode {episode_index[i]}" for i in bad))
     if length.sum() == 0:
         raise DatasetError(f"empty dataset: the episodes in {where} have no frames")
-
-
-def _read_tasks_table(tasks: pa.Table, path: str) -> Tuple[np.ndarray, np.ndarray]:
-    """(texts by task_index, the task_index values in table order) of a tasks table."""
-    if tasks.num_rows == 0:
-        return np.array([], dtype=str), np.array([], dtype=np.int64)
-    text_column = None
-    pandas_meta = (tasks.schema.metadata or {}).get(b"pandas")
-    if pandas_meta:
-        index_columns = json.loads(pandas_meta).get("index_columns", [])
-        if index_columns and isinstance(index_columns[0], str):
-            text_column = index_columns[0]
-    for name in ("task", "__index_level_0__"):
-        if text_column is None and name in tasks.column_names:
-            text_column = name
-    if text_column is None or "task_index" not in tasks.column_names:
-        raise DatasetError(f"{path} lacks the task texts or the task_index column")
-    task_index = _int_column(tasks, "task_index", path)
-    if np.any(task_index < 0):
-        raise DatasetError(f"{path}: negative task_index")
-    texts = np.full(int(task_index.max()) + 1, "", dtype=object)
-    texts[task_index] = tasks.column(text_column).to_numpy(zero_copy_only=False)
-    return texts.astype(str), task_index
 
 
 def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndarray:
@@ -524,28 +356,6 @@ def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndar
     result = np.full(episodes.num_rows, -1, np.int64)
     result[has_task] = task_index[position[has_task].astype(np.int64)]
     return result
-
-
-def _chunks_size(info: dict, root: str) -> int:
-    value = info.get("chunks_size", 1000)
-    if not isinstance(value, int) or value < 1:
-        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: chunks_size must be a "
-                           f"positive integer, got {value!r}")
-    return value
-
-
-def _format_paths(root: str, template: str, template_name: str, **columns) -> np.ndarray:
-    """Absolute paths from a path template of info.json, one per entry of the columns."""
-    n = len(next(iter(v for v in columns.values() if isinstance(v, np.ndarray))))
-    values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n)
-              for k, v in columns.items()}
-    try:
-        paths = [os.path.join(root, template.format(**dict(zip(values, row))))
-                 for row in zip(*values.values())]
-    except (KeyError, IndexError, ValueError) as e:
-        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: cannot fill "
-                           f"{template_name} {template!r}: {e!r}") from None
-    return np.array(paths, dtype=str)
 
 
 def _nonempty_file(path: str) -> bool:
@@ -595,7 +405,7 @@ def _ranges(values: np.ndarray) -> str:
 # Parquet columns
 
 
-def _readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+def readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
     """Column name -> (numpy dtype, per-row shape) of every column read_columns can load."""
     readable = {}
     for name, feature in meta.features.items():
@@ -673,7 +483,7 @@ def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str
         missing = [name for name in names if name not in schema_names]
         if missing:
             raise DatasetError(f"data file {path} lacks the columns {missing}")
-        table = _read_parquet_table(path, "data file", columns=names)
+        table = read_parquet_table(path, "data file", columns=names)
         if table.num_rows != stop - start:
             episodes = meta.episode_index[meta.episode_data_file == f]
             raise DatasetError(
