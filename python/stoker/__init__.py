@@ -9,7 +9,7 @@ samplers (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedS
 from stoker._core import DatasetError, DecodeError, Error
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader
 from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSampler, Sampler,
                              SequentialSampler, WeightedSampler, expand_group_weights)
@@ -17,7 +17,7 @@ from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
 __all__ = ["DatasetError", "DecodeError", "Diagnosis", "DistributedSampler", "EpisodeIndex",
-           "Error", "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "Loader",
+           "Error", "IndexReport", "ItemKey", "LeRobotDataset", "LoadBalancedSampler", "Loader",
            "RandomSampler", "Sampler", "SequentialSampler", "Transforms", "VideoReader",
            "WeightedSampler", "WindowSpec", "diagnose", "expand_group_weights", "load_index",
            "profile", "synthetic_step"]

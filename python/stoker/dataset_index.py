@@ -125,6 +125,20 @@ class EpisodeIndex:
     def column_names(self) -> Tuple[str, ...]:
         return tuple(self._columns)
 
+    def column_shape(self, name: str) -> Tuple[int, ...]:
+        """The shape of one row of a column, as :meth:`column` returns it: ``()`` for a scalar
+        column, ``(dim,)`` for a vector feature."""
+        if name not in self._columns:
+            raise KeyError(f"the index has no column {name!r}; it has {sorted(self._columns)}")
+        _, dim = self._columns[name]
+        return () if dim == 1 else (dim,)
+
+    @property
+    def native(self) -> _core.EpisodeIndex:
+        """The compiled index, which the native stages (the window planner, the Loader's
+        threads) read: immutable and shared, it keeps the file mapped while referenced."""
+        return self._core
+
     def stale_files(self) -> List[str]:
         """The dataset files changed or gone since the build; empty when the index is current."""
         return list(self._core.stale_files())
@@ -186,11 +200,9 @@ class EpisodeIndex:
         [rows] for a scalar column, [rows, dim] for a vector feature, as
         :func:`stoker.lerobot_meta.read_columns` returns it. The view keeps the index mapped.
         """
-        if name not in self._columns:
-            raise KeyError(f"the index has no column {name!r}; it has {sorted(self._columns)}")
+        shape = self.column_shape(name)
         view = self._core.column(name)
-        _, dim = self._columns[name]
-        return view.reshape(-1) if dim == 1 else view
+        return view.reshape(-1) if shape == () else view
 
     def __repr__(self) -> str:
         return (f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "

@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 import numpy as np
 
 from stoker.loader import Loader
+from stoker.video import VideoReader
 
 # A step's wait for data is "small" below this share of the wall time.
 SMALL_WAIT_SHARE = 0.05
@@ -354,19 +355,17 @@ def _stage_seconds(stats: Dict[str, Any], h2d_per_batch: float) -> Dict[str, flo
 
 def _decode_work(loader: Loader, stats: Dict[str, Any]) -> Dict[str, Any]:
     """Source vs output pixels per frame, and frames decoded per frame kept."""
-    from stoker.video import VideoReader
-
     ds = loader.dataset
     source, output, sizes, output_sizes = [], [], [], []
-    fields = {name: shape for name, _, shape in loader._core.fields}
-    for name, src, _ in ds._keys:
-        if src not in ds.cameras:
+    fields = loader.fields
+    for key in ds.item_keys:
+        if key.source not in ds.cameras:
             continue
-        video = int(ds.index.videos_of(src)[0])
+        video = int(ds.index.videos_of(key.source)[0])
         reader = VideoReader(ds.index.video_files[video], frame_table=ds.index.frame_table(video))
         source.append(reader.width * reader.height)
         sizes.append(f"{reader.width}x{reader.height}")
-        shape = fields[name]
+        _, shape = fields[key.name]
         h, w = (shape[-2], shape[-1]) if shape[-3] == 3 else (shape[-3], shape[-2])
         output.append(h * w)
         output_sizes.append(f"{w}x{h}")
@@ -564,7 +563,7 @@ def diagnose(loader: Loader, step: Union[None, float, Callable[[Any], None]] = N
     compute = _compute_rate(loader, step, held, max(5, steps // 4))
     del held
 
-    say(f"input-only rate ({steps} batches, {loader._core.stats()['threads']} threads)")
+    say(f"input-only rate ({steps} batches, {loader.threads} threads)")
     loader.reset_stats()
     input_rate = _input_rate(loader, steps)
     stats = loader.stats()

@@ -13,7 +13,7 @@ opens; see :func:`stoker.dataset_index.load_index`.
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Collection, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -100,6 +100,21 @@ def _source_and_offsets(name, value):
     return name, value
 
 
+class ItemKey(NamedTuple):
+    """One key of a dataset's items (and of a Loader's batches), as the window resolved it.
+
+    ``name`` is the key, read from ``source`` (a camera or an indexed column). A ``timed`` key
+    is read through the window: at the rows ``offsets`` (int64, relative to the sample's row,
+    read-only), with a time axis and a ``<name>_is_pad`` mask. The others are read at the
+    sample's own row (``offsets`` is empty).
+    """
+
+    name: str
+    source: str
+    timed: bool
+    offsets: np.ndarray
+
+
 class LeRobotDataset:
     """A LeRobot dataset folder (codebase v2.1 or v3.0), read by stoker.
 
@@ -127,8 +142,12 @@ class LeRobotDataset:
         self.index = load_index(self.root, rebuild=rebuild, threads=threads, progress=progress,
                                 cache_dir=cache_dir)
         self.spec = spec if spec is not None else WindowSpec()
-        self._build_keys()
-        self._episode_from_row = self.index.episode_table()["from_row"]
+        self._item_keys = self._resolve_keys()
+        self._planner = _core.WindowPlanner(self.index.native, [k.name for k in self._item_keys],
+                                            [k.source for k in self._item_keys],
+                                            [k.offsets for k in self._item_keys])
+        self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
+        self._task_texts = [str(text) for text in self.meta.tasks]
         self._readers: Dict[int, VideoReader] = {}
 
     @property
@@ -151,6 +170,13 @@ class LeRobotDataset:
     def features(self):
         return self.meta.features
 
+    @property
+    def item_keys(self) -> Tuple[ItemKey, ...]:
+        """The keys items read from the dataset's files, in item order: the window's, then
+        every camera and indexed column it does not read, at the sample's row. Items also hold
+        :meth:`row_keys`."""
+        return self._item_keys
+
     def __len__(self) -> int:
         return self.index.num_rows
 
@@ -163,32 +189,46 @@ class LeRobotDataset:
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
         plan = self._planner.plan(i)
-        item: Dict[str, np.ndarray] = {}
+        item: Dict[str, Any] = {}
         frames = [self._decode(read) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
-        for k, (name, source, timed) in enumerate(self._keys):
+        for k, key in enumerate(self._item_keys):
             key_rows = rows[begin[k]:begin[k + 1]]
             read = plan["key_read"][k]
             if read >= 0:  # a camera key: its frames are a slice of its camera's one read
                 first = plan["key_read_begin"][k]
                 value = frames[read][first:first + len(key_rows)]
             else:
-                value = self.index.column(source)[key_rows]
-            if timed:
-                item[name] = value
-                item[f"{name}_is_pad"] = pad[begin[k]:begin[k + 1]].astype(bool)
+                value = self.index.column(key.source)[key_rows]
+            if key.timed:
+                item[key.name] = value
+                item[f"{key.name}_is_pad"] = pad[begin[k]:begin[k + 1]].astype(bool)
             else:
-                item[name] = value[0]
-        episode = int(plan["episode"])
-        defaults = {"index": i, "episode_index": self.meta.episode_index[episode],
-                    "frame_index": i - self._episode_from_row[episode],
-                    "task_index": self.meta.task_index[episode]}
-        for name, value in defaults.items():
-            if name not in item:
-                item[name] = np.int64(value)
-        task = int(self.meta.task_index[episode])
-        item["task"] = str(self.meta.tasks[task]) if 0 <= task < len(self.meta.tasks) else ""
+                item[key.name] = value[0]
+        row_keys = self.row_keys([i], [int(plan["episode"])], skip=item)
+        item.update((name, value[0]) for name, value in row_keys.items())
         return item
+
+    def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> Dict[str, Any]:
+        """What items say about their sample's row besides the files' columns: ``index``,
+        ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like ``rows``)
+        and ``task`` (a list of the texts, "" for an episode without a task).
+
+        ``episodes`` are the rows' episodes (positions in dataset order). Keys in ``skip``
+        (those an item already has from :attr:`item_keys`) are left out, but ``task`` is always
+        given. ``ds[i]`` and the Loader's batches both take these keys from here.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        episodes = np.asarray(episodes, dtype=np.int64)
+        task_index = self.meta.task_index[episodes]
+        values = {"index": rows, "episode_index": self.meta.episode_index[episodes],
+                  "frame_index": rows - self._episode_from_row[episodes],
+                  "task_index": task_index}
+        keys: Dict[str, Any] = {name: value for name, value in values.items()
+                                if name not in skip}
+        texts = self._task_texts
+        keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
+        return keys
 
     def sample_costs(self, rows=None) -> np.ndarray:
         """Estimated decode cost of each sample (float64), for
@@ -205,25 +245,26 @@ class LeRobotDataset:
                 f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
                 f"cameras {list(self.cameras)})")
 
-    def _build_keys(self):
+    def _resolve_keys(self) -> Tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
         for name, (source, _) in resolved.items():
             if source not in sources:
                 raise DatasetError(f"window key {name!r} reads {source!r}, which the dataset "
                                    f"{self.root} does not have (it has {sorted(sources)})")
-        keys = [(name, source, True) for name, (source, _) in resolved.items()]
+        keys: List[ItemKey] = []
+        for name, (source, rows) in resolved.items():
+            offsets = np.ascontiguousarray(rows, dtype=np.int64)
+            offsets.flags.writeable = False
+            keys.append(ItemKey(name, source, True, offsets))
         # A source read through a window key is not also returned at the sample's own row.
-        windowed = {source for _, source, _ in keys} | {name for name, _, _ in keys}
+        windowed = {key.source for key in keys} | {key.name for key in keys}
+        no_offsets = np.zeros(0, np.int64)
+        no_offsets.flags.writeable = False
         for source in list(self.cameras) + list(self.index.column_names):
             if source not in windowed:
-                keys.append((source, source, False))
-        self._keys = keys
-        self._offsets = {name: rows for name, (_, rows) in resolved.items()}
-        offsets = [resolved[name][1] if timed else np.zeros(0, np.int64)
-                   for name, _, timed in keys]
-        self._planner = _core.WindowPlanner(self.index._core, [n for n, _, _ in keys],
-                                            [s for _, s, _ in keys], offsets)
+                keys.append(ItemKey(source, source, False, no_offsets))
+        return tuple(keys)
 
     def _decode(self, read) -> np.ndarray:
         video = int(read["video_file"])

@@ -20,7 +20,7 @@ the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -143,7 +143,6 @@ class Loader:
                                balance=balance)
         self.dataset = dataset
         self.batch_size = int(batch_size)
-        self.threads = int(threads) if threads is not None else None
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
@@ -151,11 +150,10 @@ class Loader:
         self.transforms = transforms
         self.on_error = on_error
         spec = dataset.spec
-        keys = dataset._keys
-        offsets = [np.ascontiguousarray(dataset._offsets[name], dtype=np.int64) if timed
-                   else np.zeros(0, np.int64) for name, _, timed in keys]
+        keys = dataset.item_keys
         self._core = _core.Loader(
-            dataset.index._core, [name for name, _, _ in keys], [s for _, s, _ in keys], offsets,
+            dataset.index.native, [key.name for key in keys], [key.source for key in keys],
+            [key.offsets for key in keys],
             batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, rank=self.rank,
             world_size=self.world_size, drop_last=self.drop_last,
             threads=0 if threads is None else int(threads), prefetch=int(prefetch),
@@ -163,16 +161,12 @@ class Loader:
             pinned_memory=self.device is not None,
             costs=dataset.sample_costs() if self.balance else None,
             **transforms.core_arguments(spec.size, spec.layout))
-        columns = dataset.index._columns
-        self._squeezed = {name for name, source, _ in keys
-                          if source in columns and columns[source][1] == 1}
+        self._threads = int(self._core.stats()["threads"])
+        # Scalar columns come out of the native loader with a trailing axis of 1.
+        index = dataset.index
+        self._squeezed = {key.name for key in keys if key.source in index.column_names
+                          and index.column_shape(key.source) == ()}
         self._keys = keys
-        meta = dataset.meta
-        self._episode_index = np.asarray(meta.episode_index, dtype=np.int64)
-        self._task_index = np.asarray(meta.task_index, dtype=np.int64)
-        self._tasks = [str(t) for t in meta.tasks]
-        self._episode_from_row = np.asarray(dataset.index.episode_table()["from_row"],
-                                            dtype=np.int64)
         self._epoch = 0
         self._batch = 0
         self._run = 0
@@ -191,6 +185,19 @@ class Loader:
             from stoker.doctor import _TimedIterator
             batches = _TimedIterator(batches, self._observer)
         return batches
+
+    @property
+    def threads(self) -> int:
+        """The worker threads building batches (the ``threads`` argument, or the cores this
+        process may run on)."""
+        return self._threads
+
+    @property
+    def fields(self) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+        """The arrays of a batch, as built: name -> (dtype, shape), ``shape[0]`` being the
+        batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
+        return {name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
+                for name, dtype, shape in self._core.fields}
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
@@ -292,19 +299,16 @@ class Loader:
 
     def _item(self, arrays, samples, episodes, epoch, index) -> Dict[str, Any]:
         item: Dict[str, Any] = {}
-        for name, _, timed in self._keys:
-            value = arrays[name]
-            item[name] = value[..., 0] if name in self._squeezed else value
-            if timed:
-                item[f"{name}_is_pad"] = arrays[f"{name}_is_pad"]
-        defaults = {"index": samples, "episode_index": self._episode_index[episodes],
-                    "frame_index": samples - self._episode_from_row[episodes],
-                    "task_index": self._task_index[episodes]}
-        for name, value in defaults.items():
-            if name not in item:
-                item[name] = torch.from_numpy(value) if self._torch else value
-        tasks = self._task_index[episodes]
-        item["task"] = [self._tasks[t] if 0 <= t < len(self._tasks) else "" for t in tasks]
+        for key in self._keys:
+            value = arrays[key.name]
+            item[key.name] = value[..., 0] if key.name in self._squeezed else value
+            if key.timed:
+                item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
+        row_keys = self.dataset.row_keys(samples, episodes, skip=item)
+        task = row_keys.pop("task")
+        for name, value in row_keys.items():
+            item[name] = torch.from_numpy(value) if self._torch else value
+        item["task"] = task
         return item
 
     def _check_device(self, device):
