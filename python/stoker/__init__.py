@@ -10,7 +10,7 @@ from stoker._core import DatasetError, DecodeError, Error
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
-from stoker.loader import Loader
+from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSampler, Sampler,
                              SequentialSampler, WeightedSampler, expand_group_weights)
 from stoker.transforms import Transforms
@@ -18,7 +18,7 @@ from stoker.video import VideoReader
 
 __all__ = ["DatasetError", "DecodeError", "Diagnosis", "DistributedSampler", "EpisodeIndex",
            "Error", "IndexReport", "ItemKey", "LeRobotDataset", "LoadBalancedSampler", "Loader",
-           "RandomSampler", "Sampler", "SequentialSampler", "Transforms", "VideoReader",
+           "LoaderObserver", "RandomSampler", "Sampler", "SequentialSampler", "Transforms", "VideoReader",
            "WeightedSampler", "WindowSpec", "diagnose", "expand_group_weights", "load_index",
            "profile", "synthetic_step"]
 __version__ = "0.1.0"

@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
-from stoker.loader import Loader
+from stoker.loader import Loader, LoaderObserver
 from stoker.video import VideoReader
 
 # A step's wait for data is "small" below this share of the wall time.
@@ -447,33 +447,7 @@ def _compute_rate(loader: Loader, step, batch, repeats: int) -> float:
     return repeats / (time.perf_counter() - started)
 
 
-class _TimedIterator:
-    """Wraps a loader's iterator: per step, how long ``next`` blocked (data_wait) and how long
-    the consumer kept the batch before asking again (its step)."""
-
-    def __init__(self, inner, recorder: "profile"):
-        self._inner = inner
-        self._recorder = recorder
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        asked = time.perf_counter()
-        self._recorder._end_step(asked)
-        batch = next(self._inner)
-        now = time.perf_counter()
-        self._recorder.data_wait.append(now - asked)
-        self._recorder._returned = now
-        return batch
-
-    def close(self):
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
-
-
-class profile(contextlib.AbstractContextManager):
+class profile(contextlib.AbstractContextManager, LoaderObserver):
     """Measures ``data_wait`` and step times around the user's own training loop.
 
         with stoker.profile(loader) as prof:
@@ -481,35 +455,50 @@ class profile(contextlib.AbstractContextManager):
                 step(batch)
         print(prof.report().summary())
 
-    The compute-only and input-only rates are estimated from those times and the loader's
-    stage times (:func:`diagnose` measures them); the report says so.
+    Inside the ``with`` block it observes the loader's iterations: a step is the time from
+    receiving a batch to asking for the next one (or to the iteration's end). The
+    compute-only and input-only rates are estimated from those times and the loader's stage
+    times (:func:`diagnose` measures them); the report says so.
     """
 
     def __init__(self, loader: Loader):
         self.loader = loader
         self.data_wait: List[float] = []
         self.step_seconds: List[float] = []
-        self._started = 0.0
-        self._returned: Optional[float] = None  # when the consumer got its last batch
         self.wall_seconds = 0.0
+        self._started = 0.0
+        self._asked = 0.0  # when the consumer asked for the batch it waits for
+        self._returned: Optional[float] = None  # when the consumer got its last batch
+
+    def __enter__(self) -> "profile":
+        self.loader.reset_stats()
+        self.loader.add_observer(self)
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        now = time.perf_counter()
+        self._end_step(now)  # the step on the last batch, when the iteration is still open
+        self.wall_seconds = now - self._started
+        self.loader.remove_observer(self)
+        return False
+
+    # LoaderObserver
+    def wait_started(self, now: float) -> None:
+        self._end_step(now)
+        self._asked = now
+
+    def batch_received(self, batch: Dict[str, Any], now: float) -> None:
+        self.data_wait.append(now - self._asked)
+        self._returned = now
+
+    def iteration_ended(self, now: float) -> None:
+        self._end_step(now)
 
     def _end_step(self, now: float) -> None:
         if self._returned is not None:
             self.step_seconds.append(now - self._returned)
             self._returned = None
-
-    def __enter__(self):
-        self.loader.reset_stats()
-        self.loader._observer = self
-        self._started = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        now = time.perf_counter()
-        self._end_step(now)  # the step on the last batch, when the loop broke off
-        self.wall_seconds = now - self._started
-        self.loader._observer = None
-        return False
 
     def report(self) -> Diagnosis:
         loader = self.loader

@@ -12,6 +12,9 @@ function of (seed, epoch, rank, world size) alone, whatever ``threads`` is; each
 new order. Arrays point into the loader's batch buffers (zero-copy, through DLPack for torch);
 a buffer goes back to the loader's bounded pool when the batch's arrays are released.
 
+Tools that time the consumer's side (``stoker.profile``) plug in as a :class:`LoaderObserver`,
+told of every wait for a batch and every batch handed over.
+
 Sample ids are split between ranks as ``torch.utils.data.DistributedSampler`` splits them;
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialized, else to
 the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
@@ -20,7 +23,8 @@ the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple
+import time
+from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -68,6 +72,61 @@ def _load_cuda_runtime() -> None:
             if "libcudart.so" in os.path.basename(path):
                 os.environ["STOKER_CUDART"] = path
                 return
+
+
+class LoaderObserver:
+    """Sees a :class:`Loader`'s iterations from the consumer's side; register one with
+    :meth:`Loader.add_observer`.
+
+    Each method does nothing by default: override those you need. They are called on the
+    consumer's thread, inside its ``next()`` on the loader's iterator, so keep them short.
+    ``now`` is ``time.perf_counter()`` at the event, the same for every observer.
+
+    For one iteration the calls are: :meth:`iteration_started`, then per batch
+    :meth:`wait_started` and :meth:`batch_received`, and :meth:`iteration_ended` once, whether
+    the iteration finished (after a last :meth:`wait_started` that gets no batch), broke off,
+    or failed.
+    """
+
+    def iteration_started(self, now: float) -> None:
+        """The consumer asked for the first batch of an iteration."""
+
+    def wait_started(self, now: float) -> None:
+        """The consumer asked for the next batch: its wait (``data_wait``) begins."""
+
+    def batch_received(self, batch: Dict[str, Any], now: float) -> None:
+        """The batch is ready and about to be handed to the consumer: the wait ends. Do not
+        keep the batch: its buffers go back to the loader's pool when it is released."""
+
+    def iteration_ended(self, now: float) -> None:
+        """The iteration finished, broke off or failed: no batch of it follows."""
+
+
+def _observed(batches: Generator[Dict[str, Any], None, None],
+              observers: Sequence[LoaderObserver]) -> Generator[Dict[str, Any], None, None]:
+    """``batches``, with ``observers`` told of the iteration's events."""
+    now = time.perf_counter()
+    for observer in observers:
+        observer.iteration_started(now)
+    try:
+        while True:
+            now = time.perf_counter()
+            for observer in observers:
+                observer.wait_started(now)
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            now = time.perf_counter()
+            for observer in observers:
+                observer.batch_received(batch, now)
+            yield batch
+            del batch  # the consumer alone decides how long a batch lives
+    finally:
+        batches.close()
+        now = time.perf_counter()
+        for observer in observers:
+            observer.iteration_ended(now)
 
 
 class Loader:
@@ -170,7 +229,7 @@ class Loader:
         self._epoch = 0
         self._batch = 0
         self._run = 0
-        self._observer = None
+        self._observers: List[LoaderObserver] = []
 
     # ---- Iteration --------------------------------------------------------------------------
 
@@ -181,10 +240,21 @@ class Loader:
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         host = self._host_batches()
         batches = host if self.device is None else self._on_device(host)
-        if self._observer is not None:  # stoker.profile: times each wait and each step
-            from stoker.doctor import _TimedIterator
-            batches = _TimedIterator(batches, self._observer)
+        if self._observers:
+            batches = _observed(batches, tuple(self._observers))
         return batches
+
+    def add_observer(self, observer: LoaderObserver) -> None:
+        """Tells ``observer`` of the events of every iteration that starts from now on (see
+        :class:`LoaderObserver`). Observers are fixed when an iteration starts."""
+        if not isinstance(observer, LoaderObserver):
+            raise TypeError(f"observer must be a stoker.LoaderObserver, got {type(observer)}")
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: LoaderObserver) -> None:
+        """Stops telling ``observer`` of the iterations that start from now on. Raises
+        ``ValueError`` when it is not registered."""
+        self._observers.remove(observer)
 
     @property
     def threads(self) -> int:

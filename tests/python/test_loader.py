@@ -387,6 +387,52 @@ def test_balanced_ranks_get_equal_work_per_step(lerobot_v30):
         Loader(ds, batch_size=3).load_state_dict(state)
 
 
+def test_an_observer_sees_every_wait_and_batch_and_the_end(lerobot_v30):
+    class Recorder(stoker.LoaderObserver):
+        def __init__(self):
+            self.events = []
+
+        def iteration_started(self, now):
+            self.events.append(("start", now, None))
+
+        def wait_started(self, now):
+            self.events.append(("wait", now, None))
+
+        def batch_received(self, batch, now):
+            self.events.append(("batch", now, as_numpy(batch["index"]).copy()))
+
+        def iteration_ended(self, now):
+            self.events.append(("end", now, None))
+
+    loader = Loader(dataset(lerobot_v30), batch_size=4, shuffle=False, threads=2)
+    recorder = Recorder()
+    loader.add_observer(recorder)
+    delivered = [as_numpy(batch["index"]).copy() for batch in loader]
+    kinds = [kind for kind, _, _ in recorder.events]
+    # A last wait finds no batch: the epoch is over.
+    assert kinds == ["start"] + ["wait", "batch"] * len(loader) + ["wait", "end"]
+    times = [now for _, now, _ in recorder.events]
+    assert times == sorted(times)
+    seen = [index for kind, _, index in recorder.events if kind == "batch"]
+    assert all(np.array_equal(a, b) for a, b in zip(seen, delivered))
+
+    recorder.events.clear()
+    for k, _ in enumerate(loader):
+        if k == 1:
+            break  # breaking off ends the iteration at once
+    assert [kind for kind, _, _ in recorder.events] == ["start", "wait", "batch", "wait",
+                                                        "batch", "end"]
+
+    loader.remove_observer(recorder)
+    recorder.events.clear()
+    next(iter(loader))
+    assert recorder.events == []
+    with pytest.raises(ValueError):
+        loader.remove_observer(recorder)
+    with pytest.raises(TypeError, match="LoaderObserver"):
+        loader.add_observer(object())
+
+
 def test_public_keys_fields_and_threads(lerobot_v30):
     ds = dataset(lerobot_v30)
     top = lerobot_v30.cameras[0]
