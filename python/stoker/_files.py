@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from stoker._core import DatasetError
 
 
-def read_json(path: str, what: str = "meta file") -> Dict[str, Any]:
+def read_json(path: str, what: str = "meta file") -> dict[str, Any]:
     """The JSON object in file ``path``.
 
     Raises:
@@ -66,7 +66,7 @@ def remove_file(path: str) -> None:
         pass
 
 
-def _atomic(path: str, write: Callable[[str], None]) -> None:
+def _atomic(path: str, write: Callable[[str], object]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temporary = f"{path}.{os.getpid()}.partial"
     try:

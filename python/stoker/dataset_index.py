@@ -24,14 +24,18 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Union, cast
 
 import numpy as np
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError
-from stoker.lerobot_meta import (LeRobotMetadata, readable_columns, read_columns,
-                                 read_lerobot_metadata)
+from stoker.lerobot_meta import (
+    LeRobotMetadata,
+    read_columns,
+    read_lerobot_metadata,
+    readable_columns,
+)
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -52,7 +56,7 @@ class IndexReport:
     """
 
     seconds: float
-    video_files: Tuple[str, ...]
+    video_files: tuple[str, ...]
     max_drift_s: np.ndarray  # float64 [V]
 
     def summary(self) -> str:
@@ -74,7 +78,7 @@ class EpisodeIndex:
     """
 
     def __init__(self, core: _core.EpisodeIndex, path: str,
-                 report: Optional[IndexReport] = None):
+                 report: IndexReport | None = None):
         self._core = core
         self._path = path
         self._report = report
@@ -85,7 +89,7 @@ class EpisodeIndex:
         self._columns = {name: (dtype, dim) for name, dtype, dim in core.column_names}
 
     @classmethod
-    def open(cls, path: Union[str, os.PathLike]) -> "EpisodeIndex":
+    def open(cls, path: str | os.PathLike) -> EpisodeIndex:
         """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one."""
         path = os.path.abspath(os.fspath(path))
         return cls(_core.EpisodeIndex.open(path), path)
@@ -96,7 +100,7 @@ class EpisodeIndex:
         return self._path
 
     @property
-    def report(self) -> Optional[IndexReport]:
+    def report(self) -> IndexReport | None:
         """What the build found, when this call built the index; None when it was mapped."""
         return self._report
 
@@ -113,19 +117,19 @@ class EpisodeIndex:
         return self._core.fps
 
     @property
-    def cameras(self) -> Tuple[str, ...]:
+    def cameras(self) -> tuple[str, ...]:
         return self._cameras
 
     @property
-    def video_files(self) -> Tuple[str, ...]:
+    def video_files(self) -> tuple[str, ...]:
         """Every video file of every camera (absolute paths); ``v`` arguments index this."""
         return self._video_files
 
     @property
-    def column_names(self) -> Tuple[str, ...]:
+    def column_names(self) -> tuple[str, ...]:
         return tuple(self._columns)
 
-    def column_shape(self, name: str) -> Tuple[int, ...]:
+    def column_shape(self, name: str) -> tuple[int, ...]:
         """The shape of one row of a column, as :meth:`column` returns it: ``()`` for a scalar
         column, ``(dim,)`` for a vector feature."""
         if name not in self._columns:
@@ -139,7 +143,7 @@ class EpisodeIndex:
         threads) read: immutable and shared, it keeps the file mapped while referenced."""
         return self._core
 
-    def stale_files(self) -> List[str]:
+    def stale_files(self) -> list[str]:
         """The dataset files changed or gone since the build; empty when the index is current."""
         return list(self._core.stale_files())
 
@@ -149,7 +153,7 @@ class EpisodeIndex:
         """The episode (position in dataset order) of one row."""
         return self._core.episode_of_row(int(row))
 
-    def frame_of_row(self, camera: Union[str, int], row: int) -> int:
+    def frame_of_row(self, camera: str | int, row: int) -> int:
         """The frame of ``camera``'s video file (see :meth:`videos_of`) showing one row."""
         return self._core.frame_of_row(self._camera(camera), int(row))
 
@@ -161,30 +165,30 @@ class EpisodeIndex:
         array = _rows(rows)
         return self._core.episode_of_rows(array.reshape(-1)).reshape(array.shape)
 
-    def frames_of_rows(self, camera: Union[str, int], rows) -> np.ndarray:
+    def frames_of_rows(self, camera: str | int, rows) -> np.ndarray:
         """The frame showing every row in ``camera``'s video file of the row's episode."""
         array = _rows(rows)
         c = self._camera(camera)
         return self._core.frames_of_rows(c, array.reshape(-1)).reshape(array.shape)
 
-    def episode_table(self) -> Dict[str, np.ndarray]:
+    def episode_table(self) -> dict[str, np.ndarray]:
         """Per episode: ``from_row``, ``length`` and ``task`` (task index, -1 for none)."""
         from_row, length, task = self._core.episode_table()
         return {"from_row": from_row, "length": length, "task": task}
 
-    def videos_of(self, camera: Union[str, int]) -> np.ndarray:
+    def videos_of(self, camera: str | int) -> np.ndarray:
         """Per episode: the index in :attr:`video_files` of ``camera``'s file."""
         return self._core.videos_of(self._camera(camera))
 
-    def first_frames(self, camera: Union[str, int]) -> np.ndarray:
+    def first_frames(self, camera: str | int) -> np.ndarray:
         """Per episode: its first frame in ``camera``'s file (snapped, in packed files)."""
         return self._core.first_frames(self._camera(camera))
 
-    def drifts(self, camera: Union[str, int]) -> np.ndarray:
+    def drifts(self, camera: str | int) -> np.ndarray:
         """Per episode: the first frame's pts minus the stated start, in seconds."""
         return self._core.drifts(self._camera(camera))
 
-    def frame_table(self, video: Union[int, str]) -> bytes:
+    def frame_table(self, video: int | str) -> bytes:
         """The saved frame table of a video file (by index or path), for
         ``stoker.VideoReader(path, frame_table=...)``, which then skips its scan."""
         if isinstance(video, (str, os.PathLike)):
@@ -201,14 +205,14 @@ class EpisodeIndex:
         :func:`stoker.lerobot_meta.read_columns` returns it. The view keeps the index mapped.
         """
         shape = self.column_shape(name)
-        view = self._core.column(name)
+        view = cast(np.ndarray, self._core.column(name))
         return view.reshape(-1) if shape == () else view
 
     def __repr__(self) -> str:
         return (f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
                 f"rows, cameras={list(self._cameras)})")
 
-    def _camera(self, camera: Union[str, int]) -> int:
+    def _camera(self, camera: str | int) -> int:
         if isinstance(camera, str):
             if camera not in self._camera_ids:
                 raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
@@ -224,7 +228,7 @@ def default_cache_dir() -> str:
         os.path.expanduser("~"), ".cache", "stoker")
 
 
-def index_paths(root, cache_dir: Optional[str] = None) -> Tuple[str, str]:
+def index_paths(root, cache_dir: str | None = None) -> tuple[str, str]:
     """(the index file in the dataset folder, the one in the cache folder) of dataset ``root``."""
     root = os.path.abspath(os.fspath(root))
     digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -233,8 +237,8 @@ def index_paths(root, cache_dir: Optional[str] = None) -> Tuple[str, str]:
             os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE))
 
 
-def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
-               progress: Progress = True, cache_dir: Optional[str] = None,
+def load_index(root, *, rebuild: bool = False, threads: int | None = None,
+               progress: Progress = True, cache_dir: str | None = None,
                tolerance_s: float = 1e-4) -> EpisodeIndex:
     """The episode index of the LeRobot dataset in folder ``root``, built when needed.
 
@@ -312,21 +316,21 @@ def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
 # Building
 
 
-def _indexable_columns(meta: LeRobotMetadata) -> List[str]:
+def _indexable_columns(meta: LeRobotMetadata) -> list[str]:
     """Every fixed-length numeric column of float32, float64 or int64 values."""
     return [name for name, (dtype, _) in readable_columns(meta).items()
             if dtype in _INDEXED_DTYPES]
 
 
-def _tracked_files(meta: LeRobotMetadata) -> List[str]:
+def _tracked_files(meta: LeRobotMetadata) -> list[str]:
     """The meta files the metadata was read from, and every data file."""
     return (lerobot_format.meta_files(meta.root, meta.codebase_version)
             + [str(p) for p in meta.data_files])
 
 
-def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.ndarray],
+def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: dict[str, np.ndarray],
            path: str, threads: int, progress: Progress, tolerance_s: float) -> IndexReport:
-    video_files: List[str] = []
+    video_files: list[str] = []
     episode_video = np.zeros((len(meta.cameras), meta.num_episodes), np.int64)
     episode_offset = np.zeros((len(meta.cameras), meta.num_episodes), np.float64)
     for c, camera in enumerate(meta.cameras):
@@ -336,7 +340,8 @@ def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.n
         video_files.extend(str(p) for p in videos.files)
 
     if progress is True:
-        callback = _ProgressBar("indexing videos") if video_files else None
+        callback: Callable[[int, int], None] | None = (
+            _ProgressBar("indexing videos") if video_files else None)
     elif progress is False:
         callback = None
     else:

@@ -39,9 +39,10 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Union
 
 import numpy as np
 import pyarrow as pa
@@ -80,10 +81,10 @@ class EtlReport:
 
     source: str
     destination: str
-    options: Dict[str, Any]
-    episodes_done: List[int] = field(default_factory=list)
-    episodes_skipped: Dict[int, str] = field(default_factory=dict)
-    episode_map: List[int] = field(default_factory=list)
+    options: dict[str, Any]
+    episodes_done: list[int] = field(default_factory=list)
+    episodes_skipped: dict[int, str] = field(default_factory=dict)
+    episode_map: list[int] = field(default_factory=list)
     units_total: int = 0
     units_transcoded: int = 0  # by this run
     units_resumed: int = 0  # found complete from an earlier run
@@ -93,11 +94,11 @@ class EtlReport:
     bytes_in: int = 0
     bytes_out: int = 0
     data_bytes_out: int = 0
-    typed_columns: List[Dict[str, Any]] = field(default_factory=list)
+    typed_columns: list[dict[str, Any]] = field(default_factory=list)
     max_time_error_s: float = 0.0
     verified: bool = False
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         value = asdict(self)
         value["episodes_skipped"] = {str(k): v for k, v in self.episodes_skipped.items()}
         return value
@@ -127,10 +128,10 @@ class _Unit:
 
 
 def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
-                crf: Optional[int] = None, preset: Optional[str] = None,
-                fast_decode: bool = True, cameras: Optional[Sequence[str]] = None,
-                workers: Optional[int] = None, on_error: str = "raise",
-                json_columns: Union[str, Sequence[str]] = "auto",
+                crf: int | None = None, preset: str | None = None,
+                fast_decode: bool = True, cameras: Sequence[str] | None = None,
+                workers: int | None = None, on_error: str = "raise",
+                json_columns: str | Sequence[str] = "auto",
                 interpolation: str = "bilinear", progress: Progress = True) -> EtlReport:
     """Writes the LeRobot dataset in ``src`` to ``dst`` as a LeRobot v3.0 dataset at training
     size, with typed columns, and builds its stoker index. See the module documentation.
@@ -258,7 +259,7 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
 # Arguments
 
 
-def _parse_size(size) -> Tuple[int, int]:
+def _parse_size(size) -> tuple[int, int]:
     if isinstance(size, str):
         try:
             width, height = (int(p) for p in size.lower().split("x"))
@@ -302,10 +303,10 @@ class _RunState:
         self._folder = os.path.join(dst, STATE_DIR)
         self._journal = os.path.join(self._folder, "units.jsonl")
         self._journal_lock = threading.Lock()
-        self._lock_file = None
-        self.finished: Dict[str, dict] = {}
+        self._lock_file: IO[str] | None = None
+        self.finished: dict[str, dict] = {}
 
-    def __enter__(self) -> "_RunState":
+    def __enter__(self) -> _RunState:
         run_path = os.path.join(self._folder, "run.json")
         if os.path.exists(run_path):
             previous = read_json(run_path, "stoker etl run file")
@@ -388,8 +389,8 @@ def _source_fingerprint(meta: LeRobotMetadata) -> str:
 # Videos
 
 
-def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> List[_Unit]:
-    file_frames: Dict[int, int] = {}
+def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> list[_Unit]:
+    file_frames: dict[int, int] = {}
     videos = {camera: index.videos_of(camera) for camera in cameras}
     first_frames = {camera: index.first_frames(camera) for camera in cameras}
     units = []
@@ -412,15 +413,15 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
     return units
 
 
-def _run_units(units: List[_Unit], index, state: _RunState, options: dict, workers: int,
-               on_error: str, progress: Progress, report: EtlReport) -> Dict[_Unit, str]:
+def _run_units(units: list[_Unit], index, state: _RunState, options: dict, workers: int,
+               on_error: str, progress: Progress, report: EtlReport) -> dict[_Unit, str]:
     """Encodes every unit whose file is not there yet. Returns the failed units with their
     reasons (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new
     unit starts, the running ones finish, and the error is raised."""
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
     height, width = options["size"]
-    tables: Dict[int, bytes] = {}
+    tables: dict[int, bytes] = {}
 
     def run(unit: _Unit) -> dict:
         table = tables.get(unit.video)
@@ -432,7 +433,7 @@ def _run_units(units: List[_Unit], index, state: _RunState, options: dict, worke
                                options["preset"], options["fast_decode"],
                                options["interpolation"] == "area", 1, 32)
 
-    callback = None
+    callback: Callable[[int, int], None] | None = None
     if progress is True and todo:
         label = "encoding videos"
         if report.units_resumed:
@@ -440,8 +441,8 @@ def _run_units(units: List[_Unit], index, state: _RunState, options: dict, worke
         callback = _ProgressBar(label)
     elif callable(progress):
         callback = progress
-    failures: Dict[_Unit, str] = {}
-    error: Optional[BaseException] = None
+    failures: dict[_Unit, str] = {}
+    error: BaseException | None = None
     done = 0
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stoker-etl")
     pending = {pool.submit(run, unit): unit for unit in todo}
@@ -498,7 +499,7 @@ def _remove_unreferenced_videos(dst: str, keep: set) -> None:
 # Rows and metadata
 
 
-def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
+def _write_dataset(meta: LeRobotMetadata, kept: list[int], units: list[_Unit],
                    cameras: Sequence[str], state: _RunState, dst: str, options: dict,
                    report: EtlReport) -> None:
     """Writes DST's rows and metadata around the videos already there (see
@@ -553,8 +554,8 @@ def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
     lerobot_format.write_info(dst, info)
 
 
-def _kept_rows(meta: LeRobotMetadata, kept: List[int], options: dict,
-               report: EtlReport) -> Tuple[pa.Table, List[str], Dict[str, Any]]:
+def _kept_rows(meta: LeRobotMetadata, kept: list[int], options: dict,
+               report: EtlReport) -> tuple[pa.Table, list[str], dict[str, Any]]:
     """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
     renumbered; with the names of the JSON columns and the features of their typed columns."""
     table = pa.concat_tables([pq.read_table(path) for path in meta.data_files])
@@ -582,8 +583,8 @@ def _kept_rows(meta: LeRobotMetadata, kept: List[int], options: dict,
     return table, names, typed_features
 
 
-def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: List[str],
-                     typed_features: Dict[str, Any], options: dict) -> Dict[str, Any]:
+def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: list[str],
+                     typed_features: dict[str, Any], options: dict) -> dict[str, Any]:
     """info.json's features of DST: the kept cameras at the new size and codec, each JSON
     column replaced by its typed columns, the others as in SRC."""
     height, width = options["size"]
@@ -603,7 +604,7 @@ def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: 
     return features
 
 
-def _json_column_names(table: pa.Table, json_columns) -> List[str]:
+def _json_column_names(table: pa.Table, json_columns) -> list[str]:
     if json_columns == "auto":
         return json_candidates(table)
     if json_columns == "none" or json_columns is None:
@@ -626,8 +627,8 @@ def _kept_features(meta: LeRobotMetadata, cameras: Sequence[str]) -> set:
     return {name for name in meta.features if name not in meta.cameras or name in cameras}
 
 
-def _kept_stats(meta: LeRobotMetadata, kept: List[int], source_episodes: pa.Table,
-                features: set) -> Optional[dict]:
+def _kept_stats(meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Table,
+                features: set) -> dict | None:
     """meta/stats.json of DST: the kept episodes' statistics aggregated (from SRC's per-episode
     ones); SRC's own stats.json when it lacks those of some kept episode; None when it has
     neither."""
@@ -642,7 +643,7 @@ def _kept_stats(meta: LeRobotMetadata, kept: List[int], source_episodes: pa.Tabl
 # Verification
 
 
-def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
+def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: list[int],
             cameras: Sequence[str]) -> float:
     """Checks, per kept episode and camera, that DST's frames are SRC's: the same count, and
     each frame's time from the episode's start equal within TIME_TOLERANCE_S (from the frame
@@ -653,7 +654,7 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
                            f"expected {len(kept)}")
     worst = 0.0
     problems = []
-    tables: Dict[Tuple[int, int], np.ndarray] = {}
+    tables: dict[tuple[int, int], np.ndarray] = {}
 
     def pts(index, v: int) -> np.ndarray:
         key = (id(index), v)

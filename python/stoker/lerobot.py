@@ -13,7 +13,12 @@ opens; see :func:`stoker.dataset_index.load_index`.
 from __future__ import annotations
 
 import os
-from typing import Any, Collection, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Collection, Mapping, Sequence
+from typing import (
+    Any,
+    NamedTuple,
+    Union,
+)
 
 import numpy as np
 
@@ -25,7 +30,7 @@ from stoker.video import VideoReader
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
 
-Offsets = Union[Sequence[float], Tuple[str, Sequence[float]]]
+Offsets = Union[Sequence[float], tuple[str, Sequence[float]]]
 
 
 class WindowSpec:
@@ -45,16 +50,17 @@ class WindowSpec:
     without a time axis, as LeRobot returns them.
     """
 
-    def __init__(self, delta_timestamps: Optional[Mapping[str, Offsets]] = None,
-                 delta_indices: Optional[Mapping[str, Offsets]] = None,
-                 size: Optional[Tuple[int, int]] = None, layout: str = "TCHW",
+    def __init__(self, delta_timestamps: Mapping[str, Offsets] | None = None,
+                 delta_indices: Mapping[str, Offsets] | None = None,
+                 size: tuple[int, int] | None = None, layout: str = "TCHW",
                  tolerance_s: float = 1e-4):
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if size is not None:
-            size = tuple(int(v) for v in size)
-            if len(size) != 2 or min(size) <= 0:
-                raise ValueError(f"size must be (height, width), got {size!r}")
+            checked = tuple(int(v) for v in size)
+            if len(checked) != 2 or min(checked) <= 0:
+                raise ValueError(f"size must be (height, width), got {checked!r}")
+            size = (checked[0], checked[1])
         if not tolerance_s >= 0:
             raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
         self.delta_timestamps = dict(delta_timestamps or {})
@@ -67,7 +73,7 @@ class WindowSpec:
         self.layout = layout
         self.tolerance_s = float(tolerance_s)
 
-    def resolve(self, fps: float) -> Dict[str, Tuple[str, np.ndarray]]:
+    def resolve(self, fps: float) -> dict[str, tuple[str, np.ndarray]]:
         """Output key -> (source key, offsets in rows), checking seconds against ``fps``."""
         keys = {}
         for name, value in self.delta_timestamps.items():
@@ -134,9 +140,9 @@ class LeRobotDataset:
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
     """
 
-    def __init__(self, root: Union[str, os.PathLike], spec: Optional[WindowSpec] = None, *,
-                 cache_dir: Optional[str] = None, rebuild: bool = False,
-                 threads: Optional[int] = None, progress: bool = True):
+    def __init__(self, root: str | os.PathLike, spec: WindowSpec | None = None, *,
+                 cache_dir: str | None = None, rebuild: bool = False,
+                 threads: int | None = None, progress: bool = True):
         self.root = os.path.abspath(os.fspath(root))
         self.meta = read_lerobot_metadata(self.root)
         self.index = load_index(self.root, rebuild=rebuild, threads=threads, progress=progress,
@@ -148,7 +154,7 @@ class LeRobotDataset:
                                             [k.offsets for k in self._item_keys])
         self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
         self._task_texts = [str(text) for text in self.meta.tasks]
-        self._readers: Dict[int, VideoReader] = {}
+        self._readers: dict[int, VideoReader] = {}
 
     @property
     def num_episodes(self) -> int:
@@ -163,7 +169,7 @@ class LeRobotDataset:
         return self.meta.fps
 
     @property
-    def cameras(self) -> Tuple[str, ...]:
+    def cameras(self) -> tuple[str, ...]:
         return tuple(self.meta.cameras)
 
     @property
@@ -171,7 +177,7 @@ class LeRobotDataset:
         return self.meta.features
 
     @property
-    def item_keys(self) -> Tuple[ItemKey, ...]:
+    def item_keys(self) -> tuple[ItemKey, ...]:
         """The keys items read from the dataset's files, in item order: the window's, then
         every camera and indexed column it does not read, at the sample's row. Items also hold
         :meth:`row_keys`."""
@@ -180,7 +186,7 @@ class LeRobotDataset:
     def __len__(self) -> int:
         return self.index.num_rows
 
-    def __getitem__(self, i: int) -> Dict[str, np.ndarray]:
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
         i = int(i)
@@ -189,7 +195,7 @@ class LeRobotDataset:
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
         plan = self._planner.plan(i)
-        item: Dict[str, Any] = {}
+        item: dict[str, Any] = {}
         frames = [self._decode(read) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
         for k, key in enumerate(self._item_keys):
@@ -209,7 +215,7 @@ class LeRobotDataset:
         item.update((name, value[0]) for name, value in row_keys.items())
         return item
 
-    def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> Dict[str, Any]:
+    def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> dict[str, Any]:
         """What items say about their sample's row besides the files' columns: ``index``,
         ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like ``rows``)
         and ``task`` (a list of the texts, "" for an episode without a task).
@@ -224,7 +230,7 @@ class LeRobotDataset:
         values = {"index": rows, "episode_index": self.meta.episode_index[episodes],
                   "frame_index": rows - self._episode_from_row[episodes],
                   "task_index": task_index}
-        keys: Dict[str, Any] = {name: value for name, value in values.items()
+        keys: dict[str, Any] = {name: value for name, value in values.items()
                                 if name not in skip}
         texts = self._task_texts
         keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
@@ -245,14 +251,14 @@ class LeRobotDataset:
                 f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
                 f"cameras {list(self.cameras)})")
 
-    def _resolve_keys(self) -> Tuple[ItemKey, ...]:
+    def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
         for name, (source, _) in resolved.items():
             if source not in sources:
                 raise DatasetError(f"window key {name!r} reads {source!r}, which the dataset "
                                    f"{self.root} does not have (it has {sorted(sources)})")
-        keys: List[ItemKey] = []
+        keys: list[ItemKey] = []
         for name, (source, rows) in resolved.items():
             offsets = np.ascontiguousarray(rows, dtype=np.int64)
             offsets.flags.writeable = False

@@ -33,11 +33,15 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import (Any, Collection, Dict, Iterator, List, Mapping, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+from typing import (
+    Any,
+    NamedTuple,
+)
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
@@ -75,14 +79,14 @@ SUBTASKS_PATH = "meta/subtasks.parquet"
 STATISTICS = ("min", "max", "mean", "std", "count")
 
 # Per-episode statistics: feature -> statistic -> values.
-FeatureStats = Dict[str, Dict[str, np.ndarray]]
+FeatureStats = dict[str, dict[str, np.ndarray]]
 
 
 class Feature(NamedTuple):
     """One entry of info.json's ``features``: its dtype string and shape."""
 
     dtype: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -92,14 +96,14 @@ class Info:
     path: str
     codebase_version: str
     fps: float
-    features: Dict[str, Feature]
+    features: dict[str, Feature]
     chunks_size: int
     data_path: str
-    video_path: Optional[str]
-    raw: Dict[str, Any]  # every field, as read (robot_type, feature names, video info, ...)
+    video_path: str | None
+    raw: dict[str, Any]  # every field, as read (robot_type, feature names, video info, ...)
 
     @property
-    def cameras(self) -> Tuple[str, ...]:
+    def cameras(self) -> tuple[str, ...]:
         """The video features, in info.json order."""
         return tuple(name for name, feature in self.features.items() if feature.dtype == "video")
 
@@ -141,7 +145,7 @@ def read_info(root: str) -> Info:
     return info
 
 
-def read_tasks(root: str, version: str) -> Tuple[np.ndarray, np.ndarray]:
+def read_tasks(root: str, version: str) -> tuple[np.ndarray, np.ndarray]:
     """The tasks table (v2.1 ``meta/tasks.jsonl``, v3.0 ``meta/tasks.parquet``) as (task texts
     by task_index, with "" where an index is unused; the task_index values in table order)."""
     if version == "v3.0":
@@ -179,7 +183,7 @@ def episodes_location(root: str, version: str) -> str:
 
 
 def read_episode_table(root: str, version: str,
-                       columns: Optional[Sequence[str]] = None) -> pa.Table:
+                       columns: Sequence[str] | None = None) -> pa.Table:
     """The per-episode table as stored (v2.1 ``meta/episodes.jsonl``, v3.0 every file of
     ``meta/episodes/``), in file order. With ``columns``, exactly those columns, a column the
     files lack coming back as nulls; else every column."""
@@ -221,13 +225,13 @@ def task_lists(episodes: pa.Table) -> pa.ChunkedArray:
     return tasks.cast(pa.list_(pa.string()))
 
 
-def read_episode_stats(root: str, episodes: pa.Table) -> Optional[Dict[int, FeatureStats]]:
+def read_episode_stats(root: str, episodes: pa.Table) -> dict[int, FeatureStats] | None:
     """Per-episode statistics, by episode_index: from the ``stats/<feature>/<statistic>``
     columns of the episode table (v3.0), else from ``meta/episodes_stats.jsonl`` (v2.1). None
     when the dataset has neither."""
     columns = [name for name in episodes.column_names if name.startswith("stats/")]
     if columns:
-        result: Dict[int, FeatureStats] = {}
+        result: dict[int, FeatureStats] = {}
         episode_index = episodes.column("episode_index").to_pylist()
         for row, episode in enumerate(episode_index):
             entry: FeatureStats = {}
@@ -253,20 +257,20 @@ def read_episode_stats(root: str, episodes: pa.Table) -> Optional[Dict[int, Feat
     return result
 
 
-def stats_columns(episodes: pa.Table, features: Collection[str]) -> List[str]:
+def stats_columns(episodes: pa.Table, features: Collection[str]) -> list[str]:
     """The per-episode statistics columns of an episode table (``stats/<feature>/<statistic>``)
     that belong to ``features``."""
     return [name for name in episodes.column_names if name.startswith("stats/")
             and name[len("stats/"):].rsplit("/", 1)[0] in features]
 
 
-def read_stats(root: str) -> Optional[Dict[str, Any]]:
+def read_stats(root: str) -> dict[str, Any] | None:
     """``meta/stats.json``, or None when the dataset has none."""
     path = os.path.join(root, STATS_PATH)
     return read_json(path) if os.path.exists(path) else None
 
 
-def meta_files(root: str, version: str) -> List[str]:
+def meta_files(root: str, version: str) -> list[str]:
     """The meta files the metadata of the dataset is read from, those that exist."""
     meta = os.path.join(root, "meta")
     if version == "v3.0":
@@ -282,7 +286,7 @@ def meta_files(root: str, version: str) -> List[str]:
 
 
 def format_paths(root: str, template: str, template_name: str,
-                 **columns: Union[np.ndarray, str]) -> np.ndarray:
+                 **columns: np.ndarray | str) -> np.ndarray:
     """Absolute paths from a path template of info.json (``template_name`` says which), one
     per entry of the array arguments; a string argument is the same in every path."""
     n = len(next(v for v in columns.values() if isinstance(v, np.ndarray)))
@@ -297,7 +301,7 @@ def format_paths(root: str, template: str, template_name: str,
     return np.array(paths, dtype=str)
 
 
-def read_parquet_table(path: str, what: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
+def read_parquet_table(path: str, what: str, columns: Sequence[str] | None = None) -> pa.Table:
     """A Parquet file (``what`` names its role in messages: "meta file", "data file")."""
     if not os.path.isfile(path):
         raise DatasetError(f"missing {what} {path}")
@@ -327,7 +331,7 @@ def float_column(table: pa.Table, name: str, where: str) -> np.ndarray:
     return np.ascontiguousarray(column.to_numpy(), dtype=np.float64)
 
 
-def _parse_features(raw: Any, path: str) -> Dict[str, Feature]:
+def _parse_features(raw: Any, path: str) -> dict[str, Feature]:
     if not isinstance(raw, dict):
         raise DatasetError(f"{path}: 'features' is not an object")
     features = {}
@@ -351,7 +355,7 @@ def _read_jsonl(path: str) -> pa.Table:
         raise DatasetError(f"cannot read meta file {path}: {e}") from None
 
 
-def _json_lines(path: str) -> Iterator[Tuple[int, Dict[str, Any]]]:
+def _json_lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, JSON object) of every non-blank line of a JSON-lines file."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -399,23 +403,23 @@ def file_path(root: str, template: str, number: int, chunks_size: int, **keys: s
                                               file_index=number % chunks_size, **keys))
 
 
-def data_files_by_size(lengths: Sequence[int], bytes_per_row: float,
+def data_files_by_size(lengths: npt.ArrayLike, bytes_per_row: float,
                        size_in_mb: float) -> np.ndarray:
     """The data file number of each episode when whole episodes, in order, fill files of about
     ``size_in_mb`` each: a file takes the next episode unless that would take it past the size.
     """
-    file = np.zeros(len(lengths), np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)])
+    file = np.zeros(len(starts) - 1, np.int64)
     number, first = 0, 0
-    for k in range(len(lengths)):
+    for k in range(len(file)):
         if k > first and (starts[k + 1] - starts[first]) * bytes_per_row > size_in_mb * 1e6:
             number, first = number + 1, k
         file[k] = number
     return file
 
 
-def write_data(root: str, rows: pa.Table, lengths: Sequence[int], file_of_episode: np.ndarray,
-               chunks_size: int) -> List[str]:
+def write_data(root: str, rows: pa.Table, lengths: npt.ArrayLike, file_of_episode: np.ndarray,
+               chunks_size: int) -> list[str]:
     """Writes the data files: ``rows`` holds whole episodes back to back in dataset order, and
     episode e goes to data file ``file_of_episode[e]`` (consecutive episodes share a file).
     Removes any other data file. Returns the paths written, in order."""
@@ -429,9 +433,9 @@ def write_data(root: str, rows: pa.Table, lengths: Sequence[int], file_of_episod
     return paths
 
 
-def episode_columns(lengths: Sequence[int], tasks: Union[pa.ChunkedArray, Sequence[List[str]]],
+def episode_columns(lengths: npt.ArrayLike, tasks: pa.ChunkedArray | Sequence[list[str]],
                     data_file: np.ndarray, videos: Mapping[str, EpisodeVideos],
-                    chunks_size: int) -> Dict[str, Any]:
+                    chunks_size: int) -> dict[str, Any]:
     """The columns of a v3.0 episode table, episodes numbered 0, 1, ... in dataset order:
     ``tasks`` (each episode's task texts), lengths and row ranges, data files, and per camera
     its video files and spans (see :class:`EpisodeVideos`). Add per-episode statistics
@@ -441,7 +445,7 @@ def episode_columns(lengths: Sequence[int], tasks: Union[pa.ChunkedArray, Sequen
     data_file = np.asarray(data_file, np.int64)
     if not isinstance(tasks, pa.ChunkedArray):
         tasks = pa.array(tasks, pa.list_(pa.string()))
-    columns: Dict[str, Any] = {
+    columns: dict[str, Any] = {
         "episode_index": pa.array(np.arange(len(lengths), dtype=np.int64)),
         "tasks": tasks,
         "length": pa.array(lengths),
@@ -462,7 +466,7 @@ def episode_columns(lengths: Sequence[int], tasks: Union[pa.ChunkedArray, Sequen
 
 
 def write_episodes(root: str, columns: Mapping[str, Any], chunks_size: int,
-                   file_of_episode: Optional[np.ndarray] = None) -> None:
+                   file_of_episode: np.ndarray | None = None) -> None:
     """Writes the episode table ``meta/episodes/`` from :func:`episode_columns`: episode e into
     file ``file_of_episode[e]`` (default: all into file 0), each row saying where it is
     (``meta/episodes/chunk_index``, ``file_index``). Removes any other episode file."""
@@ -479,13 +483,13 @@ def write_episodes(root: str, columns: Mapping[str, Any], chunks_size: int,
     _remove_others(os.path.join(root, "meta", "episodes"), "*.parquet", paths)
 
 
-def defined_tasks(texts: Sequence[str]) -> Tuple[np.ndarray, List[str]]:
+def defined_tasks(texts: Sequence[str] | np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(task_index, text) of every task of a by-index list of texts ("" where unused)."""
     indices = [t for t, text in enumerate(texts) if text != ""]
     return np.array(indices, np.int64), [str(texts[t]) for t in indices]
 
 
-def write_tasks(root: str, texts: Sequence[str]) -> None:
+def write_tasks(root: str, texts: Sequence[str] | np.ndarray) -> None:
     """Writes ``meta/tasks.parquet`` as LeRobot does (with pandas: the task texts are the
     table's index, ``task_index`` its column). ``texts[t]`` is the text of task t; indices
     whose text is "" are unused and left out."""
@@ -509,7 +513,7 @@ def write_tasks(root: str, texts: Sequence[str]) -> None:
 
 
 def aggregate_stats(per_episode: Sequence[FeatureStats],
-                    features: Collection[str]) -> Dict[str, Dict[str, list]]:
+                    features: Collection[str]) -> dict[str, dict[str, list]]:
     """Statistics of a set of episodes from theirs, as LeRobot aggregates them: count-weighted
     mean, pooled variance, min of the minima, max of the maxima. Covers those of ``features``
     that the first episode has, when every episode that has the feature has all five
@@ -541,7 +545,7 @@ def write_stats(root: str, stats: Mapping[str, Any]) -> None:
 
 
 def video_feature(feature: Mapping[str, Any], height: int, width: int,
-                  codec: str) -> Dict[str, Any]:
+                  codec: str) -> dict[str, Any]:
     """A copy of a video feature of info.json describing frames of ``height`` x ``width``
     encoded with ``codec`` (as yuv420p, 3 channels); its other fields are kept."""
     result = json.loads(json.dumps(feature))
@@ -559,7 +563,7 @@ def video_feature(feature: Mapping[str, Any], height: int, width: int,
 def v30_info(base: Mapping[str, Any], *, features: Mapping[str, Any], num_episodes: int,
              num_frames: int, num_tasks: int, chunks_size: int, has_videos: bool,
              data_files_size_in_mb: int = DATA_FILES_SIZE_IN_MB,
-             video_files_size_in_mb: int = VIDEO_FILES_SIZE_IN_MB) -> Dict[str, Any]:
+             video_files_size_in_mb: int = VIDEO_FILES_SIZE_IN_MB) -> dict[str, Any]:
     """The info.json of a v3.0 dataset at the default path templates: ``base`` (e.g. the
     source's info.json, or at least ``fps``) with the layout's fields set and v2.1's dropped."""
     info = dict(base)
@@ -586,7 +590,7 @@ def write_info(root: str, info: Mapping[str, Any]) -> None:
     write_json(os.path.join(root, INFO_PATH), info)
 
 
-def _runs(numbers: np.ndarray) -> Iterator[Tuple[int, int, int]]:
+def _runs(numbers: np.ndarray) -> Iterator[tuple[int, int, int]]:
     """(number, first, stop) of every run of equal consecutive values."""
     numbers = np.asarray(numbers)
     if numbers.size == 0:

@@ -13,9 +13,10 @@ episodes and files (all of them, when a check covers many).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,8 +25,14 @@ import pyarrow.parquet as pq
 
 from stoker import lerobot_format
 from stoker._core import DatasetError
-from stoker.lerobot_format import (DEFAULT_COLUMNS, Feature, float_column, format_paths,
-                                   int_column, read_parquet_table)
+from stoker.lerobot_format import (
+    DEFAULT_COLUMNS,
+    Feature,
+    float_column,
+    format_paths,
+    int_column,
+    read_parquet_table,
+)
 
 __all__ = [
     "CameraVideos",
@@ -75,10 +82,10 @@ class LeRobotMetadata:
     root: str
     codebase_version: str
     fps: float
-    cameras: Tuple[str, ...]  # video keys, in info.json order
-    features: Dict[str, Feature]  # every feature of info.json, videos included
+    cameras: tuple[str, ...]  # video keys, in info.json order
+    features: dict[str, Feature]  # every feature of info.json, videos included
     chunks_size: int  # files per chunk folder
-    info: Dict[str, Any]  # the whole of meta/info.json as read (checked by lerobot_format)
+    info: dict[str, Any]  # the whole of meta/info.json as read (checked by lerobot_format)
     tasks: np.ndarray  # str [T]: the text of task_index t is tasks[t] ("" where undefined)
     num_episodes: int
     num_frames: int
@@ -94,7 +101,7 @@ class LeRobotMetadata:
     data_file_from_index: np.ndarray  # int64 [F]
     data_file_to_index: np.ndarray  # int64 [F], exclusive
     # Per camera.
-    videos: Dict[str, CameraVideos]
+    videos: dict[str, CameraVideos]
 
 
 def read_lerobot_metadata(root) -> LeRobotMetadata:
@@ -127,7 +134,7 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
 
 
 def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
-                 tolerance_s: float = 1e-4) -> Dict[str, np.ndarray]:
+                 tolerance_s: float = 1e-4) -> dict[str, np.ndarray]:
     """Loads Parquet columns of the whole dataset as contiguous numpy arrays.
 
     ``names`` may be any of :data:`DEFAULT_COLUMNS` and the numeric features of info.json
@@ -164,7 +171,7 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
 # v2.1
 
 
-def _read_v21(root: str, info: lerobot_format.Info) -> Dict[str, Any]:
+def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     where = lerobot_format.episodes_location(root, info.codebase_version)
     episodes = lerobot_format.read_episode_table(root, info.codebase_version,
                                                  columns=("episode_index", "length", "tasks"))
@@ -214,7 +221,7 @@ def _read_v21(root: str, info: lerobot_format.Info) -> Dict[str, Any]:
 _VIDEO_FIELDS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
 
-def _read_v30(root: str, info: lerobot_format.Info) -> Dict[str, Any]:
+def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
     wanted = ["episode_index", "length", "data/chunk_index", "data/file_index",
               "dataset_from_index", "dataset_to_index", "tasks"]
@@ -365,7 +372,7 @@ def _nonempty_file(path: str) -> bool:
         return False
 
 
-def _check_files_exist(paths: np.ndarray, episode_index: Optional[np.ndarray], what: str):
+def _check_files_exist(paths: np.ndarray, episode_index: np.ndarray | None, what: str):
     """Raises ``what: <the absent or empty files>`` when any of ``paths`` is missing."""
     absent = [i for i, path in enumerate(paths) if not _nonempty_file(path)]
     if absent:
@@ -376,7 +383,7 @@ def _check_files_exist(paths: np.ndarray, episode_index: Optional[np.ndarray], w
         raise DatasetError(f"{what}: " + _listing(items))
 
 
-def _unique_in_order(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def _unique_in_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(position of each distinct key's first occurrence, in order; each entry's group)."""
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
@@ -405,7 +412,7 @@ def _ranges(values: np.ndarray) -> str:
 # Parquet columns
 
 
-def readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+def readable_columns(meta: LeRobotMetadata) -> dict[str, tuple[str, tuple[int, ...]]]:
     """Column name -> (numpy dtype, per-row shape) of every column read_columns can load."""
     readable = {}
     for name, feature in meta.features.items():
@@ -469,7 +476,7 @@ def _check_schemas(paths: np.ndarray) -> None:
                            _listing(offenders))
 
 
-def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str, np.ndarray]:
+def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str, np.ndarray]:
     """The columns ``names`` of every data file, concatenated into preallocated arrays."""
     out = {}
     for name in names:
@@ -524,7 +531,7 @@ def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> 
         row += len(chunk)
 
 
-def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance_s: float):
+def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance_s: float):
     rows = np.arange(meta.num_frames, dtype=np.int64)
 
     def file_of(row: int) -> str:

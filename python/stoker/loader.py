@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,7 +33,11 @@ from stoker import _core
 from stoker.transforms import Transforms
 
 _STATE_VERSION = 1
-torch = None  # imported by the first Loader: PyTorch is optional, and slow to import
+# What the native loader's next() returns: arrays by name, each sample's row and episode, the
+# epoch and the batch's index in it.
+_NativeBatch = tuple[dict[str, Any], np.ndarray, np.ndarray, int, int]
+# The torch module, imported by the first Loader: PyTorch is optional, and slow to import.
+torch: Any = None
 
 
 def _import_torch():
@@ -94,7 +99,7 @@ class LoaderObserver:
     def wait_started(self, now: float) -> None:
         """The consumer asked for the next batch: its wait (``data_wait``) begins."""
 
-    def batch_received(self, batch: Dict[str, Any], now: float) -> None:
+    def batch_received(self, batch: dict[str, Any], now: float) -> None:
         """The batch is ready and about to be handed to the consumer: the wait ends. Do not
         keep the batch: its buffers go back to the loader's pool when it is released."""
 
@@ -102,8 +107,8 @@ class LoaderObserver:
         """The iteration finished, broke off or failed: no batch of it follows."""
 
 
-def _observed(batches: Generator[Dict[str, Any], None, None],
-              observers: Sequence[LoaderObserver]) -> Generator[Dict[str, Any], None, None]:
+def _observed(batches: Generator[dict[str, Any], None, None],
+              observers: Sequence[LoaderObserver]) -> Generator[dict[str, Any], None, None]:
     """``batches``, with ``observers`` told of the iteration's events."""
     now = time.perf_counter()
     for observer in observers:
@@ -164,9 +169,9 @@ class Loader:
     """
 
     def __init__(self, dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 threads: Optional[int] = None, prefetch: int = 2, drop_last: bool = False,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
-                 transforms: Optional[Transforms] = None, device=None,
+                 threads: int | None = None, prefetch: int = 2, drop_last: bool = False,
+                 rank: int | None = None, world_size: int | None = None,
+                 transforms: Transforms | None = None, device=None,
                  on_error: str = "raise", max_replacements: int = 8, output: str = "auto",
                  balance: bool = False):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -229,7 +234,7 @@ class Loader:
         self._epoch = 0
         self._batch = 0
         self._run = 0
-        self._observers: List[LoaderObserver] = []
+        self._observers: list[LoaderObserver] = []
 
     # ---- Iteration --------------------------------------------------------------------------
 
@@ -237,7 +242,7 @@ class Loader:
         """Batches per epoch for this rank."""
         return self._core.batches_per_epoch
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         host = self._host_batches()
         batches = host if self.device is None else self._on_device(host)
         if self._observers:
@@ -263,7 +268,7 @@ class Loader:
         return self._threads
 
     @property
-    def fields(self) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+    def fields(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """The arrays of a batch, as built: name -> (dtype, shape), ``shape[0]`` being the
         batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
         return {name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
@@ -280,7 +285,7 @@ class Loader:
     def epoch(self) -> int:
         return self._epoch
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
         process) continues with exactly the batches that had not been delivered."""
         return {"version": _STATE_VERSION, "epoch": self._epoch, "batch": self._batch,
@@ -289,7 +294,7 @@ class Loader:
                 "drop_last": self.drop_last, "rank": self.rank, "world_size": self.world_size,
                 "num_samples": len(self.dataset)}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown loader state version {state.get('version')!r}")
         mine = self.state_dict()
@@ -302,7 +307,7 @@ class Loader:
             raise ValueError(f"state batch {state['batch']} is outside [0, {len(self)}]")
         self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
 
-    def stats(self) -> Dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
         blocked in ``next``) with its p50 / p95 / max, the ready-queue depth, decoder work,
         skipped samples with their reasons, and the memory bound of the batch pool."""
@@ -315,7 +320,7 @@ class Loader:
                                                          s["buffers_allocated"])
         return s
 
-    def with_options(self, **changes) -> "Loader":
+    def with_options(self, **changes) -> Loader:
         """A new loader over the same dataset with the same arguments except ``changes``
         (e.g. ``threads=4``), starting at epoch 0."""
         arguments = dict(self._arguments, **changes)
@@ -359,16 +364,18 @@ class Loader:
                                        "iteration at a time")
                 if got is None:
                     raise RuntimeError("the loader was closed during iteration")
+                arrays, samples, episodes, _, _ = cast(_NativeBatch, got)
                 self._batch += 1
-                yield self._item(*got)
+                yield self._item(arrays, samples, episodes)
             self._epoch, self._batch = self._epoch + 1, 0
             completed = True
         finally:
             if run == self._run and not completed:
                 core.stop()
 
-    def _item(self, arrays, samples, episodes, epoch, index) -> Dict[str, Any]:
-        item: Dict[str, Any] = {}
+    def _item(self, arrays: dict[str, Any], samples: np.ndarray,
+              episodes: np.ndarray) -> dict[str, Any]:
+        item: dict[str, Any] = {}
         for key in self._keys:
             value = arrays[key.name]
             item[key.name] = value[..., 0] if key.name in self._squeezed else value

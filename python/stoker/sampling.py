@@ -17,7 +17,8 @@ An empty dataset gives an empty epoch for the samplers that only order samples; 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -60,11 +61,11 @@ class Sampler:
         self._position = 0
         self._generation += 1
 
-    def state_dict(self) -> Dict[str, int]:
+    def state_dict(self) -> dict[str, int]:
         """``{"epoch": e, "position": p}``: restoring it continues with the identical remainder."""
         return {"epoch": self._epoch, "position": self._position}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict` (of a sampler built with the same arguments)."""
         if not isinstance(state, dict) or set(state) != {"epoch", "position"}:
             raise ValueError("state must be a dict with keys 'epoch' and 'position', "
@@ -74,8 +75,8 @@ class Sampler:
         self._epoch, self._position = epoch, position
         self._generation += 1
 
-    def indices(self, epoch: Optional[int] = None, *, start: int = 0,
-                count: Optional[int] = None) -> np.ndarray:
+    def indices(self, epoch: int | None = None, *, start: int = 0,
+                count: int | None = None) -> np.ndarray:
         """The ids at positions [start, start + count) of an epoch (default: the current
         epoch, all of it) for this rank, as int64, in order. Computed in C++ with the GIL
         released; does not change the sampler's state."""
@@ -117,7 +118,7 @@ class DistributedSampler(Sampler):
             order's tail, leaving floor(num_samples / world_size) per rank.
     """
 
-    def __init__(self, num_samples: Union[int, Any], *, rank: int = 0, world_size: int = 1,
+    def __init__(self, num_samples: int | Any, *, rank: int = 0, world_size: int = 1,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):
         n = _check_size(num_samples)
         world_size, rank = _check_partition(rank, world_size)
@@ -129,7 +130,7 @@ class DistributedSampler(Sampler):
 class SequentialSampler(DistributedSampler):
     """0, 1, ..., num_samples - 1, every epoch."""
 
-    def __init__(self, num_samples: Union[int, Any]):
+    def __init__(self, num_samples: int | Any):
         super().__init__(num_samples, shuffle=False)
 
 
@@ -138,7 +139,7 @@ class RandomSampler(DistributedSampler):
     draws with replacement use :class:`WeightedSampler` with equal weights). The order is
     computed position by position, never stored, so any size is fine."""
 
-    def __init__(self, num_samples: Union[int, Any], *, seed: int = 0):
+    def __init__(self, num_samples: int | Any, *, seed: int = 0):
         super().__init__(num_samples, shuffle=True, seed=seed)
 
 
@@ -156,8 +157,8 @@ class WeightedSampler(Sampler):
             ceil (or, with drop_last, floor) of num_samples / world_size draws.
     """
 
-    def __init__(self, weights: Union[Sequence[float], np.ndarray], *,
-                 num_samples: Optional[int] = None, seed: int = 0, rank: int = 0,
+    def __init__(self, weights: Sequence[float] | np.ndarray, *,
+                 num_samples: int | None = None, seed: int = 0, rank: int = 0,
                  world_size: int = 1, drop_last: bool = False):
         weights = _check_values("weights", weights)
         if weights.size == 0:
@@ -187,7 +188,7 @@ class LoadBalancedSampler(Sampler):
         rank, world_size, shuffle, seed, drop_last: as :class:`DistributedSampler`.
     """
 
-    def __init__(self, costs: Union[Sequence[float], np.ndarray], *, batch_size: int,
+    def __init__(self, costs: Sequence[float] | np.ndarray, *, batch_size: int,
                  rank: int = 0, world_size: int = 1, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False):
         costs = _check_values("costs", costs)
@@ -199,7 +200,7 @@ class LoadBalancedSampler(Sampler):
                                                    _check_seed(seed), rank, world_size,
                                                    _check_bool("drop_last", drop_last)))
 
-    def imbalance(self, epoch: Optional[int] = None) -> Dict[str, Any]:
+    def imbalance(self, epoch: int | None = None) -> dict[str, Any]:
         """How uneven the ranks' step costs are in an epoch (default: the current one), before
         (dealt round-robin, as :class:`DistributedSampler` does) and after balancing.
 
@@ -209,11 +210,11 @@ class LoadBalancedSampler(Sampler):
         than perfectly balanced ones). 1.0 is perfect balance.
         """
         epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
-        return self._core.report(epoch)
+        return cast(_core.LoadBalancedSampler, self._core).report(epoch)
 
 
-def expand_group_weights(weights: Union[Sequence[float], np.ndarray],
-                         sizes: Union[Sequence[int], np.ndarray], *,
+def expand_group_weights(weights: Sequence[float] | np.ndarray,
+                         sizes: Sequence[int] | np.ndarray, *,
                          mode: str = "total") -> np.ndarray:
     """Per-sample weights (float64) from weights of groups of consecutive samples (episodes,
     datasets), for :class:`WeightedSampler`.

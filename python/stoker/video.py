@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,8 +30,8 @@ class VideoReader:
         frame_table: a saved frame table of this same file.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], *, threads: int = 1,
-                 frame_table: Optional[bytes] = None):
+    def __init__(self, path: str | os.PathLike, *, threads: int = 1,
+                 frame_table: bytes | None = None):
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
         if frame_table is not None and not isinstance(frame_table, (bytes, bytearray)):
@@ -92,14 +92,14 @@ class VideoReader:
         """The frame table in a versioned binary form, for ``VideoReader(..., frame_table=)``."""
         return self._reader.frame_table()
 
-    def frame_at(self, seconds: float, *, tolerance: Optional[float] = None) -> int:
+    def frame_at(self, seconds: float, *, tolerance: float | None = None) -> int:
         """Index of the frame shown at ``seconds`` (the nearest pts)."""
         return self._reader.frame_at(float(seconds), tolerance)
 
-    def get_frames(self, indices: Union[Sequence[int], np.ndarray], *,
-                   size: Optional[Tuple[int, int]] = None, layout: str = "NHWC",
+    def get_frames(self, indices: Sequence[int] | np.ndarray, *,
+                   size: tuple[int, int] | None = None, layout: str = "NHWC",
                    interpolation: str = "bilinear",
-                   out: Optional[np.ndarray] = None) -> np.ndarray:
+                   out: np.ndarray | None = None) -> np.ndarray:
         """Frames ``indices`` (any order, repeats allowed) as uint8 RGB.
 
         Returns an array of shape [N, H, W, 3] (``layout="NHWC"``) or [N, 3, H, W]
@@ -119,11 +119,11 @@ class VideoReader:
                                 channels_first, area)
         return out
 
-    def get_frames_at(self, seconds: Union[Sequence[float], np.ndarray], *,
-                      tolerance: Optional[float] = None,
-                      size: Optional[Tuple[int, int]] = None, layout: str = "NHWC",
+    def get_frames_at(self, seconds: Sequence[float] | np.ndarray, *,
+                      tolerance: float | None = None,
+                      size: tuple[int, int] | None = None, layout: str = "NHWC",
                       interpolation: str = "bilinear",
-                      out: Optional[np.ndarray] = None) -> np.ndarray:
+                      out: np.ndarray | None = None) -> np.ndarray:
         """The frame shown at each time in ``seconds`` (nearest pts), like :meth:`get_frames`.
 
         With ``tolerance``, a time farther than that from every pts raises

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Optional
 
 from stoker.doctor.measure import diagnose, synthetic_step
 from stoker.lerobot import LeRobotDataset, WindowSpec
@@ -12,7 +11,7 @@ from stoker.lerobot_meta import read_lerobot_metadata
 from stoker.loader import Loader
 
 
-def _load_spec(path: Optional[str]) -> Optional[WindowSpec]:
+def _load_spec(path: str | None) -> WindowSpec | None:
     if path is None:
         return None
     with open(path) as f:

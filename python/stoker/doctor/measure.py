@@ -9,7 +9,8 @@ import math
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from collections.abc import Generator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -24,10 +25,9 @@ def synthetic_step(milliseconds: float) -> Callable[[Any], None]:
     """A training step of known cost that holds no CPU, as a GPU step would not: it sleeps."""
     seconds = float(milliseconds) / 1000
 
-    def step(batch):
+    def step(batch: Any) -> None:
         time.sleep(seconds)
 
-    step.milliseconds = float(milliseconds)
     return step
 
 
@@ -35,7 +35,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _sweep_counts(cores: int) -> List[int]:
+def _sweep_counts(cores: int) -> list[int]:
     counts, t = [], 1
     while t < cores:
         counts.append(t)
@@ -63,7 +63,7 @@ class _OtherLoad:
         mine = sum(os.times()[:4])
         return time.monotonic(), busy, mine
 
-    def cpus(self) -> Optional[float]:
+    def cpus(self) -> float | None:
         end = self._sample()
         if self._start is None or end is None or end[0] <= self._start[0]:
             return None
@@ -84,7 +84,7 @@ def _synchronize(loader: Loader) -> None:
         _torch().cuda.synchronize(loader.device)
 
 
-def _forever(loader: Loader) -> Iterator[Dict[str, Any]]:
+def _forever(loader: Loader) -> Generator[dict[str, Any], None, None]:
     """Batches across epochs, without end."""
     while True:
         produced = False
@@ -95,7 +95,7 @@ def _forever(loader: Loader) -> Iterator[Dict[str, Any]]:
             raise ValueError("the loader delivers no batches (is the dataset or rank empty?)")
 
 
-def _stage_seconds(stats: Dict[str, Any], h2d_per_batch: float) -> Dict[str, float]:
+def _stage_seconds(stats: dict[str, Any], h2d_per_batch: float) -> dict[str, float]:
     batches = max(stats["batches"], 1)
     stages = stats["stage_seconds"]
     seek = stats["decode"]["seek_seconds"]
@@ -112,7 +112,7 @@ def _stage_seconds(stats: Dict[str, Any], h2d_per_batch: float) -> Dict[str, flo
     }
 
 
-def _decode_work(loader: Loader, stats: Dict[str, Any]) -> Dict[str, Any]:
+def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
     """Source vs output pixels per frame, and frames decoded per frame kept."""
     ds = loader.dataset
     source, output, sizes, output_sizes = [], [], [], []
@@ -136,7 +136,7 @@ def _decode_work(loader: Loader, stats: Dict[str, Any]) -> Dict[str, Any]:
             "output_size": output_sizes[0] if output_sizes else ""}
 
 
-def _balance(loader: Loader) -> Optional[Dict[str, float]]:
+def _balance(loader: Loader) -> dict[str, float] | None:
     if loader.world_size <= 1:
         return None
     costs = loader.dataset.sample_costs()
@@ -160,7 +160,7 @@ def _input_rate(loader: Loader, batches: int, warmup: int = 2) -> float:
         iterator.close()
 
 
-def _held_batch(loader: Loader) -> Dict[str, Any]:
+def _held_batch(loader: Loader) -> dict[str, Any]:
     """One batch of the real shape and dtype, copied out of the loader's pool (and, with a
     device, already there)."""
     iterator = _forever(loader)
@@ -181,7 +181,7 @@ def _held_batch(loader: Loader) -> Dict[str, Any]:
     return held
 
 
-def _h2d_seconds(loader: Loader, host: Dict[str, Any], repeats: int = 5) -> float:
+def _h2d_seconds(loader: Loader, host: dict[str, Any], repeats: int = 5) -> float:
     if loader.device is None:
         return 0.0
     torch = _torch()
@@ -220,32 +220,31 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
 
     def __init__(self, loader: Loader):
         self.loader = loader
-        self.data_wait: List[float] = []
-        self.step_seconds: List[float] = []
+        self.data_wait: list[float] = []
+        self.step_seconds: list[float] = []
         self.wall_seconds = 0.0
         self._started = 0.0
         self._asked = 0.0  # when the consumer asked for the batch it waits for
-        self._returned: Optional[float] = None  # when the consumer got its last batch
+        self._returned: float | None = None  # when the consumer got its last batch
 
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         self.loader.reset_stats()
         self.loader.add_observer(self)
         self._started = time.perf_counter()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> None:
         now = time.perf_counter()
         self._end_step(now)  # the step on the last batch, when the iteration is still open
         self.wall_seconds = now - self._started
         self.loader.remove_observer(self)
-        return False
 
     # LoaderObserver
     def wait_started(self, now: float) -> None:
         self._end_step(now)
         self._asked = now
 
-    def batch_received(self, batch: Dict[str, Any], now: float) -> None:
+    def batch_received(self, batch: dict[str, Any], now: float) -> None:
         self.data_wait.append(now - self._asked)
         self._returned = now
 
@@ -279,8 +278,8 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
         return d
 
 
-def diagnose(loader: Loader, step: Union[None, float, Callable[[Any], None]] = None,
-             steps: int = 200, sweep: bool = True, sweep_batches: Optional[int] = None,
+def diagnose(loader: Loader, step: None | float | Callable[[Any], None] = None,
+             steps: int = 200, sweep: bool = True, sweep_batches: int | None = None,
              progress: bool = True) -> Diagnosis:
     """Measures the loader and the step and returns a :class:`Diagnosis` with the verdict.
 

@@ -7,7 +7,7 @@ import html
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any
 
 import numpy as np
 
@@ -39,18 +39,18 @@ class Diagnosis:
     step_seconds: np.ndarray
     data_wait: np.ndarray
     wall_seconds: float
-    stage_seconds: Dict[str, float]
-    sweep: List[SweepPoint]
-    decode_work: Dict[str, float]
-    balance: Optional[Dict[str, float]] = None
+    stage_seconds: dict[str, float]
+    sweep: list[SweepPoint]
+    decode_work: dict[str, float]
+    balance: dict[str, float] | None = None
     bound: str = ""
     verdict: str = ""
     headline: str = ""
-    advice: List[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
     dominant_stage: str = ""
-    plateau_threads: Optional[int] = None  # where more threads stop helping (the sweep's)
-    other_cpus: Optional[float] = None  # CPUs other processes used meanwhile (diagnose only)
-    estimated: List[str] = field(default_factory=list)  # which numbers are estimates
+    plateau_threads: int | None = None  # where more threads stop helping (the sweep's)
+    other_cpus: float | None = None  # CPUs other processes used meanwhile (diagnose only)
+    estimated: list[str] = field(default_factory=list)  # which numbers are estimates
 
     # ---- Derived numbers ----------------------------------------------------------------
 
@@ -120,7 +120,7 @@ class Diagnosis:
         lines.extend(f"  - {line}" for line in self.advice)
         return "\n".join(lines)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "bound": self.bound, "verdict": self.verdict, "headline": self.headline,
             "advice": self.advice, "dominant_stage": self.dominant_stage,
@@ -143,7 +143,7 @@ class Diagnosis:
             "estimated": self.estimated,
         }
 
-    def write_report(self, folder: Union[str, os.PathLike]) -> str:
+    def write_report(self, folder: str | os.PathLike) -> str:
         """Writes ``index.html``, ``report.json`` and the plots (``stages.png``,
         ``sweep.png``, ``data_wait.png``) into ``folder``; returns the HTML file's path."""
         folder = os.fspath(folder)
@@ -173,7 +173,7 @@ h1 span{{font-weight:normal}}</style></head><body>
         return path
 
 
-def _plot(d: Diagnosis, folder: str) -> List[Tuple[str, str]]:
+def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -5,7 +5,6 @@ table)."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional
 
 from stoker.doctor.report import Diagnosis, SweepPoint
 
@@ -17,7 +16,7 @@ STILL_SCALES = 1.15
 PLATEAU = 0.9
 
 
-def _plateau(sweep: List[SweepPoint]) -> Optional[SweepPoint]:
+def _plateau(sweep: list[SweepPoint]) -> SweepPoint | None:
     """The fewest threads within PLATEAU of the best rate."""
     if not sweep:
         return None
@@ -37,7 +36,7 @@ def conclude(d: Diagnosis) -> None:
               "transform": stages.get("transform", 0), "collate": stages.get("collate", 0),
               "index": stages.get("index", 0) + stages.get("sampling", 0),
               "h2d": stages.get("h2d", 0)}
-    dominant = max(groups, key=groups.get)
+    dominant = max(groups, key=lambda group: groups[group])
     d.dominant_stage = {"decode": max(("seek", "decode", "convert"),
                                       key=lambda s: stages.get(s, 0)),
                         "index": "index"}.get(dominant, dominant)
@@ -106,7 +105,7 @@ def conclude(d: Diagnosis) -> None:
             d.advice.append("Planning and sampling dominate: check the window spec.")
 
 
-def _decode_advice(d: Diagnosis, groups: Dict[str, float], share: float, force=False) -> None:
+def _decode_advice(d: Diagnosis, groups: dict[str, float], share: float, force=False) -> None:
     """What re-encoding at training size or a shorter GOP, or fewer frames, would gain."""
     work = d.decode_work
     if not work or not work.get("output_pixels"):
