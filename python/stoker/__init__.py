@@ -13,20 +13,41 @@ from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import (
-                             DistributedSampler,
-                             LoadBalancedSampler,
-                             RandomSampler,
-                             Sampler,
-                             SequentialSampler,
-                             WeightedSampler,
-                             expand_group_weights,
+    DistributedSampler,
+    LoadBalancedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    WeightedSampler,
+    expand_group_weights,
 )
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
-__all__ = ["DatasetError", "DecodeError", "Diagnosis", "DistributedSampler", "EpisodeIndex",
-           "Error", "IndexReport", "ItemKey", "LeRobotDataset", "LoadBalancedSampler", "Loader",
-           "LoaderObserver", "RandomSampler", "Sampler", "SequentialSampler", "Transforms",
-           "VideoReader", "WeightedSampler", "WindowSpec", "diagnose", "expand_group_weights",
-           "load_index", "profile", "synthetic_step"]
+__all__ = [
+    "DatasetError",
+    "DecodeError",
+    "Diagnosis",
+    "DistributedSampler",
+    "EpisodeIndex",
+    "Error",
+    "IndexReport",
+    "ItemKey",
+    "LeRobotDataset",
+    "LoadBalancedSampler",
+    "Loader",
+    "LoaderObserver",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Transforms",
+    "VideoReader",
+    "WeightedSampler",
+    "WindowSpec",
+    "diagnose",
+    "expand_group_weights",
+    "load_index",
+    "profile",
+    "synthetic_step",
+]
 __version__ = "0.1.0"

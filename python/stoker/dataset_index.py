@@ -64,8 +64,10 @@ class IndexReport:
         text = f"{len(self.video_files)} video files in {self.seconds:.2f} s"
         if len(self.max_drift_s):
             worst = int(np.argmax(self.max_drift_s))
-            text += (f"; max drift {self.max_drift_s[worst] * 1e3:.3f} ms "
-                     f"({os.path.basename(self.video_files[worst])})")
+            text += (
+                f"; max drift {self.max_drift_s[worst] * 1e3:.3f} ms "
+                f"({os.path.basename(self.video_files[worst])})"
+            )
         return text
 
 
@@ -77,8 +79,7 @@ class EpisodeIndex:
     :attr:`cameras`.
     """
 
-    def __init__(self, core: _core.EpisodeIndex, path: str,
-                 report: IndexReport | None = None):
+    def __init__(self, core: _core.EpisodeIndex, path: str, report: IndexReport | None = None):
         self._core = core
         self._path = path
         self._report = report
@@ -209,8 +210,10 @@ class EpisodeIndex:
         return view.reshape(-1) if shape == () else view
 
     def __repr__(self) -> str:
-        return (f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
-                f"rows, cameras={list(self._cameras)})")
+        return (
+            f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
+            f"rows, cameras={list(self._cameras)})"
+        )
 
     def _camera(self, camera: str | int) -> int:
         if isinstance(camera, str):
@@ -225,7 +228,8 @@ class EpisodeIndex:
 def default_cache_dir() -> str:
     """``$STOKER_CACHE_DIR``, or ``~/.cache/stoker``."""
     return os.environ.get("STOKER_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "stoker")
+        os.path.expanduser("~"), ".cache", "stoker"
+    )
 
 
 def index_paths(root, cache_dir: str | None = None) -> tuple[str, str]:
@@ -233,13 +237,21 @@ def index_paths(root, cache_dir: str | None = None) -> tuple[str, str]:
     root = os.path.abspath(os.fspath(root))
     digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     cache = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir()
-    return (os.path.join(root, ".stoker", INDEX_FILE),
-            os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE))
+    return (
+        os.path.join(root, ".stoker", INDEX_FILE),
+        os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE),
+    )
 
 
-def load_index(root, *, rebuild: bool = False, threads: int | None = None,
-               progress: Progress = True, cache_dir: str | None = None,
-               tolerance_s: float = 1e-4) -> EpisodeIndex:
+def load_index(
+    root,
+    *,
+    rebuild: bool = False,
+    threads: int | None = None,
+    progress: Progress = True,
+    cache_dir: str | None = None,
+    tolerance_s: float = 1e-4,
+) -> EpisodeIndex:
     """The episode index of the LeRobot dataset in folder ``root``, built when needed.
 
     An existing index (in ``<root>/.stoker/`` or the cache folder) that is current is mapped
@@ -295,18 +307,30 @@ def load_index(root, *, rebuild: bool = False, threads: int | None = None,
 
     meta = read_lerobot_metadata(root)
     names = _indexable_columns(meta)
-    columns = read_columns(meta, list(dict.fromkeys([*names, "timestamp"])),
-                           tolerance_s=tolerance_s)
+    columns = read_columns(
+        meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
+    )
     path = local if _writable_folder(os.path.dirname(local)) else cached
     if path == cached and not _writable_folder(os.path.dirname(cached)):
-        raise DatasetError(f"cannot write the index of {root}: neither {os.path.dirname(local)} "
-                           f"nor the cache folder {os.path.dirname(cached)} is writable")
+        raise DatasetError(
+            f"cannot write the index of {root}: neither {os.path.dirname(local)} "
+            f"nor the cache folder {os.path.dirname(cached)} is writable"
+        )
     timestamp = columns["timestamp"].astype(np.float64)
-    report = _build(meta, timestamp, {name: columns[name] for name in names}, path, threads,
-                    progress, tolerance_s)
+    report = _build(
+        meta,
+        timestamp,
+        {name: columns[name] for name in names},
+        path,
+        threads,
+        progress,
+        tolerance_s,
+    )
     if progress is True:
-        print(f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
-              file=sys.stderr)
+        print(
+            f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
+            file=sys.stderr,
+        )
     index = EpisodeIndex.open(path)
     index._report = report
     return index
@@ -318,18 +342,25 @@ def load_index(root, *, rebuild: bool = False, threads: int | None = None,
 
 def _indexable_columns(meta: LeRobotMetadata) -> list[str]:
     """Every fixed-length numeric column of float32, float64 or int64 values."""
-    return [name for name, (dtype, _) in readable_columns(meta).items()
-            if dtype in _INDEXED_DTYPES]
+    return [name for name, (dtype, _) in readable_columns(meta).items() if dtype in _INDEXED_DTYPES]
 
 
 def _tracked_files(meta: LeRobotMetadata) -> list[str]:
     """The meta files the metadata was read from, and every data file."""
-    return (lerobot_format.meta_files(meta.root, meta.codebase_version)
-            + [str(p) for p in meta.data_files])
+    return lerobot_format.meta_files(meta.root, meta.codebase_version) + [
+        str(p) for p in meta.data_files
+    ]
 
 
-def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: dict[str, np.ndarray],
-           path: str, threads: int, progress: Progress, tolerance_s: float) -> IndexReport:
+def _build(
+    meta: LeRobotMetadata,
+    timestamp: np.ndarray,
+    columns: dict[str, np.ndarray],
+    path: str,
+    threads: int,
+    progress: Progress,
+    tolerance_s: float,
+) -> IndexReport:
     video_files: list[str] = []
     episode_video = np.zeros((len(meta.cameras), meta.num_episodes), np.int64)
     episode_offset = np.zeros((len(meta.cameras), meta.num_episodes), np.float64)
@@ -341,25 +372,36 @@ def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: dict[str, np.n
 
     if progress is True:
         callback: Callable[[int, int], None] | None = (
-            _ProgressBar("indexing videos") if video_files else None)
+            _ProgressBar("indexing videos") if video_files else None
+        )
     elif progress is False:
         callback = None
     else:
         callback = progress
     try:
         result = _core.build_episode_index(
-            path, float(meta.fps),
+            path,
+            float(meta.fps),
             np.ascontiguousarray(meta.dataset_from_index, np.int64),
             np.ascontiguousarray(meta.length, np.int64),
             np.ascontiguousarray(meta.task_index, np.int64),
-            timestamp, list(meta.cameras), video_files, episode_video, episode_offset,
+            timestamp,
+            list(meta.cameras),
+            video_files,
+            episode_video,
+            episode_offset,
             [(name, np.ascontiguousarray(values)) for name, values in columns.items()],
-            _tracked_files(meta), float(tolerance_s), int(threads), callback)
+            _tracked_files(meta),
+            float(tolerance_s),
+            int(threads),
+            callback,
+        )
     finally:
         if isinstance(callback, _ProgressBar):
             callback.close()
-    return IndexReport(seconds=result["seconds"], video_files=tuple(video_files),
-                       max_drift_s=result["max_drift_s"])
+    return IndexReport(
+        seconds=result["seconds"], video_files=tuple(video_files), max_drift_s=result["max_drift_s"]
+    )
 
 
 def _describes(index: EpisodeIndex, root: str) -> bool:
@@ -403,8 +445,10 @@ class _ProgressBar:
         eta = (total - done) / rate if rate > 0 else math.inf
         width = 24
         filled = int(width * done / total) if total else width
-        line = (f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                f"{rate:.1f}/s ETA {_clock(eta)}")
+        line = (
+            f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+            f"{rate:.1f}/s ETA {_clock(eta)}"
+        )
         self._stream.write(("\r" if self._tty else "") + line + ("" if self._tty else "\n"))
         self._stream.flush()
         self._drawn = True

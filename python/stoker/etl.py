@@ -104,11 +104,13 @@ class EtlReport:
         return value
 
     def summary(self) -> str:
-        text = (f"{len(self.episodes_done)} episodes, {self.frames} frames per camera, "
-                f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed) in "
-                f"{self.seconds:.1f} s; videos {self.bytes_in / 1e6:.1f} MB -> "
-                f"{self.bytes_out / 1e6:.1f} MB; timestamps verified to "
-                f"{self.max_time_error_s * 1e6:.3f} us")
+        text = (
+            f"{len(self.episodes_done)} episodes, {self.frames} frames per camera, "
+            f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed) in "
+            f"{self.seconds:.1f} s; videos {self.bytes_in / 1e6:.1f} MB -> "
+            f"{self.bytes_out / 1e6:.1f} MB; timestamps verified to "
+            f"{self.max_time_error_s * 1e6:.3f} us"
+        )
         if self.episodes_skipped:
             text += f"; skipped episodes {sorted(self.episodes_skipped)}"
         return text
@@ -127,12 +129,23 @@ class _Unit:
     bytes_in: int
 
 
-def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
-                crf: int | None = None, preset: str | None = None,
-                fast_decode: bool = True, cameras: Sequence[str] | None = None,
-                workers: int | None = None, on_error: str = "raise",
-                json_columns: str | Sequence[str] = "auto",
-                interpolation: str = "bilinear", progress: Progress = True) -> EtlReport:
+def materialize(
+    src,
+    dst,
+    *,
+    size,
+    codec: str = "h264",
+    gop: int = DEFAULT_GOP,
+    crf: int | None = None,
+    preset: str | None = None,
+    fast_decode: bool = True,
+    cameras: Sequence[str] | None = None,
+    workers: int | None = None,
+    on_error: str = "raise",
+    json_columns: str | Sequence[str] = "auto",
+    interpolation: str = "bilinear",
+    progress: Progress = True,
+) -> EtlReport:
     """Writes the LeRobot dataset in ``src`` to ``dst`` as a LeRobot v3.0 dataset at training
     size, with typed columns, and builds its stoker index. See the module documentation.
 
@@ -193,10 +206,10 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     src = os.path.abspath(os.fspath(src))
     dst = os.path.abspath(os.fspath(dst))
-    if dst == src or dst.startswith(os.path.join(src, "")) or \
-            src.startswith(os.path.join(dst, "")):
-        raise ValueError(f"the destination {dst} must be outside the source {src} and not "
-                         "contain it")
+    if dst == src or dst.startswith(os.path.join(src, "")) or src.startswith(os.path.join(dst, "")):
+        raise ValueError(
+            f"the destination {dst} must be outside the source {src} and not contain it"
+        )
     # SVT-AV1 prints its configuration for every encoder it opens unless told otherwise.
     os.environ.setdefault("SVT_LOG", "1")
 
@@ -209,11 +222,18 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
     index = load_index(src, progress=verbose)
-    options = {"size": [height, width], "codec": codec, "gop": gop, "crf": crf,
-               "preset": preset or "", "fast_decode": bool(fast_decode), "cameras": cameras,
-               "interpolation": interpolation, "on_error": on_error,
-               "json_columns": json_columns if isinstance(json_columns, str)
-               else list(json_columns)}
+    options = {
+        "size": [height, width],
+        "codec": codec,
+        "gop": gop,
+        "crf": crf,
+        "preset": preset or "",
+        "fast_decode": bool(fast_decode),
+        "cameras": cameras,
+        "interpolation": interpolation,
+        "on_error": on_error,
+        "json_columns": json_columns if isinstance(json_columns, str) else list(json_columns),
+    }
     report = EtlReport(source=src, destination=dst, options=options)
 
     with _RunState(dst, src, options, _source_fingerprint(meta)) as state:
@@ -229,9 +249,10 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
             report.episodes_skipped.setdefault(unit.episode, reason)
         kept = [e for e in range(meta.num_episodes) if e not in failed and e not in empty]
         if not kept:
-            raise DatasetError(f"no episode of {src} could be materialized: " +
-                               "; ".join(f"episode {e}: {r}" for e, r in
-                                         sorted(report.episodes_skipped.items())))
+            raise DatasetError(
+                f"no episode of {src} could be materialized: "
+                + "; ".join(f"episode {e}: {r}" for e, r in sorted(report.episodes_skipped.items()))
+            )
         report.episode_map = [int(meta.episode_index[e]) for e in kept]
         report.episodes_done = list(report.episode_map)
         kept_set = set(kept)
@@ -271,8 +292,10 @@ def _parse_size(size) -> tuple[int, int]:
         except (TypeError, ValueError):
             raise ValueError(f"size must be (height, width), got {size!r}") from None
     if height <= 0 or width <= 0 or height % 2 or width % 2:
-        raise ValueError(f"the output size must be positive and even (4:2:0 video), got "
-                         f"{width}x{height} (width x height)")
+        raise ValueError(
+            f"the output size must be positive and even (4:2:0 video), got "
+            f"{width}x{height} (width x height)"
+        )
     return height, width
 
 
@@ -296,10 +319,16 @@ class _RunState:
         self.dst = dst
         # Only what shapes the videos must match for a run to continue: cameras, JSON columns
         # and the error policy only change the rows and metadata, which every run rewrites.
-        video_options = {k: options[k] for k in ("size", "codec", "gop", "crf", "preset",
-                                                 "fast_decode", "interpolation")}
-        self._record = {"version": _RUN_VERSION, "source": src, "video_options": video_options,
-                        "source_fingerprint": fingerprint}
+        video_options = {
+            k: options[k]
+            for k in ("size", "codec", "gop", "crf", "preset", "fast_decode", "interpolation")
+        }
+        self._record = {
+            "version": _RUN_VERSION,
+            "source": src,
+            "video_options": video_options,
+            "source_fingerprint": fingerprint,
+        }
         self._folder = os.path.join(dst, STATE_DIR)
         self._journal = os.path.join(self._folder, "units.jsonl")
         self._journal_lock = threading.Lock()
@@ -313,18 +342,23 @@ class _RunState:
             keys = ("version", "source", "video_options", "source_fingerprint")
             differences = [key for key in keys if previous.get(key) != self._record[key]]
             if differences:
-                detail = {"version": "it was written by another version of stoker etl",
-                          "source": f"it read {previous.get('source')}",
-                          "video_options": f"its videos were made with "
-                                           f"{previous.get('video_options')}",
-                          "source_fingerprint": "the source's files changed since"}
+                detail = {
+                    "version": "it was written by another version of stoker etl",
+                    "source": f"it read {previous.get('source')}",
+                    "video_options": f"its videos were made with {previous.get('video_options')}",
+                    "source_fingerprint": "the source's files changed since",
+                }
                 raise ValueError(
                     f"{self.dst} holds a stoker etl run that differs from this one ("
-                    + "; ".join(detail[d] for d in differences) + "): use another destination "
-                    "or remove it")
+                    + "; ".join(detail[d] for d in differences)
+                    + "): use another destination "
+                    "or remove it"
+                )
         elif os.path.isdir(self.dst) and os.listdir(self.dst):
-            raise FileExistsError(f"{self.dst} exists and is not empty, and no stoker etl run "
-                                  "wrote it: choose a new destination")
+            raise FileExistsError(
+                f"{self.dst} exists and is not empty, and no stoker etl run "
+                "wrote it: choose a new destination"
+            )
         os.makedirs(self._folder, exist_ok=True)
         self._lock_file = open(os.path.join(self._folder, "lock"), "a+")
         try:
@@ -351,8 +385,12 @@ class _RunState:
         return self
 
     def record(self, target: str, result: dict) -> None:
-        entry = {"target": os.path.relpath(target, self.dst), "duration": result["duration"],
-                 "frames": result["frames"], "seconds": result["seconds"]}
+        entry = {
+            "target": os.path.relpath(target, self.dst),
+            "duration": result["duration"],
+            "frames": result["frames"],
+            "seconds": result["seconds"],
+        }
         with self._journal_lock:
             with open(self._journal, "a", encoding="utf-8") as f:
                 f.write(json.dumps(entry) + "\n")
@@ -380,8 +418,11 @@ def _source_fingerprint(meta: LeRobotMetadata) -> str:
     digest = hashlib.sha256()
     for path in files:
         stat = os.stat(path)
-        digest.update(f"{os.path.relpath(path, meta.root)}\0{stat.st_size}\0"
-                      f"{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        digest.update(
+            f"{os.path.relpath(path, meta.root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return digest.hexdigest()
 
 
@@ -403,18 +444,35 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
             if v not in file_frames:
                 file_frames[v] = VideoReader(source, frame_table=index.frame_table(v)).num_frames
             share = int(meta.length[e]) / max(file_frames[v], 1)
-            target = lerobot_format.file_path(dst, lerobot_format.VIDEO_PATH, e,
-                                              meta.chunks_size, video_key=camera)
-            units.append(_Unit(position=e, episode=int(meta.episode_index[e]), camera=camera,
-                               source=source, video=v,
-                               first_frame=int(first_frames[camera][e]),
-                               frames=int(meta.length[e]), target=target,
-                               bytes_in=int(round(os.path.getsize(source) * share))))
+            target = lerobot_format.file_path(
+                dst, lerobot_format.VIDEO_PATH, e, meta.chunks_size, video_key=camera
+            )
+            units.append(
+                _Unit(
+                    position=e,
+                    episode=int(meta.episode_index[e]),
+                    camera=camera,
+                    source=source,
+                    video=v,
+                    first_frame=int(first_frames[camera][e]),
+                    frames=int(meta.length[e]),
+                    target=target,
+                    bytes_in=int(round(os.path.getsize(source) * share)),
+                )
+            )
     return units
 
 
-def _run_units(units: list[_Unit], index, state: _RunState, options: dict, workers: int,
-               on_error: str, progress: Progress, report: EtlReport) -> dict[_Unit, str]:
+def _run_units(
+    units: list[_Unit],
+    index,
+    state: _RunState,
+    options: dict,
+    workers: int,
+    on_error: str,
+    progress: Progress,
+    report: EtlReport,
+) -> dict[_Unit, str]:
     """Encodes every unit whose file is not there yet. Returns the failed units with their
     reasons (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new
     unit starts, the running ones finish, and the error is raised."""
@@ -428,10 +486,23 @@ def _run_units(units: list[_Unit], index, state: _RunState, options: dict, worke
         if table is None:
             table = tables[unit.video] = index.frame_table(unit.video)
         os.makedirs(os.path.dirname(unit.target), exist_ok=True)
-        return _core.transcode(unit.source, table, unit.first_frame, unit.frames, unit.target,
-                               height, width, options["codec"], options["gop"], options["crf"],
-                               options["preset"], options["fast_decode"],
-                               options["interpolation"] == "area", 1, 32)
+        return _core.transcode(
+            unit.source,
+            table,
+            unit.first_frame,
+            unit.frames,
+            unit.target,
+            height,
+            width,
+            options["codec"],
+            options["gop"],
+            options["crf"],
+            options["preset"],
+            options["fast_decode"],
+            options["interpolation"] == "area",
+            1,
+            32,
+        )
 
     callback: Callable[[int, int], None] | None = None
     if progress is True and todo:
@@ -454,9 +525,11 @@ def _run_units(units: list[_Unit], index, state: _RunState, options: dict, worke
                 try:
                     result = future.result()
                 except Error as e:
-                    reason = (f"episode {unit.episode} (camera {unit.camera!r}, frames "
-                              f"{unit.first_frame}-{unit.first_frame + unit.frames - 1} of "
-                              f"{unit.source}): {e}")
+                    reason = (
+                        f"episode {unit.episode} (camera {unit.camera!r}, frames "
+                        f"{unit.first_frame}-{unit.first_frame + unit.frames - 1} of "
+                        f"{unit.source}): {e}"
+                    )
                     if on_error == "raise":
                         if error is None:
                             error = DecodeError(f"stoker etl: cannot materialize {reason}")
@@ -499,9 +572,16 @@ def _remove_unreferenced_videos(dst: str, keep: set) -> None:
 # Rows and metadata
 
 
-def _write_dataset(meta: LeRobotMetadata, kept: list[int], units: list[_Unit],
-                   cameras: Sequence[str], state: _RunState, dst: str, options: dict,
-                   report: EtlReport) -> None:
+def _write_dataset(
+    meta: LeRobotMetadata,
+    kept: list[int],
+    units: list[_Unit],
+    cameras: Sequence[str],
+    state: _RunState,
+    dst: str,
+    options: dict,
+    report: EtlReport,
+) -> None:
     """Writes DST's rows and metadata around the videos already there (see
     :mod:`stoker.lerobot_format`): the kept episodes renumbered 0, 1, ..., JSON columns typed,
     per-episode statistics kept, and ``meta/info.json`` last."""
@@ -510,31 +590,43 @@ def _write_dataset(meta: LeRobotMetadata, kept: list[int], units: list[_Unit],
     chunks_size = meta.chunks_size
     data_mb = int(meta.info.get("data_files_size_in_mb", lerobot_format.DATA_FILES_SIZE_IN_MB))
     data_file = lerobot_format.data_files_by_size(
-        lengths, max(rows.nbytes / max(rows.num_rows, 1), 1.0), data_mb)
+        lengths, max(rows.nbytes / max(rows.num_rows, 1), 1.0), data_mb
+    )
     written = lerobot_format.write_data(dst, rows, lengths, data_file, chunks_size)
     report.data_bytes_out = sum(os.path.getsize(path) for path in written)
     report.frames = rows.num_rows
 
     # One video file per kept episode and camera, numbered by the episode's position in SRC.
     unit_of = {(u.position, u.camera): u for u in units}
-    videos = {camera: lerobot_format.EpisodeVideos(
-        file=np.asarray(kept, np.int64), from_timestamp=np.zeros(len(kept)),
-        to_timestamp=np.array([state.duration(unit_of[(e, camera)].target) for e in kept]))
-        for camera in cameras}
-    source_episodes = lerobot_format.read_episode_table(
-        meta.root, meta.codebase_version).sort_by("episode_index")
+    videos = {
+        camera: lerobot_format.EpisodeVideos(
+            file=np.asarray(kept, np.int64),
+            from_timestamp=np.zeros(len(kept)),
+            to_timestamp=np.array([state.duration(unit_of[(e, camera)].target) for e in kept]),
+        )
+        for camera in cameras
+    }
+    source_episodes = lerobot_format.read_episode_table(meta.root, meta.codebase_version).sort_by(
+        "episode_index"
+    )
     kept_rows = pa.array(kept)
     columns = lerobot_format.episode_columns(
-        lengths, lerobot_format.task_lists(source_episodes).take(kept_rows), data_file, videos,
-        chunks_size)
+        lengths,
+        lerobot_format.task_lists(source_episodes).take(kept_rows),
+        data_file,
+        videos,
+        chunks_size,
+    )
     features = _kept_features(meta, cameras)
     for name in lerobot_format.stats_columns(source_episodes, features):
         columns[name] = source_episodes[name].take(kept_rows)
     lerobot_format.write_episodes(dst, columns, chunks_size)
 
     if meta.codebase_version == "v3.0":  # SRC's own table, as it is
-        copy_file(os.path.join(meta.root, lerobot_format.TASKS_PATH),
-                  os.path.join(dst, lerobot_format.TASKS_PATH))
+        copy_file(
+            os.path.join(meta.root, lerobot_format.TASKS_PATH),
+            os.path.join(dst, lerobot_format.TASKS_PATH),
+        )
     else:
         lerobot_format.write_tasks(dst, meta.tasks)
     stats = _kept_stats(meta, kept, source_episodes, features)
@@ -545,29 +637,38 @@ def _write_dataset(meta: LeRobotMetadata, kept: list[int], units: list[_Unit],
         copy_file(subtasks, os.path.join(dst, lerobot_format.SUBTASKS_PATH))
 
     info = lerobot_format.v30_info(
-        meta.info, features=_output_features(meta, cameras, json_names, typed_features, options),
-        num_episodes=len(kept), num_frames=rows.num_rows,
-        num_tasks=len(lerobot_format.defined_tasks(meta.tasks)[0]), chunks_size=chunks_size,
-        has_videos=bool(cameras), data_files_size_in_mb=data_mb,
-        video_files_size_in_mb=int(meta.info.get("video_files_size_in_mb",
-                                                  lerobot_format.VIDEO_FILES_SIZE_IN_MB)))
+        meta.info,
+        features=_output_features(meta, cameras, json_names, typed_features, options),
+        num_episodes=len(kept),
+        num_frames=rows.num_rows,
+        num_tasks=len(lerobot_format.defined_tasks(meta.tasks)[0]),
+        chunks_size=chunks_size,
+        has_videos=bool(cameras),
+        data_files_size_in_mb=data_mb,
+        video_files_size_in_mb=int(
+            meta.info.get("video_files_size_in_mb", lerobot_format.VIDEO_FILES_SIZE_IN_MB)
+        ),
+    )
     lerobot_format.write_info(dst, info)
 
 
-def _kept_rows(meta: LeRobotMetadata, kept: list[int], options: dict,
-               report: EtlReport) -> tuple[pa.Table, list[str], dict[str, Any]]:
+def _kept_rows(
+    meta: LeRobotMetadata, kept: list[int], options: dict, report: EtlReport
+) -> tuple[pa.Table, list[str], dict[str, Any]]:
     """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
     renumbered; with the names of the JSON columns and the features of their typed columns."""
     table = pa.concat_tables([pq.read_table(path) for path in meta.data_files])
     table = table.replace_schema_metadata(None)  # HF's feature description would be stale
-    rows = np.concatenate([np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e])
-                           for e in kept]).astype(np.int64)
+    rows = np.concatenate(
+        [np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e]) for e in kept]
+    ).astype(np.int64)
     table = table.take(pa.array(rows))
     names = _json_column_names(table, options["json_columns"])
     source_index = table.column("index").to_numpy()
     source_episode = table.column("episode_index").to_numpy()
-    source_frame = (table.column("frame_index").to_numpy()
-                    if "frame_index" in table.column_names else None)
+    source_frame = (
+        table.column("frame_index").to_numpy() if "frame_index" in table.column_names else None
+    )
 
     def row_label(r: int) -> str:
         where = f"episode {source_episode[r]}"
@@ -583,8 +684,13 @@ def _kept_rows(meta: LeRobotMetadata, kept: list[int], options: dict,
     return table, names, typed_features
 
 
-def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: list[str],
-                     typed_features: dict[str, Any], options: dict) -> dict[str, Any]:
+def _output_features(
+    meta: LeRobotMetadata,
+    cameras: Sequence[str],
+    json_names: list[str],
+    typed_features: dict[str, Any],
+    options: dict,
+) -> dict[str, Any]:
     """info.json's features of DST: the kept cameras at the new size and codec, each JSON
     column replaced by its typed columns, the others as in SRC."""
     height, width = options["size"]
@@ -592,11 +698,13 @@ def _output_features(meta: LeRobotMetadata, cameras: Sequence[str], json_names: 
     for name, feature in meta.info["features"].items():
         if feature.get("dtype") == "video":
             if name in cameras:
-                features[name] = lerobot_format.video_feature(feature, height, width,
-                                                              options["codec"])
+                features[name] = lerobot_format.video_feature(
+                    feature, height, width, options["codec"]
+                )
         elif name in json_names:  # a JSON column: its typed columns, in its place
-            features.update({n: f for n, f in typed_features.items()
-                             if n == name or n.startswith(name + ".")})
+            features.update(
+                {n: f for n, f in typed_features.items() if n == name or n.startswith(name + ".")}
+            )
         else:
             features[name] = feature
     for typed_name, feature in typed_features.items():  # JSON columns info.json did not list
@@ -613,8 +721,10 @@ def _json_column_names(table: pa.Table, json_columns) -> list[str]:
         json_columns = [json_columns]
     missing = [c for c in json_columns if c not in table.column_names]
     if missing:
-        raise ValueError(f"json_columns {missing} are not columns of the data; the columns are "
-                         f"{table.column_names}")
+        raise ValueError(
+            f"json_columns {missing} are not columns of the data; the columns are "
+            f"{table.column_names}"
+        )
     return list(json_columns)
 
 
@@ -627,8 +737,9 @@ def _kept_features(meta: LeRobotMetadata, cameras: Sequence[str]) -> set:
     return {name for name in meta.features if name not in meta.cameras or name in cameras}
 
 
-def _kept_stats(meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Table,
-                features: set) -> dict | None:
+def _kept_stats(
+    meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Table, features: set
+) -> dict | None:
     """meta/stats.json of DST: the kept episodes' statistics aggregated (from SRC's per-episode
     ones); SRC's own stats.json when it lacks those of some kept episode; None when it has
     neither."""
@@ -643,15 +754,17 @@ def _kept_stats(meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Tabl
 # Verification
 
 
-def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: list[int],
-            cameras: Sequence[str]) -> float:
+def _verify(
+    meta: LeRobotMetadata, src_index, dst_index, kept: list[int], cameras: Sequence[str]
+) -> float:
     """Checks, per kept episode and camera, that DST's frames are SRC's: the same count, and
     each frame's time from the episode's start equal within TIME_TOLERANCE_S (from the frame
     tables of both indexes: nothing is decoded). Returns the largest difference; raises
     DatasetError naming every episode that differs."""
     if dst_index.num_episodes != len(kept):
-        raise DatasetError(f"verification failed: DST has {dst_index.num_episodes} episodes, "
-                           f"expected {len(kept)}")
+        raise DatasetError(
+            f"verification failed: DST has {dst_index.num_episodes} episodes, expected {len(kept)}"
+        )
     worst = 0.0
     problems = []
     tables: dict[tuple[int, int], np.ndarray] = {}
@@ -667,11 +780,13 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: list[int],
         dst_videos, dst_first = dst_index.videos_of(camera), dst_index.first_frames(camera)
         for k, e in enumerate(kept):
             n = int(meta.length[e])
-            expected = pts(src_index, int(src_videos[e]))[src_first[e]:src_first[e] + n]
+            expected = pts(src_index, int(src_videos[e]))[src_first[e] : src_first[e] + n]
             dst_all = pts(dst_index, int(dst_videos[k]))
-            got = dst_all[dst_first[k]:dst_first[k] + n]
-            where = (f"episode {meta.episode_index[e]} (DST episode {k}), camera {camera!r}, "
-                     f"{dst_index.video_files[int(dst_videos[k])]}")
+            got = dst_all[dst_first[k] : dst_first[k] + n]
+            where = (
+                f"episode {meta.episode_index[e]} (DST episode {k}), camera {camera!r}, "
+                f"{dst_index.video_files[int(dst_videos[k])]}"
+            )
             if len(dst_all) != n or len(got) != n:
                 problems.append(f"{where}: {len(dst_all)} frames, expected {n}")
                 continue
@@ -680,8 +795,11 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: list[int],
             if error > TIME_TOLERANCE_S:
                 problems.append(f"{where}: frame times differ by up to {error * 1e6:.3f} us")
     if problems:
-        raise DatasetError("verification failed: " + "; ".join(problems[:20]) +
-                           (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
+        raise DatasetError(
+            "verification failed: "
+            + "; ".join(problems[:20])
+            + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+        )
     return worst
 
 
@@ -691,33 +809,73 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: list[int],
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="the LeRobot dataset to read (v2.1 or v3.0)")
-    parser.add_argument("dst", help="the folder to write: a new one, or the same folder again "
-                                    "to continue an interrupted run")
-    parser.add_argument("--size", required=True, metavar="WxH",
-                        help="output frame size, width x height, e.g. 224x224 (even numbers)")
-    parser.add_argument("--codec", choices=CODECS, default="h264",
-                        help="h264 (libx264, the default) or av1 (libsvtav1)")
-    parser.add_argument("--gop", type=int, default=DEFAULT_GOP,
-                        help=f"frames from one keyframe to the next (default {DEFAULT_GOP})")
-    parser.add_argument("--crf", type=int, default=None,
-                        help="constant rate factor (default: 23 for h264, 30 for av1)")
-    parser.add_argument("--preset", default=None,
-                        help="encoder preset (default: medium for h264, 8 for av1)")
-    parser.add_argument("--no-fast-decode", action="store_true",
-                        help="encode without the encoders' fast-decode tuning (smaller files, "
-                             "slower decoding)")
-    parser.add_argument("--cameras", nargs="+", default=None, metavar="KEY",
-                        help="video keys to keep (default: all)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="videos encoded at once (default: one per CPU)")
-    parser.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                        help="an episode that cannot be decoded stops the run (raise, the "
-                             "default) or is left out and reported (skip)")
-    parser.add_argument("--json-columns", default="auto", metavar="auto|none|COL,COL",
-                        help="string columns to turn into typed columns (default: auto, every "
-                             "column of JSON objects or arrays)")
-    parser.add_argument("--interpolation", choices=("bilinear", "area"), default="bilinear",
-                        help="resampling to the output size (default bilinear)")
+    parser.add_argument(
+        "dst",
+        help="the folder to write: a new one, or the same folder again "
+        "to continue an interrupted run",
+    )
+    parser.add_argument(
+        "--size",
+        required=True,
+        metavar="WxH",
+        help="output frame size, width x height, e.g. 224x224 (even numbers)",
+    )
+    parser.add_argument(
+        "--codec",
+        choices=CODECS,
+        default="h264",
+        help="h264 (libx264, the default) or av1 (libsvtav1)",
+    )
+    parser.add_argument(
+        "--gop",
+        type=int,
+        default=DEFAULT_GOP,
+        help=f"frames from one keyframe to the next (default {DEFAULT_GOP})",
+    )
+    parser.add_argument(
+        "--crf",
+        type=int,
+        default=None,
+        help="constant rate factor (default: 23 for h264, 30 for av1)",
+    )
+    parser.add_argument(
+        "--preset", default=None, help="encoder preset (default: medium for h264, 8 for av1)"
+    )
+    parser.add_argument(
+        "--no-fast-decode",
+        action="store_true",
+        help="encode without the encoders' fast-decode tuning (smaller files, slower decoding)",
+    )
+    parser.add_argument(
+        "--cameras",
+        nargs="+",
+        default=None,
+        metavar="KEY",
+        help="video keys to keep (default: all)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="videos encoded at once (default: one per CPU)"
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="an episode that cannot be decoded stops the run (raise, the "
+        "default) or is left out and reported (skip)",
+    )
+    parser.add_argument(
+        "--json-columns",
+        default="auto",
+        metavar="auto|none|COL,COL",
+        help="string columns to turn into typed columns (default: auto, every "
+        "column of JSON objects or arrays)",
+    )
+    parser.add_argument(
+        "--interpolation",
+        choices=("bilinear", "area"),
+        default="bilinear",
+        help="resampling to the output size (default bilinear)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -726,11 +884,22 @@ def main(args: argparse.Namespace) -> int:
     if json_columns not in ("auto", "none"):
         json_columns = [c for c in json_columns.split(",") if c]
     try:
-        materialize(args.src, args.dst, size=args.size, codec=args.codec, gop=args.gop,
-                    crf=args.crf, preset=args.preset, fast_decode=not args.no_fast_decode,
-                    cameras=args.cameras, workers=args.workers, on_error=args.on_error,
-                    json_columns=json_columns, interpolation=args.interpolation,
-                    progress=not args.no_progress)
+        materialize(
+            args.src,
+            args.dst,
+            size=args.size,
+            codec=args.codec,
+            gop=args.gop,
+            crf=args.crf,
+            preset=args.preset,
+            fast_decode=not args.no_fast_decode,
+            cameras=args.cameras,
+            workers=args.workers,
+            on_error=args.on_error,
+            json_columns=json_columns,
+            interpolation=args.interpolation,
+            progress=not args.no_progress,
+        )
     except KeyboardInterrupt:
         print("stoker etl: interrupted; run the same command again to continue", file=sys.stderr)
         return 130

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from typing import (
-    Any,
-    NamedTuple,
-    Union,
-)
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -50,10 +46,14 @@ class WindowSpec:
     without a time axis, as LeRobot returns them.
     """
 
-    def __init__(self, delta_timestamps: Mapping[str, Offsets] | None = None,
-                 delta_indices: Mapping[str, Offsets] | None = None,
-                 size: tuple[int, int] | None = None, layout: str = "TCHW",
-                 tolerance_s: float = 1e-4):
+    def __init__(
+        self,
+        delta_timestamps: Mapping[str, Offsets] | None = None,
+        delta_indices: Mapping[str, Offsets] | None = None,
+        size: tuple[int, int] | None = None,
+        layout: str = "TCHW",
+        tolerance_s: float = 1e-4,
+    ):
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if size is not None:
@@ -67,8 +67,9 @@ class WindowSpec:
         self.delta_indices = dict(delta_indices or {})
         overlap = set(self.delta_timestamps) & set(self.delta_indices)
         if overlap:
-            raise ValueError(f"keys {sorted(overlap)} are in both delta_timestamps and "
-                             f"delta_indices")
+            raise ValueError(
+                f"keys {sorted(overlap)} are in both delta_timestamps and delta_indices"
+            )
         self.size = size
         self.layout = layout
         self.tolerance_s = float(tolerance_s)
@@ -83,8 +84,10 @@ class WindowSpec:
             off = np.abs(seconds - rows / fps)
             if np.any(off > self.tolerance_s):
                 bad = seconds[np.argmax(off)]
-                raise ValueError(f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
-                                 f"frames at {fps} fps (tolerance {self.tolerance_s} s)")
+                raise ValueError(
+                    f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
+                    f"frames at {fps} fps (tolerance {self.tolerance_s} s)"
+                )
             keys[name] = (source, rows.astype(np.int64))
         for name, value in self.delta_indices.items():
             source, rows = _source_and_offsets(name, value)
@@ -95,9 +98,11 @@ class WindowSpec:
         return keys
 
     def __repr__(self) -> str:
-        return (f"WindowSpec(delta_timestamps={self.delta_timestamps!r}, "
-                f"delta_indices={self.delta_indices!r}, size={self.size!r}, "
-                f"layout={self.layout!r})")
+        return (
+            f"WindowSpec(delta_timestamps={self.delta_timestamps!r}, "
+            f"delta_indices={self.delta_indices!r}, size={self.size!r}, "
+            f"layout={self.layout!r})"
+        )
 
 
 def _source_and_offsets(name, value):
@@ -140,18 +145,29 @@ class LeRobotDataset:
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
     """
 
-    def __init__(self, root: str | os.PathLike, spec: WindowSpec | None = None, *,
-                 cache_dir: str | None = None, rebuild: bool = False,
-                 threads: int | None = None, progress: bool = True):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        spec: WindowSpec | None = None,
+        *,
+        cache_dir: str | None = None,
+        rebuild: bool = False,
+        threads: int | None = None,
+        progress: bool = True,
+    ):
         self.root = os.path.abspath(os.fspath(root))
         self.meta = read_lerobot_metadata(self.root)
-        self.index = load_index(self.root, rebuild=rebuild, threads=threads, progress=progress,
-                                cache_dir=cache_dir)
+        self.index = load_index(
+            self.root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
+        )
         self.spec = spec if spec is not None else WindowSpec()
         self._item_keys = self._resolve_keys()
-        self._planner = _core.WindowPlanner(self.index.native, [k.name for k in self._item_keys],
-                                            [k.source for k in self._item_keys],
-                                            [k.offsets for k in self._item_keys])
+        self._planner = _core.WindowPlanner(
+            self.index.native,
+            [k.name for k in self._item_keys],
+            [k.source for k in self._item_keys],
+            [k.offsets for k in self._item_keys],
+        )
         self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
         self._task_texts = [str(text) for text in self.meta.tasks]
         self._readers: dict[int, VideoReader] = {}
@@ -199,16 +215,16 @@ class LeRobotDataset:
         frames = [self._decode(read) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
         for k, key in enumerate(self._item_keys):
-            key_rows = rows[begin[k]:begin[k + 1]]
+            key_rows = rows[begin[k] : begin[k + 1]]
             read = plan["key_read"][k]
             if read >= 0:  # a camera key: its frames are a slice of its camera's one read
                 first = plan["key_read_begin"][k]
-                value = frames[read][first:first + len(key_rows)]
+                value = frames[read][first : first + len(key_rows)]
             else:
                 value = self.index.column(key.source)[key_rows]
             if key.timed:
                 item[key.name] = value
-                item[f"{key.name}_is_pad"] = pad[begin[k]:begin[k + 1]].astype(bool)
+                item[f"{key.name}_is_pad"] = pad[begin[k] : begin[k + 1]].astype(bool)
             else:
                 item[key.name] = value[0]
         row_keys = self.row_keys([i], [int(plan["episode"])], skip=item)
@@ -227,11 +243,13 @@ class LeRobotDataset:
         rows = np.asarray(rows, dtype=np.int64)
         episodes = np.asarray(episodes, dtype=np.int64)
         task_index = self.meta.task_index[episodes]
-        values = {"index": rows, "episode_index": self.meta.episode_index[episodes],
-                  "frame_index": rows - self._episode_from_row[episodes],
-                  "task_index": task_index}
-        keys: dict[str, Any] = {name: value for name, value in values.items()
-                                if name not in skip}
+        values = {
+            "index": rows,
+            "episode_index": self.meta.episode_index[episodes],
+            "frame_index": rows - self._episode_from_row[episodes],
+            "task_index": task_index,
+        }
+        keys: dict[str, Any] = {name: value for name, value in values.items() if name not in skip}
         texts = self._task_texts
         keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
         return keys
@@ -247,17 +265,21 @@ class LeRobotDataset:
         return self._planner.costs(np.ascontiguousarray(rows, dtype=np.int64))
 
     def __repr__(self) -> str:
-        return (f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
-                f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
-                f"cameras {list(self.cameras)})")
+        return (
+            f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
+            f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
+            f"cameras {list(self.cameras)})"
+        )
 
     def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
         for name, (source, _) in resolved.items():
             if source not in sources:
-                raise DatasetError(f"window key {name!r} reads {source!r}, which the dataset "
-                                   f"{self.root} does not have (it has {sorted(sources)})")
+                raise DatasetError(
+                    f"window key {name!r} reads {source!r}, which the dataset "
+                    f"{self.root} does not have (it has {sorted(sources)})"
+                )
         keys: list[ItemKey] = []
         for name, (source, rows) in resolved.items():
             offsets = np.ascontiguousarray(rows, dtype=np.int64)
@@ -276,11 +298,13 @@ class LeRobotDataset:
         video = int(read["video_file"])
         reader = self._readers.get(video)
         if reader is None:
-            reader = VideoReader(self.index.video_files[video],
-                                 frame_table=self.index.frame_table(video))
+            reader = VideoReader(
+                self.index.video_files[video], frame_table=self.index.frame_table(video)
+            )
             self._readers[video] = reader
         try:
-            return reader.get_frames(read["frames"], size=self.spec.size,
-                                     layout=_LAYOUTS[self.spec.layout])
+            return reader.get_frames(
+                read["frames"], size=self.spec.size, layout=_LAYOUTS[self.spec.layout]
+            )
         except _core.DecodeError as error:
             raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error

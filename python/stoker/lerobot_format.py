@@ -35,10 +35,7 @@ import json
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import (
-    Any,
-    NamedTuple,
-)
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -123,7 +120,8 @@ def read_info(root: str) -> Info:
     if version not in SUPPORTED_VERSIONS:
         raise DatasetError(
             f"unknown codebase_version {version!r} in {path}: stoker reads LeRobot "
-            f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}")
+            f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}"
+        )
     for key in ("fps", "features", "data_path"):
         if key not in raw:
             raise DatasetError(f"{path} has no {key!r}")
@@ -135,11 +133,17 @@ def read_info(root: str) -> Info:
         raise DatasetError(f"{path}: fps must be positive, got {raw['fps']!r}")
     chunks_size = raw.get("chunks_size", DEFAULT_CHUNKS_SIZE)
     if not isinstance(chunks_size, int) or chunks_size < 1:
-        raise DatasetError(f"{path}: chunks_size must be a positive integer, got "
-                           f"{chunks_size!r}")
-    info = Info(path=path, codebase_version=version, fps=fps,
-                features=_parse_features(raw["features"], path), chunks_size=chunks_size,
-                data_path=raw["data_path"], video_path=raw.get("video_path"), raw=raw)
+        raise DatasetError(f"{path}: chunks_size must be a positive integer, got {chunks_size!r}")
+    info = Info(
+        path=path,
+        codebase_version=version,
+        fps=fps,
+        features=_parse_features(raw["features"], path),
+        chunks_size=chunks_size,
+        data_path=raw["data_path"],
+        video_path=raw.get("video_path"),
+        raw=raw,
+    )
     if info.cameras and not info.video_path:
         raise DatasetError(f"{path} has video features {list(info.cameras)} but no video_path")
     return info
@@ -182,8 +186,7 @@ def episodes_location(root: str, version: str) -> str:
     return os.path.join(root, V21_EPISODES_PATH)
 
 
-def read_episode_table(root: str, version: str,
-                       columns: Sequence[str] | None = None) -> pa.Table:
+def read_episode_table(root: str, version: str, columns: Sequence[str] | None = None) -> pa.Table:
     """The per-episode table as stored (v2.1 ``meta/episodes.jsonl``, v3.0 every file of
     ``meta/episodes/``), in file order. With ``columns``, exactly those columns, a column the
     files lack coming back as nulls; else every column."""
@@ -203,14 +206,16 @@ def read_episode_table(root: str, version: str,
             present = set(pq.read_schema(path).names)
         except (OSError, pa.ArrowException) as e:
             raise DatasetError(f"cannot read meta file {path}: {e}") from None
-        table = read_parquet_table(path, "meta file",
-                                   columns=[name for name in columns if name in present])
+        table = read_parquet_table(
+            path, "meta file", columns=[name for name in columns if name in present]
+        )
         tables.append(_with_columns(table, columns))
     try:
         return pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as e:
-        raise DatasetError(f"episode tables in {episodes_location(root, version)} disagree on "
-                           f"column types: {e}") from None
+        raise DatasetError(
+            f"episode tables in {episodes_location(root, version)} disagree on column types: {e}"
+        ) from None
 
 
 def task_lists(episodes: pa.Table) -> pa.ChunkedArray:
@@ -220,8 +225,13 @@ def task_lists(episodes: pa.Table) -> pa.ChunkedArray:
         return pa.chunked_array([pa.nulls(episodes.num_rows, pa.list_(pa.string()))])
     tasks = episodes.column("tasks")
     if pa.types.is_string(tasks.type) or pa.types.is_large_string(tasks.type):
-        return pa.chunked_array([pa.array([[t] if t is not None else [] for t in tasks.to_pylist()],
-                                          pa.list_(pa.string()))])
+        return pa.chunked_array(
+            [
+                pa.array(
+                    [[t] if t is not None else [] for t in tasks.to_pylist()], pa.list_(pa.string())
+                )
+            ]
+        )
     return tasks.cast(pa.list_(pa.string()))
 
 
@@ -236,7 +246,7 @@ def read_episode_stats(root: str, episodes: pa.Table) -> dict[int, FeatureStats]
         for row, episode in enumerate(episode_index):
             entry: FeatureStats = {}
             for name in columns:
-                feature, statistic = name[len("stats/"):].rsplit("/", 1)
+                feature, statistic = name[len("stats/") :].rsplit("/", 1)
                 value = episodes[name][row].as_py()
                 if value is not None:
                     entry.setdefault(feature, {})[statistic] = np.asarray(value, np.float64)
@@ -250,18 +260,23 @@ def read_episode_stats(root: str, episodes: pa.Table) -> dict[int, FeatureStats]
         try:
             result[int(record["episode_index"])] = {
                 feature: {k: np.asarray(v, np.float64) for k, v in values.items()}
-                for feature, values in record["stats"].items()}
+                for feature, values in record["stats"].items()
+            }
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise DatasetError(f"{path}, line {number}: not an episode_index with its stats of "
-                               f"numbers per feature") from None
+            raise DatasetError(
+                f"{path}, line {number}: not an episode_index with its stats of numbers per feature"
+            ) from None
     return result
 
 
 def stats_columns(episodes: pa.Table, features: Collection[str]) -> list[str]:
     """The per-episode statistics columns of an episode table (``stats/<feature>/<statistic>``)
     that belong to ``features``."""
-    return [name for name in episodes.column_names if name.startswith("stats/")
-            and name[len("stats/"):].rsplit("/", 1)[0] in features]
+    return [
+        name
+        for name in episodes.column_names
+        if name.startswith("stats/") and name[len("stats/") :].rsplit("/", 1)[0] in features
+    ]
 
 
 def read_stats(root: str) -> dict[str, Any] | None:
@@ -275,9 +290,12 @@ def meta_files(root: str, version: str) -> list[str]:
     meta = os.path.join(root, "meta")
     if version == "v3.0":
         names = [INFO_PATH, TASKS_PATH]
-        tables = sorted(os.path.join(folder, name)
-                        for folder, _, files in os.walk(os.path.join(meta, "episodes"))
-                        for name in files if name.endswith(".parquet"))
+        tables = sorted(
+            os.path.join(folder, name)
+            for folder, _, files in os.walk(os.path.join(meta, "episodes"))
+            for name in files
+            if name.endswith(".parquet")
+        )
     else:
         names = [INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH]
         tables = []
@@ -285,19 +303,22 @@ def meta_files(root: str, version: str) -> list[str]:
     return [path for path in files if os.path.exists(path)]
 
 
-def format_paths(root: str, template: str, template_name: str,
-                 **columns: np.ndarray | str) -> np.ndarray:
+def format_paths(
+    root: str, template: str, template_name: str, **columns: np.ndarray | str
+) -> np.ndarray:
     """Absolute paths from a path template of info.json (``template_name`` says which), one
     per entry of the array arguments; a string argument is the same in every path."""
     n = len(next(v for v in columns.values() if isinstance(v, np.ndarray)))
-    values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n)
-              for k, v in columns.items()}
+    values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n) for k, v in columns.items()}
     try:
-        paths = [os.path.join(root, template.format(**dict(zip(values, row))))
-                 for row in zip(*values.values())]
+        paths = [
+            os.path.join(root, template.format(**dict(zip(values, row))))
+            for row in zip(*values.values())
+        ]
     except (KeyError, IndexError, ValueError) as e:
-        raise DatasetError(f"{os.path.join(root, INFO_PATH)}: cannot fill {template_name} "
-                           f"{template!r}: {e!r}") from None
+        raise DatasetError(
+            f"{os.path.join(root, INFO_PATH)}: cannot fill {template_name} {template!r}: {e!r}"
+        ) from None
     return np.array(paths, dtype=str)
 
 
@@ -340,7 +361,8 @@ def _parse_features(raw: Any, path: str) -> dict[str, Feature]:
             features[name] = Feature(str(spec["dtype"]), tuple(int(d) for d in spec["shape"]))
         except (KeyError, TypeError, ValueError):
             raise DatasetError(
-                f"{path}: feature {name!r} lacks a dtype or an integer shape") from None
+                f"{path}: feature {name!r} lacks a dtype or an integer shape"
+            ) from None
     return features
 
 
@@ -399,12 +421,15 @@ def file_path(root: str, template: str, number: int, chunks_size: int, **keys: s
     """The absolute path of file ``number`` of a v3.0 kind (:data:`DATA_PATH`,
     :data:`VIDEO_PATH` with ``video_key=``, :data:`EPISODES_PATH`): chunk
     ``number // chunks_size``, file ``number % chunks_size``."""
-    return os.path.join(root, template.format(chunk_index=number // chunks_size,
-                                              file_index=number % chunks_size, **keys))
+    return os.path.join(
+        root,
+        template.format(chunk_index=number // chunks_size, file_index=number % chunks_size, **keys),
+    )
 
 
-def data_files_by_size(lengths: npt.ArrayLike, bytes_per_row: float,
-                       size_in_mb: float) -> np.ndarray:
+def data_files_by_size(
+    lengths: npt.ArrayLike, bytes_per_row: float, size_in_mb: float
+) -> np.ndarray:
     """The data file number of each episode when whole episodes, in order, fill files of about
     ``size_in_mb`` each: a file takes the next episode unless that would take it past the size.
     """
@@ -418,8 +443,9 @@ def data_files_by_size(lengths: npt.ArrayLike, bytes_per_row: float,
     return file
 
 
-def write_data(root: str, rows: pa.Table, lengths: npt.ArrayLike, file_of_episode: np.ndarray,
-               chunks_size: int) -> list[str]:
+def write_data(
+    root: str, rows: pa.Table, lengths: npt.ArrayLike, file_of_episode: np.ndarray, chunks_size: int
+) -> list[str]:
     """Writes the data files: ``rows`` holds whole episodes back to back in dataset order, and
     episode e goes to data file ``file_of_episode[e]`` (consecutive episodes share a file).
     Removes any other data file. Returns the paths written, in order."""
@@ -433,9 +459,13 @@ def write_data(root: str, rows: pa.Table, lengths: npt.ArrayLike, file_of_episod
     return paths
 
 
-def episode_columns(lengths: npt.ArrayLike, tasks: pa.ChunkedArray | Sequence[list[str]],
-                    data_file: np.ndarray, videos: Mapping[str, EpisodeVideos],
-                    chunks_size: int) -> dict[str, Any]:
+def episode_columns(
+    lengths: npt.ArrayLike,
+    tasks: pa.ChunkedArray | Sequence[list[str]],
+    data_file: np.ndarray,
+    videos: Mapping[str, EpisodeVideos],
+    chunks_size: int,
+) -> dict[str, Any]:
     """The columns of a v3.0 episode table, episodes numbered 0, 1, ... in dataset order:
     ``tasks`` (each episode's task texts), lengths and row ranges, data files, and per camera
     its video files and spans (see :class:`EpisodeVideos`). Add per-episode statistics
@@ -459,20 +489,29 @@ def episode_columns(lengths: npt.ArrayLike, tasks: pa.ChunkedArray | Sequence[li
         columns[f"videos/{camera}/chunk_index"] = pa.array(file // chunks_size)
         columns[f"videos/{camera}/file_index"] = pa.array(file % chunks_size)
         columns[f"videos/{camera}/from_timestamp"] = pa.array(
-            np.asarray(where.from_timestamp, np.float64))
+            np.asarray(where.from_timestamp, np.float64)
+        )
         columns[f"videos/{camera}/to_timestamp"] = pa.array(
-            np.asarray(where.to_timestamp, np.float64))
+            np.asarray(where.to_timestamp, np.float64)
+        )
     return columns
 
 
-def write_episodes(root: str, columns: Mapping[str, Any], chunks_size: int,
-                   file_of_episode: np.ndarray | None = None) -> None:
+def write_episodes(
+    root: str,
+    columns: Mapping[str, Any],
+    chunks_size: int,
+    file_of_episode: np.ndarray | None = None,
+) -> None:
     """Writes the episode table ``meta/episodes/`` from :func:`episode_columns`: episode e into
     file ``file_of_episode[e]`` (default: all into file 0), each row saying where it is
     (``meta/episodes/chunk_index``, ``file_index``). Removes any other episode file."""
     table = pa.table(dict(columns))
-    file = (np.zeros(table.num_rows, np.int64) if file_of_episode is None
-            else np.asarray(file_of_episode, np.int64))
+    file = (
+        np.zeros(table.num_rows, np.int64)
+        if file_of_episode is None
+        else np.asarray(file_of_episode, np.int64)
+    )
     table = table.append_column("meta/episodes/chunk_index", pa.array(file // chunks_size))
     table = table.append_column("meta/episodes/file_index", pa.array(file % chunks_size))
     paths = []
@@ -494,26 +533,51 @@ def write_tasks(root: str, texts: Sequence[str] | np.ndarray) -> None:
     table's index, ``task_index`` its column). ``texts[t]`` is the text of task t; indices
     whose text is "" are unused and left out."""
     indices, defined = defined_tasks(texts)
-    table = pa.table({"task_index": pa.array(indices, pa.int64()),
-                      "__index_level_0__": pa.array(defined, pa.string())})
+    table = pa.table(
+        {
+            "task_index": pa.array(indices, pa.int64()),
+            "__index_level_0__": pa.array(defined, pa.string()),
+        }
+    )
     pandas_meta = {
         "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
         "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None}],
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": None,
+                "field_name": "__index_level_0__",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
+        ],
         "creator": {"library": "pyarrow", "version": pa.__version__},
         "pandas_version": "2.2.3",
     }
-    write_parquet(table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()}),
-                  os.path.join(root, TASKS_PATH))
+    write_parquet(
+        table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()}),
+        os.path.join(root, TASKS_PATH),
+    )
 
 
-def aggregate_stats(per_episode: Sequence[FeatureStats],
-                    features: Collection[str]) -> dict[str, dict[str, list]]:
+def aggregate_stats(
+    per_episode: Sequence[FeatureStats], features: Collection[str]
+) -> dict[str, dict[str, list]]:
     """Statistics of a set of episodes from theirs, as LeRobot aggregates them: count-weighted
     mean, pooled variance, min of the minima, max of the maxima. Covers those of ``features``
     that the first episode has, when every episode that has the feature has all five
@@ -530,12 +594,16 @@ def aggregate_stats(per_episode: Sequence[FeatureStats],
         total = counts.sum(axis=0)
         weights = counts.reshape(counts.shape + (1,) * (means.ndim - counts.ndim))
         mean = (means * weights).sum(axis=0) / total
-        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2)
-                    * weights).sum(axis=0) / total
-        result[feature] = {"min": np.min(np.stack([s["min"] for s in items]), axis=0).tolist(),
-                           "max": np.max(np.stack([s["max"] for s in items]), axis=0).tolist(),
-                           "mean": mean.tolist(), "std": np.sqrt(variance).tolist(),
-                           "count": total.astype(np.int64).tolist()}
+        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2) * weights).sum(
+            axis=0
+        ) / total
+        result[feature] = {
+            "min": np.min(np.stack([s["min"] for s in items]), axis=0).tolist(),
+            "max": np.max(np.stack([s["max"] for s in items]), axis=0).tolist(),
+            "mean": mean.tolist(),
+            "std": np.sqrt(variance).tolist(),
+            "count": total.astype(np.int64).tolist(),
+        }
     return result
 
 
@@ -544,42 +612,60 @@ def write_stats(root: str, stats: Mapping[str, Any]) -> None:
     write_json(os.path.join(root, STATS_PATH), stats)
 
 
-def video_feature(feature: Mapping[str, Any], height: int, width: int,
-                  codec: str) -> dict[str, Any]:
+def video_feature(
+    feature: Mapping[str, Any], height: int, width: int, codec: str
+) -> dict[str, Any]:
     """A copy of a video feature of info.json describing frames of ``height`` x ``width``
     encoded with ``codec`` (as yuv420p, 3 channels); its other fields are kept."""
     result = json.loads(json.dumps(feature))
     result["shape"] = [height, width, 3]
     result.setdefault("names", ["height", "width", "channels"])
     video = result.get("info") or {}
-    video.update({"video.height": height, "video.width": width, "video.codec": codec,
-                  "video.pix_fmt": "yuv420p", "video.channels": 3})
+    video.update(
+        {
+            "video.height": height,
+            "video.width": width,
+            "video.codec": codec,
+            "video.pix_fmt": "yuv420p",
+            "video.channels": 3,
+        }
+    )
     video.setdefault("video.is_depth_map", False)
     video.setdefault("has_audio", False)
     result["info"] = video
     return result
 
 
-def v30_info(base: Mapping[str, Any], *, features: Mapping[str, Any], num_episodes: int,
-             num_frames: int, num_tasks: int, chunks_size: int, has_videos: bool,
-             data_files_size_in_mb: int = DATA_FILES_SIZE_IN_MB,
-             video_files_size_in_mb: int = VIDEO_FILES_SIZE_IN_MB) -> dict[str, Any]:
+def v30_info(
+    base: Mapping[str, Any],
+    *,
+    features: Mapping[str, Any],
+    num_episodes: int,
+    num_frames: int,
+    num_tasks: int,
+    chunks_size: int,
+    has_videos: bool,
+    data_files_size_in_mb: int = DATA_FILES_SIZE_IN_MB,
+    video_files_size_in_mb: int = VIDEO_FILES_SIZE_IN_MB,
+) -> dict[str, Any]:
     """The info.json of a v3.0 dataset at the default path templates: ``base`` (e.g. the
     source's info.json, or at least ``fps``) with the layout's fields set and v2.1's dropped."""
     info = dict(base)
-    info.update({
-        "codebase_version": "v3.0",
-        "total_episodes": num_episodes,
-        "total_frames": num_frames,
-        "total_tasks": num_tasks,
-        "chunks_size": chunks_size,
-        "data_files_size_in_mb": data_files_size_in_mb,
-        "video_files_size_in_mb": video_files_size_in_mb,
-        "splits": {"train": f"0:{num_episodes}"},
-        "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if has_videos else None,
-        "features": dict(features),
-    })
+    info.update(
+        {
+            "codebase_version": "v3.0",
+            "total_episodes": num_episodes,
+            "total_frames": num_frames,
+            "total_tasks": num_tasks,
+            "chunks_size": chunks_size,
+            "data_files_size_in_mb": data_files_size_in_mb,
+            "video_files_size_in_mb": video_files_size_in_mb,
+            "splits": {"train": f"0:{num_episodes}"},
+            "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH if has_videos else None,
+            "features": dict(features),
+        }
+    )
     for key in ("total_chunks", "total_videos"):  # v2.1 only
         info.pop(key, None)
     return info

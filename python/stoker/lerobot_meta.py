@@ -121,9 +121,16 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
         parts = _read_v30(root, info)
     else:
         parts = _read_v21(root, info)
-    meta = LeRobotMetadata(root=root, codebase_version=info.codebase_version, fps=info.fps,
-                           cameras=info.cameras, features=info.features,
-                           chunks_size=info.chunks_size, info=info.raw, **parts)
+    meta = LeRobotMetadata(
+        root=root,
+        codebase_version=info.codebase_version,
+        fps=info.fps,
+        cameras=info.cameras,
+        features=info.features,
+        chunks_size=info.chunks_size,
+        info=info.raw,
+        **parts,
+    )
     for value in vars(meta).values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
@@ -133,8 +140,9 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
     return meta
 
 
-def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
-                 tolerance_s: float = 1e-4) -> dict[str, np.ndarray]:
+def read_columns(
+    meta: LeRobotMetadata, names: Iterable[str], *, tolerance_s: float = 1e-4
+) -> dict[str, np.ndarray]:
     """Loads Parquet columns of the whole dataset as contiguous numpy arrays.
 
     ``names`` may be any of :data:`DEFAULT_COLUMNS` and the numeric features of info.json
@@ -156,8 +164,10 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
     readable = readable_columns(meta)
     unknown = [name for name in names if name not in readable]
     if unknown:
-        raise ValueError(f"cannot read columns {unknown}: the readable columns of this dataset "
-                         f"are {sorted(readable)}")
+        raise ValueError(
+            f"cannot read columns {unknown}: the readable columns of this dataset "
+            f"are {sorted(readable)}"
+        )
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
 
@@ -167,14 +177,16 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
     _check_rows(meta, columns, tolerance_s)
     return {name: columns[name] for name in names}
 
+
 # ---------------------------------------------------------------------------------------------
 # v2.1
 
 
 def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     where = lerobot_format.episodes_location(root, info.codebase_version)
-    episodes = lerobot_format.read_episode_table(root, info.codebase_version,
-                                                 columns=("episode_index", "length", "tasks"))
+    episodes = lerobot_format.read_episode_table(
+        root, info.codebase_version, columns=("episode_index", "length", "tasks")
+    )
     task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
     _require_columns(episodes, ("episode_index", "length"), where)
     if episodes.num_rows == 0:
@@ -191,28 +203,48 @@ def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     to_index = from_index + length
 
     episode_chunk = episode_index // info.chunks_size
-    data_files = format_paths(root, info.data_path, "data_path", episode_chunk=episode_chunk,
-                              episode_index=episode_index)
+    data_files = format_paths(
+        root, info.data_path, "data_path", episode_chunk=episode_chunk, episode_index=episode_index
+    )
     _check_files_exist(data_files, episode_index, "missing data files")
 
     videos = {}
     for camera in info.cameras:
-        paths = format_paths(root, str(info.video_path), "video_path",
-                             episode_chunk=episode_chunk, episode_index=episode_index,
-                             video_key=camera)
-        _check_files_exist(paths, episode_index,
-                           f"missing video files of camera {camera!r} (the camera is missing "
-                           "from these episodes)")
+        paths = format_paths(
+            root,
+            str(info.video_path),
+            "video_path",
+            episode_chunk=episode_chunk,
+            episode_index=episode_index,
+            video_key=camera,
+        )
+        _check_files_exist(
+            paths,
+            episode_index,
+            f"missing video files of camera {camera!r} (the camera is missing from these episodes)",
+        )
         videos[camera] = CameraVideos(
-            files=paths, file_index=np.arange(len(paths), dtype=np.int32),
-            from_timestamp=np.zeros(len(paths)), to_timestamp=length / info.fps)
+            files=paths,
+            file_index=np.arange(len(paths), dtype=np.int32),
+            from_timestamp=np.zeros(len(paths)),
+            to_timestamp=length / info.fps,
+        )
 
-    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
-                episode_index=episode_index, length=length, dataset_from_index=from_index,
-                dataset_to_index=to_index, task_index=episode_task,
-                episode_data_file=np.arange(len(data_files), dtype=np.int32),
-                data_files=data_files, data_file_from_index=from_index.copy(),
-                data_file_to_index=to_index.copy(), videos=videos)
+    return dict(
+        tasks=task_texts,
+        num_episodes=len(episode_index),
+        num_frames=int(to_index[-1]),
+        episode_index=episode_index,
+        length=length,
+        dataset_from_index=from_index,
+        dataset_to_index=to_index,
+        task_index=episode_task,
+        episode_data_file=np.arange(len(data_files), dtype=np.int32),
+        data_files=data_files,
+        data_file_from_index=from_index.copy(),
+        data_file_to_index=to_index.copy(),
+        videos=videos,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,8 +255,15 @@ _VIDEO_FIELDS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
 def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
-    wanted = ["episode_index", "length", "data/chunk_index", "data/file_index",
-              "dataset_from_index", "dataset_to_index", "tasks"]
+    wanted = [
+        "episode_index",
+        "length",
+        "data/chunk_index",
+        "data/file_index",
+        "dataset_from_index",
+        "dataset_to_index",
+        "tasks",
+    ]
     for camera in info.cameras:
         wanted += [f"videos/{camera}/{field}" for field in _VIDEO_FIELDS]
     episodes = lerobot_format.read_episode_table(root, info.codebase_version, columns=wanted)
@@ -245,10 +284,14 @@ def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     if bad.size:
         raise DatasetError(
             f"{where}: the row ranges of episodes are not contiguous or do not match their "
-            "lengths: " + _listing(
+            "lengths: "
+            + _listing(
                 f"episode {episode_index[i]} (dataset_from_index {from_index[i]}, "
                 f"dataset_to_index {to_index[i]}, length {length[i]}; expected from "
-                f"{expected_from[i]})" for i in bad))
+                f"{expected_from[i]})"
+                for i in bad
+            )
+        )
     episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
     data_chunk = int_column(episodes, "data/chunk_index", where)
@@ -256,27 +299,51 @@ def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     first, episode_data_file = _unique_in_order(data_chunk * info.chunks_size + data_file)
     if np.any(np.diff(episode_data_file) < 0):
         bad = np.flatnonzero(np.diff(episode_data_file) < 0) + 1
-        raise DatasetError(f"{where}: data files do not hold episodes in dataset order: " +
-                           _listing(f"episode {episode_index[i]}" for i in bad))
-    data_files = format_paths(root, info.data_path, "data_path",
-                              chunk_index=data_chunk[first], file_index=data_file[first])
+        raise DatasetError(
+            f"{where}: data files do not hold episodes in dataset order: "
+            + _listing(f"episode {episode_index[i]}" for i in bad)
+        )
+    data_files = format_paths(
+        root,
+        info.data_path,
+        "data_path",
+        chunk_index=data_chunk[first],
+        file_index=data_file[first],
+    )
     _check_files_exist(data_files, None, "missing data files")
     file_from = from_index[first]
-    file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file,
-                                                                   prepend=-1)))
+    file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file, prepend=-1)))
 
-    videos = {camera: _camera_videos_v30(root, info, episodes, episode_index, camera, where)
-              for camera in info.cameras}
+    videos = {
+        camera: _camera_videos_v30(root, info, episodes, episode_index, camera, where)
+        for camera in info.cameras
+    }
 
-    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
-                episode_index=episode_index, length=length, dataset_from_index=from_index,
-                dataset_to_index=to_index, task_index=episode_task,
-                episode_data_file=episode_data_file.astype(np.int32), data_files=data_files,
-                data_file_from_index=file_from, data_file_to_index=file_to, videos=videos)
+    return dict(
+        tasks=task_texts,
+        num_episodes=len(episode_index),
+        num_frames=int(to_index[-1]),
+        episode_index=episode_index,
+        length=length,
+        dataset_from_index=from_index,
+        dataset_to_index=to_index,
+        task_index=episode_task,
+        episode_data_file=episode_data_file.astype(np.int32),
+        data_files=data_files,
+        data_file_from_index=file_from,
+        data_file_to_index=file_to,
+        videos=videos,
+    )
 
 
-def _camera_videos_v30(root: str, info: lerobot_format.Info, episodes: pa.Table,
-                       episode_index: np.ndarray, camera: str, where: str) -> CameraVideos:
+def _camera_videos_v30(
+    root: str,
+    info: lerobot_format.Info,
+    episodes: pa.Table,
+    episode_index: np.ndarray,
+    camera: str,
+    where: str,
+) -> CameraVideos:
     prefix = f"videos/{camera}/"
     missing = np.zeros(episodes.num_rows, bool)
     for field in _VIDEO_FIELDS:
@@ -284,22 +351,33 @@ def _camera_videos_v30(root: str, info: lerobot_format.Info, episodes: pa.Table,
     if missing.any():
         raise DatasetError(
             f"camera {camera!r} is missing from some episodes (no {prefix}* entries in "
-            f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing]))
+            f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing])
+        )
     chunk = int_column(episodes, prefix + "chunk_index", where)
     file = int_column(episodes, prefix + "file_index", where)
     first, file_index = _unique_in_order(chunk * info.chunks_size + file)
-    files = format_paths(root, str(info.video_path), "video_path", video_key=camera,
-                         chunk_index=chunk[first], file_index=file[first])
+    files = format_paths(
+        root,
+        str(info.video_path),
+        "video_path",
+        video_key=camera,
+        chunk_index=chunk[first],
+        file_index=file[first],
+    )
     absent = [i for i, path in enumerate(files) if not _nonempty_file(path)]
     if absent:
         raise DatasetError(
-            f"missing video files of camera {camera!r}: " + _listing(
-                f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})"
-                for i in absent))
+            f"missing video files of camera {camera!r}: "
+            + _listing(
+                f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})" for i in absent
+            )
+        )
     return CameraVideos(
-        files=files, file_index=file_index.astype(np.int32),
+        files=files,
+        file_index=file_index.astype(np.int32),
         from_timestamp=float_column(episodes, prefix + "from_timestamp", where),
-        to_timestamp=float_column(episodes, prefix + "to_timestamp", where))
+        to_timestamp=float_column(episodes, prefix + "to_timestamp", where),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,8 +388,11 @@ def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
     """Raises when a non-empty table lacks one of ``names`` (or has it only as nulls)."""
     if table.num_rows == 0:
         return
-    missing = [name for name in names if name not in table.column_names
-               or table.column(name).null_count == table.num_rows]
+    missing = [
+        name
+        for name in names
+        if name not in table.column_names or table.column(name).null_count == table.num_rows
+    ]
     if missing:
         raise DatasetError(f"{where} lacks the columns {missing}")
 
@@ -319,8 +400,9 @@ def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
 def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
     repeated = np.unique(episode_index[1:][np.diff(episode_index) == 0])
     if repeated.size:
-        raise DatasetError(f"{where} lists episodes more than once: " +
-                           _listing(f"episode {e}" for e in repeated))
+        raise DatasetError(
+            f"{where} lists episodes more than once: " + _listing(f"episode {e}" for e in repeated)
+        )
     if episode_index[0] < 0:
         raise DatasetError(f"{where}: negative episode_index {episode_index[0]}")
 
@@ -328,8 +410,10 @@ def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
 def _check_lengths(episode_index: np.ndarray, length: np.ndarray, where: str) -> None:
     bad = np.flatnonzero(length < 0)
     if bad.size:
-        raise DatasetError(f"{where}: negative episode lengths: " +
-                           _listing(f"episode {episode_index[i]}" for i in bad))
+        raise DatasetError(
+            f"{where}: negative episode lengths: "
+            + _listing(f"episode {episode_index[i]}" for i in bad)
+        )
     if length.sum() == 0:
         raise DatasetError(f"empty dataset: the episodes in {where} have no frames")
 
@@ -349,17 +433,21 @@ def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndar
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         listing = np.flatnonzero(counts > 0)
         first = pa.nulls(len(column), pa.string()).to_numpy(zero_copy_only=False)
-        first[listing] = column.flatten().take(pa.array(starts[listing])).to_numpy(
-            zero_copy_only=False)
+        first[listing] = (
+            column.flatten().take(pa.array(starts[listing])).to_numpy(zero_copy_only=False)
+        )
         first = pa.array(first, pa.string())
     listed = texts[task_index]
     position = pc.index_in(first, value_set=pa.array(listed, pa.string())).to_numpy(
-        zero_copy_only=False)
+        zero_copy_only=False
+    )
     has_task = ~first.is_null().to_numpy(zero_copy_only=False)
     unknown = has_task & np.isnan(position.astype(np.float64))
     if unknown.any():
-        raise DatasetError(f"{where}: episodes name tasks missing from the tasks table: " +
-                           _listing(f"episode {e}" for e in episode_index[unknown]))
+        raise DatasetError(
+            f"{where}: episodes name tasks missing from the tasks table: "
+            + _listing(f"episode {e}" for e in episode_index[unknown])
+        )
     result = np.full(episodes.num_rows, -1, np.int64)
     result[has_task] = task_index[position[has_task].astype(np.int64)]
     return result
@@ -464,16 +552,19 @@ def _check_schemas(paths: np.ndarray) -> None:
             if field.name not in schema.names:
                 differences.append(f"column {field.name!r} missing")
             elif not schema.field(field.name).type.equals(field.type):
-                differences.append(f"column {field.name!r} is {schema.field(field.name).type}, "
-                                   f"not {field.type}")
-        differences += [f"extra column {name!r}" for name in schema.names
-                        if name not in reference.names]
+                differences.append(
+                    f"column {field.name!r} is {schema.field(field.name).type}, not {field.type}"
+                )
+        differences += [
+            f"extra column {name!r}" for name in schema.names if name not in reference.names
+        ]
         if not differences:
             differences.append("columns in a different order")
         offenders.append(f"{path} ({'; '.join(differences)})")
     if offenders:
-        raise DatasetError(f"data files differ in schema from the first one, {paths[0]}: " +
-                           _listing(offenders))
+        raise DatasetError(
+            f"data files differ in schema from the first one, {paths[0]}: " + _listing(offenders)
+        )
 
 
 def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str, np.ndarray]:
@@ -495,7 +586,8 @@ def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str
             episodes = meta.episode_index[meta.episode_data_file == f]
             raise DatasetError(
                 f"data file {path} has {table.num_rows} rows, but its episodes "
-                f"{_ranges(episodes)} have {stop - start} in the metadata")
+                f"{_ranges(episodes)} have {stop - start} in the metadata"
+            )
         for name in names:
             _fill(out[name][start:stop], table.column(name), name, path)
 
@@ -507,16 +599,23 @@ def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> 
     if column.null_count:
         raise DatasetError(f"data file {path}: column {name!r} has missing values")
     if target.ndim == 1:
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-                or pa.types.is_boolean(column.type)):
+        if not (
+            pa.types.is_integer(column.type)
+            or pa.types.is_floating(column.type)
+            or pa.types.is_boolean(column.type)
+        ):
             raise DatasetError(f"data file {path}: column {name!r} is {column.type}, not numbers")
         target[:] = column.to_numpy()
         return
     dim = target.shape[1]
-    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
-            or pa.types.is_fixed_size_list(column.type)):
-        raise DatasetError(f"data file {path}: column {name!r} is {column.type}, "
-                           f"not a list of {dim} numbers")
+    if not (
+        pa.types.is_list(column.type)
+        or pa.types.is_large_list(column.type)
+        or pa.types.is_fixed_size_list(column.type)
+    ):
+        raise DatasetError(
+            f"data file {path}: column {name!r} is {column.type}, not a list of {dim} numbers"
+        )
     row = 0
     for chunk in column.chunks:
         if chunk.values.null_count:
@@ -524,10 +623,12 @@ def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> 
         lengths = pc.list_value_length(chunk).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != dim)
         if bad.size:
-            raise DatasetError(f"data file {path}: column {name!r} has {lengths[bad[0]]} values "
-                               f"in row {row + bad[0]} of the file, info.json says {dim}")
+            raise DatasetError(
+                f"data file {path}: column {name!r} has {lengths[bad[0]]} values "
+                f"in row {row + bad[0]} of the file, info.json says {dim}"
+            )
         values = chunk.flatten().to_numpy(zero_copy_only=False)
-        target[row:row + len(chunk)] = values.reshape(len(chunk), dim)
+        target[row : row + len(chunk)] = values.reshape(len(chunk), dim)
         row += len(chunk)
 
 
@@ -544,10 +645,13 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
         backwards = np.flatnonzero(np.diff(index) <= 0)
         if backwards.size:
             r = int(backwards[0]) + 1
-            raise DatasetError(f"rows are not ordered by index: in {file_of(r)}, index "
-                               f"{index[r]} follows {index[r - 1]} (dataset row {r})")
-        raise DatasetError(f"index does not count the rows: dataset row {r} in {file_of(r)} has "
-                           f"index {index[r]}")
+            raise DatasetError(
+                f"rows are not ordered by index: in {file_of(r)}, index "
+                f"{index[r]} follows {index[r - 1]} (dataset row {r})"
+            )
+        raise DatasetError(
+            f"index does not count the rows: dataset row {r} in {file_of(r)} has index {index[r]}"
+        )
 
     starts = meta.dataset_from_index
     episode_of_row = np.repeat(np.arange(meta.num_episodes), meta.length)
@@ -562,7 +666,9 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
     def describe(episodes: np.ndarray, detail) -> str:
         return _listing(
             f"episode {meta.episode_index[e]} ({detail(e)}; "
-            f"{meta.data_files[meta.episode_data_file[e]]})" for e in episodes)
+            f"{meta.data_files[meta.episode_data_file[e]]})"
+            for e in episodes
+        )
 
     episode_col = columns["episode_index"]
     listed, counts = np.unique(episode_col, return_counts=True)
@@ -573,9 +679,14 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
     bad = np.flatnonzero(misplaced | (found != meta.length))
     if bad.size:
         raise DatasetError(
-            "episode rows do not match the episode lengths: " + describe(
-                bad, lambda e: f"{found[e]} rows carry its episode_index, its length is "
-                               f"{meta.length[e]}"))
+            "episode rows do not match the episode lengths: "
+            + describe(
+                bad,
+                lambda e: (
+                    f"{found[e]} rows carry its episode_index, its length is {meta.length[e]}"
+                ),
+            )
+        )
 
     timestamp = columns["timestamp"].astype(np.float64)
     first = np.zeros(meta.num_episodes)
@@ -586,11 +697,14 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
         worst = np.zeros(meta.num_episodes)
         np.maximum.at(worst, episode_of_row[bad_rows], error[bad_rows])
         raise DatasetError(
-            f"timestamps inconsistent with fps {meta.fps:g} (beyond {tolerance_s:g} s): " +
-            describe(offenders(bad_rows), lambda e: f"off by up to {worst[e]:.6f} s"))
+            f"timestamps inconsistent with fps {meta.fps:g} (beyond {tolerance_s:g} s): "
+            + describe(offenders(bad_rows), lambda e: f"off by up to {worst[e]:.6f} s")
+        )
 
     if "frame_index" in columns:
         bad = offenders(np.flatnonzero(columns["frame_index"] != offset_in_episode))
         if bad.size:
-            raise DatasetError("frame_index does not count 0, 1, ... within episodes: " +
-                               describe(bad, lambda e: "wrong frame_index"))
+            raise DatasetError(
+                "frame_index does not count 0, 1, ... within episodes: "
+                + describe(bad, lambda e: "wrong frame_index")
+            )

@@ -55,14 +55,19 @@ def _distributed_defaults(rank, world_size):
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     found_rank, found_world = 0, 1
-    if _import_torch() is not None and torch.distributed.is_available() and \
-            torch.distributed.is_initialized():
+    if (
+        _import_torch() is not None
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+    ):
         found_rank, found_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     elif "WORLD_SIZE" in os.environ:
         found_rank = int(os.environ.get("RANK", "0"))
         found_world = int(os.environ["WORLD_SIZE"])
-    return (found_rank if rank is None else int(rank),
-            found_world if world_size is None else int(world_size))
+    return (
+        found_rank if rank is None else int(rank),
+        found_world if world_size is None else int(world_size),
+    )
 
 
 def _load_cuda_runtime() -> None:
@@ -107,8 +112,9 @@ class LoaderObserver:
         """The iteration finished, broke off or failed: no batch of it follows."""
 
 
-def _observed(batches: Generator[dict[str, Any], None, None],
-              observers: Sequence[LoaderObserver]) -> Generator[dict[str, Any], None, None]:
+def _observed(
+    batches: Generator[dict[str, Any], None, None], observers: Sequence[LoaderObserver]
+) -> Generator[dict[str, Any], None, None]:
     """``batches``, with ``observers`` told of the iteration's events."""
     now = time.perf_counter()
     for observer in observers:
@@ -168,12 +174,25 @@ class Loader:
     Thread-safety: one iteration at a time; starting a new one ends the previous one.
     """
 
-    def __init__(self, dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 threads: int | None = None, prefetch: int = 2, drop_last: bool = False,
-                 rank: int | None = None, world_size: int | None = None,
-                 transforms: Transforms | None = None, device=None,
-                 on_error: str = "raise", max_replacements: int = 8, output: str = "auto",
-                 balance: bool = False):
+    def __init__(
+        self,
+        dataset,
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        threads: int | None = None,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        transforms: Transforms | None = None,
+        device=None,
+        on_error: str = "raise",
+        max_replacements: int = 8,
+        output: str = "auto",
+        balance: bool = False,
+    ):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
@@ -200,11 +219,21 @@ class Loader:
             raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
         self.device = self._check_device(device)
 
-        self._arguments = dict(shuffle=shuffle, seed=seed, threads=threads, prefetch=prefetch,
-                               drop_last=drop_last, rank=rank, world_size=world_size,
-                               transforms=transforms, device=device, on_error=on_error,
-                               max_replacements=max_replacements, output=output,
-                               balance=balance)
+        self._arguments = dict(
+            shuffle=shuffle,
+            seed=seed,
+            threads=threads,
+            prefetch=prefetch,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            transforms=transforms,
+            device=device,
+            on_error=on_error,
+            max_replacements=max_replacements,
+            output=output,
+            balance=balance,
+        )
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
@@ -216,20 +245,32 @@ class Loader:
         spec = dataset.spec
         keys = dataset.item_keys
         self._core = _core.Loader(
-            dataset.index.native, [key.name for key in keys], [key.source for key in keys],
+            dataset.index.native,
+            [key.name for key in keys],
+            [key.source for key in keys],
             [key.offsets for key in keys],
-            batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, rank=self.rank,
-            world_size=self.world_size, drop_last=self.drop_last,
-            threads=0 if threads is None else int(threads), prefetch=int(prefetch),
-            on_error=on_error, max_replacements=int(max_replacements),
+            batch_size=self.batch_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            drop_last=self.drop_last,
+            threads=0 if threads is None else int(threads),
+            prefetch=int(prefetch),
+            on_error=on_error,
+            max_replacements=int(max_replacements),
             pinned_memory=self.device is not None,
             costs=dataset.sample_costs() if self.balance else None,
-            **transforms.core_arguments(spec.size, spec.layout))
+            **transforms.core_arguments(spec.size, spec.layout),
+        )
         self._threads = int(self._core.stats()["threads"])
         # Scalar columns come out of the native loader with a trailing axis of 1.
         index = dataset.index
-        self._squeezed = {key.name for key in keys if key.source in index.column_names
-                          and index.column_shape(key.source) == ()}
+        self._squeezed = {
+            key.name
+            for key in keys
+            if key.source in index.column_names and index.column_shape(key.source) == ()
+        }
         self._keys = keys
         self._epoch = 0
         self._batch = 0
@@ -271,8 +312,10 @@ class Loader:
     def fields(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """The arrays of a batch, as built: name -> (dtype, shape), ``shape[0]`` being the
         batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
-        return {name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
-                for name, dtype, shape in self._core.fields}
+        return {
+            name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
+            for name, dtype, shape in self._core.fields
+        }
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
@@ -288,21 +331,38 @@ class Loader:
     def state_dict(self) -> dict[str, Any]:
         """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
         process) continues with exactly the batches that had not been delivered."""
-        return {"version": _STATE_VERSION, "epoch": self._epoch, "batch": self._batch,
-                "seed": self.seed, "shuffle": self.shuffle, "balance": self.balance,
-                "batch_size": self.batch_size,
-                "drop_last": self.drop_last, "rank": self.rank, "world_size": self.world_size,
-                "num_samples": len(self.dataset)}
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "batch": self._batch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "balance": self.balance,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "num_samples": len(self.dataset),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown loader state version {state.get('version')!r}")
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "balance", "batch_size", "drop_last", "world_size",
-                    "num_samples"):
+        for key in (
+            "seed",
+            "shuffle",
+            "balance",
+            "batch_size",
+            "drop_last",
+            "world_size",
+            "num_samples",
+        ):
             if state.get(key) != mine[key]:
-                raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this loader "
-                                 f"has {key}={mine[key]!r}; the remaining batches would differ")
+                raise ValueError(
+                    f"the state was saved with {key}={state.get(key)!r}, this loader "
+                    f"has {key}={mine[key]!r}; the remaining batches would differ"
+                )
         if not 0 <= int(state["batch"]) <= len(self):
             raise ValueError(f"state batch {state['batch']} is outside [0, {len(self)}]")
         self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
@@ -316,8 +376,7 @@ class Loader:
         s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
         s["data_wait_p95"] = float(np.percentile(wait, 95)) if len(wait) else 0.0
         s["data_wait_max"] = float(wait.max()) if len(wait) else 0.0
-        s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"],
-                                                         s["buffers_allocated"])
+        s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"], s["buffers_allocated"])
         return s
 
     def with_options(self, **changes) -> Loader:
@@ -341,9 +400,11 @@ class Loader:
             core.stop()
 
     def __repr__(self) -> str:
-        return (f"Loader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
-                f"seed={self.seed}, rank={self.rank}/{self.world_size}, "
-                f"{len(self)} batches per epoch)")
+        return (
+            f"Loader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+            f"seed={self.seed}, rank={self.rank}/{self.world_size}, "
+            f"{len(self)} batches per epoch)"
+        )
 
     # ---- Internals --------------------------------------------------------------------------
 
@@ -360,8 +421,9 @@ class Loader:
             while self._batch < len(self):
                 got = core.next(self._torch)
                 if run != self._run:
-                    raise RuntimeError("another iteration of this loader started; one "
-                                       "iteration at a time")
+                    raise RuntimeError(
+                        "another iteration of this loader started; one iteration at a time"
+                    )
                 if got is None:
                     raise RuntimeError("the loader was closed during iteration")
                 arrays, samples, episodes, _, _ = cast(_NativeBatch, got)
@@ -373,8 +435,9 @@ class Loader:
             if run == self._run and not completed:
                 core.stop()
 
-    def _item(self, arrays: dict[str, Any], samples: np.ndarray,
-              episodes: np.ndarray) -> dict[str, Any]:
+    def _item(
+        self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray
+    ) -> dict[str, Any]:
         item: dict[str, Any] = {}
         for key in self._keys:
             value = arrays[key.name]
@@ -413,8 +476,12 @@ class Loader:
         try:
             for host in host_batches:
                 with torch.cuda.stream(stream):
-                    moved = {k: v.to(self.device, non_blocking=True)
-                             if isinstance(v, torch.Tensor) else v for k, v in host.items()}
+                    moved = {
+                        k: v.to(self.device, non_blocking=True)
+                        if isinstance(v, torch.Tensor)
+                        else v
+                        for k, v in host.items()
+                    }
                 copied = stream.record_event()
                 copying.append((copied, host))
                 del host

@@ -124,8 +124,16 @@ class Transforms:
         elif self.random_resized_crop:
             crop, crop_size, resize = "random_resized", self.random_resized_crop, None
         layout = self.layout or spec_layout
-        return dict(resize=tuple(resize) if resize else None, crop=crop, crop_size=crop_size,
-                    scale=self.scale, ratio=self.ratio, hflip=self.hflip, mean=self.mean,
-                    std=self.std, dtype=self.dtype,
-                    layout="NCHW" if layout == "TCHW" else "NHWC",
-                    interpolation=self.interpolation)
+        return dict(
+            resize=tuple(resize) if resize else None,
+            crop=crop,
+            crop_size=crop_size,
+            scale=self.scale,
+            ratio=self.ratio,
+            hflip=self.hflip,
+            mean=self.mean,
+            std=self.std,
+            dtype=self.dtype,
+            layout="NCHW" if layout == "TCHW" else "NHWC",
+            interpolation=self.interpolation,
+        )

@@ -72,8 +72,9 @@ class _Mismatch(Exception):
 
 def _describe(t) -> str:
     if isinstance(t, _Scalar):
-        return {"bool": "a boolean", "int": "an integer", "float": "a number",
-                "str": "a string"}[t.kind]
+        return {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string"}[
+            t.kind
+        ]
     if isinstance(t, _List):
         return "a list"
     if isinstance(t, _Object):
@@ -129,8 +130,13 @@ def _unify(a, b, path: str):
                 parts.append("lacks " + ", ".join(repr(k) for k in missing))
             if extra:
                 parts.append("has the extra keys " + ", ".join(repr(k) for k in extra))
-            raise _Mismatch(path, " and ".join(parts) + " (earlier rows have " +
-                            ", ".join(repr(k) for k in keys_a) + ")")
+            raise _Mismatch(
+                path,
+                " and ".join(parts)
+                + " (earlier rows have "
+                + ", ".join(repr(k) for k in keys_a)
+                + ")",
+            )
         return _Object(tuple((k, _unify(t, keys_b[k], f"{path}.{k}")) for k, t in a.fields))
     raise _Mismatch(path, f"is {_describe(b)}, but {_describe(a)} in earlier rows")
 
@@ -154,8 +160,10 @@ def _leaves(t, name: str, keys: tuple[str, ...] = ()) -> list[_Leaf]:
         return out
     if isinstance(t, _List) and _holds_object(t):
         # A list of objects becomes one list per key: push the list inside the object.
-        return [_Leaf(leaf.name, leaf.keys, _List(leaf.type, t.length))
-                for leaf in _leaves(t.element, name, keys)]
+        return [
+            _Leaf(leaf.name, leaf.keys, _List(leaf.type, t.length))
+            for leaf in _leaves(t.element, name, keys)
+        ]
     return [_Leaf(name, keys, t)]
 
 
@@ -201,16 +209,19 @@ class TypedColumn:
 
     source: str
     # Flattened column name -> (Arrow type as text, LeRobot feature shape, JSON shape or None).
-    columns: dict[str, tuple[str, list[int], list[int | None] | None]] = field(
-        default_factory=dict)
+    columns: dict[str, tuple[str, list[int], list[int | None] | None]] = field(default_factory=dict)
     # Flattened column name -> why it stays JSON text.
     kept_as_json: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source,
-                "columns": {name: {"type": t, "shape": shape, "json_shape": json_shape}
-                            for name, (t, shape, json_shape) in self.columns.items()},
-                "kept_as_json": dict(self.kept_as_json)}
+        return {
+            "source": self.source,
+            "columns": {
+                name: {"type": t, "shape": shape, "json_shape": json_shape}
+                for name, (t, shape, json_shape) in self.columns.items()
+            },
+            "kept_as_json": dict(self.kept_as_json),
+        }
 
 
 def json_candidates(table: pa.Table) -> list[str]:
@@ -234,8 +245,9 @@ def json_candidates(table: pa.Table) -> list[str]:
     return names
 
 
-def convert_json_columns(table: pa.Table, names: Sequence[str], *,
-                         row_label=None) -> tuple[pa.Table, list[TypedColumn], dict[str, dict]]:
+def convert_json_columns(
+    table: pa.Table, names: Sequence[str], *, row_label=None
+) -> tuple[pa.Table, list[TypedColumn], dict[str, dict]]:
     """Replaces each JSON column in ``names`` by its typed, flattened columns, at its place.
 
     ``row_label(r)`` describes row r in errors (default: "row r"). Returns the new table, what
@@ -262,7 +274,8 @@ def convert_json_columns(table: pa.Table, names: Sequence[str], *,
             except _Mismatch as e:
                 raise TypedColumnError(
                     f"column {name!r}: {label(r)} does not match the structure of the rows "
-                    f"before it: {e.path} {e.why}") from None
+                    f"before it: {e.path} {e.why}"
+                ) from None
         if value_type is None:
             continue  # no rows
         result = TypedColumn(name)
@@ -291,13 +304,15 @@ def _parse(name: str, texts: list[str | None], label) -> list[Any]:
     values = []
     for r, text in enumerate(texts):
         if text is None:
-            raise TypedColumnError(f"column {name!r}: {label(r)} is null; typed columns need a "
-                                   "value in every row")
+            raise TypedColumnError(
+                f"column {name!r}: {label(r)} is null; typed columns need a value in every row"
+            )
         try:
             values.append(json.loads(text))
         except ValueError as e:
-            raise TypedColumnError(f"column {name!r}: {label(r)} is not JSON ({e}): "
-                                   f"{text[:80]!r}") from None
+            raise TypedColumnError(
+                f"column {name!r}: {label(r)} is not JSON ({e}): {text[:80]!r}"
+            ) from None
     return values
 
 
@@ -320,8 +335,11 @@ def _leaf_array(leaf: _Leaf, values: list[Any]):
             size = int(np.prod(fixed))
             flat: np.ndarray = np.asarray(values, dtype=_NUMPY[kind]).reshape(len(values) * size)
             array = pa.FixedSizeListArray.from_arrays(pa.array(flat, _ARROW[kind]), size)
-            feature: dict[str, Any] = {"dtype": _FEATURE_DTYPE[kind], "shape": [size],
-                                       "names": None}
+            feature: dict[str, Any] = {
+                "dtype": _FEATURE_DTYPE[kind],
+                "shape": [size],
+                "names": None,
+            }
             return array, feature, fixed if len(fixed) > 1 else None, None
         if all(d is not None and d > 0 for d in dims[1:]):
             arrow_type = _ARROW[kind]

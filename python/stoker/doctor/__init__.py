@@ -34,5 +34,13 @@ from stoker.doctor.command import add_arguments, default_spec, main
 from stoker.doctor.measure import diagnose, profile, synthetic_step
 from stoker.doctor.report import Diagnosis, SweepPoint
 
-__all__ = ["Diagnosis", "SweepPoint", "add_arguments", "default_spec", "diagnose", "main",
-           "profile", "synthetic_step"]
+__all__ = [
+    "Diagnosis",
+    "SweepPoint",
+    "add_arguments",
+    "default_spec",
+    "diagnose",
+    "main",
+    "profile",
+    "synthetic_step",
+]

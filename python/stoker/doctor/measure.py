@@ -129,20 +129,28 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
         output.append(h * w)
         output_sizes.append(f"{w}x{h}")
     decode = stats["decode"]
-    return {"source_pixels": float(np.mean(source)) if source else 0.0,
-            "output_pixels": float(np.mean(output)) if output else 0.0,
-            "decoded_per_kept": decode["packets_decoded"] / max(decode["frames_converted"], 1),
-            "source_size": sizes[0] if sizes else "",
-            "output_size": output_sizes[0] if output_sizes else ""}
+    return {
+        "source_pixels": float(np.mean(source)) if source else 0.0,
+        "output_pixels": float(np.mean(output)) if output else 0.0,
+        "decoded_per_kept": decode["packets_decoded"] / max(decode["frames_converted"], 1),
+        "source_size": sizes[0] if sizes else "",
+        "output_size": output_sizes[0] if output_sizes else "",
+    }
 
 
 def _balance(loader: Loader) -> dict[str, float] | None:
     if loader.world_size <= 1:
         return None
     costs = loader.dataset.sample_costs()
-    sampler = LoadBalancedSampler(costs, batch_size=loader.batch_size, shuffle=loader.shuffle,
-                                  seed=loader.seed, rank=loader.rank,
-                                  world_size=loader.world_size, drop_last=loader.drop_last)
+    sampler = LoadBalancedSampler(
+        costs,
+        batch_size=loader.batch_size,
+        shuffle=loader.shuffle,
+        seed=loader.seed,
+        rank=loader.rank,
+        world_size=loader.world_size,
+        drop_last=loader.drop_last,
+    )
     report = sampler.imbalance(loader.epoch)
     return {"before": float(report["before"]["total"]), "after": float(report["after"]["total"])}
 
@@ -260,27 +268,44 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
         loader = self.loader
         stats = loader.stats()
         steps = np.asarray(self.step_seconds, dtype=np.float64)
-        waits = np.asarray(self.data_wait[:len(steps)] if len(steps) else self.data_wait,
-                           dtype=np.float64)
+        waits = np.asarray(
+            self.data_wait[: len(steps)] if len(steps) else self.data_wait, dtype=np.float64
+        )
         stages = _stage_seconds(stats, 0.0)
         work = sum(stages.values())
         threads = stats["threads"] or _cores()
         compute = 1 / float(np.median(steps)) if len(steps) else math.inf
         input_rate = threads / work if work > 0 else math.inf
-        d = Diagnosis(batch_size=loader.batch_size, threads=threads, cores=_cores(),
-                      compute_batches_per_s=compute, input_batches_per_s=input_rate,
-                      step_seconds=steps, data_wait=waits,
-                      wall_seconds=self.wall_seconds, stage_seconds=stages, sweep=[],
-                      decode_work=_decode_work(loader, stats), balance=_balance(loader),
-                      estimated=["compute rate (median step)",
-                                 "input rate (threads / thread-seconds per batch)"])
+        d = Diagnosis(
+            batch_size=loader.batch_size,
+            threads=threads,
+            cores=_cores(),
+            compute_batches_per_s=compute,
+            input_batches_per_s=input_rate,
+            step_seconds=steps,
+            data_wait=waits,
+            wall_seconds=self.wall_seconds,
+            stage_seconds=stages,
+            sweep=[],
+            decode_work=_decode_work(loader, stats),
+            balance=_balance(loader),
+            estimated=[
+                "compute rate (median step)",
+                "input rate (threads / thread-seconds per batch)",
+            ],
+        )
         conclude(d)
         return d
 
 
-def diagnose(loader: Loader, step: None | float | Callable[[Any], None] = None,
-             steps: int = 200, sweep: bool = True, sweep_batches: int | None = None,
-             progress: bool = True) -> Diagnosis:
+def diagnose(
+    loader: Loader,
+    step: None | float | Callable[[Any], None] = None,
+    steps: int = 200,
+    sweep: bool = True,
+    sweep_batches: int | None = None,
+    progress: bool = True,
+) -> Diagnosis:
     """Measures the loader and the step and returns a :class:`Diagnosis` with the verdict.
 
     Args:
@@ -298,8 +323,11 @@ def diagnose(loader: Loader, step: None | float | Callable[[Any], None] = None,
         step = synthetic_step(float(step))
     if steps < 4:
         raise ValueError(f"steps must be at least 4, got {steps}")
-    say = (lambda text: print(f"stoker doctor: {text}", file=sys.stderr, flush=True)) \
-        if progress else (lambda text: None)
+    say = (
+        (lambda text: print(f"stoker doctor: {text}", file=sys.stderr, flush=True))
+        if progress
+        else (lambda text: None)
+    )
 
     others = _OtherLoad()
     say("compute-only rate (the step on one held batch)")
@@ -343,12 +371,20 @@ def diagnose(loader: Loader, step: None | float | Callable[[Any], None] = None,
             points.append(SweepPoint(threads, _input_rate(probe, per_point)))
             probe.close()
 
-    d = Diagnosis(batch_size=loader.batch_size, threads=stats["threads"], cores=_cores(),
-                  compute_batches_per_s=compute, input_batches_per_s=input_rate,
-                  step_seconds=np.asarray(step_times), data_wait=np.asarray(waits),
-                  wall_seconds=wall, stage_seconds=stages, sweep=points, decode_work=work,
-                  balance=_balance(loader), other_cpus=others.cpus())
+    d = Diagnosis(
+        batch_size=loader.batch_size,
+        threads=stats["threads"],
+        cores=_cores(),
+        compute_batches_per_s=compute,
+        input_batches_per_s=input_rate,
+        step_seconds=np.asarray(step_times),
+        data_wait=np.asarray(waits),
+        wall_seconds=wall,
+        stage_seconds=stages,
+        sweep=points,
+        decode_work=work,
+        balance=_balance(loader),
+        other_cpus=others.cpus(),
+    )
     conclude(d)
     return d
-
-

@@ -87,13 +87,17 @@ class Diagnosis:
         for name, rate in rows:
             lines.append(f"{name:40s} {rate:10.2f} {rate * b:10.1f}")
         lines.append("")
-        lines.append(f"data_wait per step: p50 {self.percentile_ms(self.data_wait, 50):.2f} ms, "
-                     f"p95 {self.percentile_ms(self.data_wait, 95):.2f} ms, "
-                     f"max {self.percentile_ms(self.data_wait, 100):.2f} ms; "
-                     f"{self.data_wait_share:.1%} of wall time")
-        lines.append(f"step: p50 {self.percentile_ms(self.step_seconds, 50):.2f} ms; "
-                     f"input work hidden behind steps: {self.overlap:.0%}; "
-                     f"wall {self.wall_seconds:.2f} s over {len(self.step_seconds)} steps")
+        lines.append(
+            f"data_wait per step: p50 {self.percentile_ms(self.data_wait, 50):.2f} ms, "
+            f"p95 {self.percentile_ms(self.data_wait, 95):.2f} ms, "
+            f"max {self.percentile_ms(self.data_wait, 100):.2f} ms; "
+            f"{self.data_wait_share:.1%} of wall time"
+        )
+        lines.append(
+            f"step: p50 {self.percentile_ms(self.step_seconds, 50):.2f} ms; "
+            f"input work hidden behind steps: {self.overlap:.0%}; "
+            f"wall {self.wall_seconds:.2f} s over {len(self.step_seconds)} steps"
+        )
         lines.append("")
         total = sum(self.stage_seconds.values()) or 1.0
         lines.append(f"{'stage (thread-ms per batch)':28s} {'ms':>9s} {'share':>7s}")
@@ -103,18 +107,24 @@ class Diagnosis:
         lines.append("")
         if self.sweep:
             sweep = ", ".join(f"{p.threads}: {p.batches_per_s:.2f}" for p in self.sweep)
-            lines.append(f"thread sweep (threads: batches/s): {sweep}; more threads stop "
-                         f"helping at {self.plateau_threads}")
+            lines.append(
+                f"thread sweep (threads: batches/s): {sweep}; more threads stop "
+                f"helping at {self.plateau_threads}"
+            )
         if self.balance:
-            lines.append(f"ranks: step imbalance (max / mean rank cost) "
-                         f"{self.balance['before']:.2f} as dealt; "
-                         f"{self.balance['after']:.2f} balanced (Loader(..., balance=True))")
+            lines.append(
+                f"ranks: step imbalance (max / mean rank cost) "
+                f"{self.balance['before']:.2f} as dealt; "
+                f"{self.balance['after']:.2f} balanced (Loader(..., balance=True))"
+            )
         if self.estimated:
             lines.append("estimated, not measured: " + ", ".join(self.estimated))
         if self.other_cpus is not None and self.other_cpus > 0.2:
-            lines.append(f"warning: other processes kept {self.other_cpus:.1f} CPUs busy during "
-                         f"the measurement; rates and the sweep are lower than on a quiet "
-                         f"machine")
+            lines.append(
+                f"warning: other processes kept {self.other_cpus:.1f} CPUs busy during "
+                f"the measurement; rates and the sweep are lower than on a quiet "
+                f"machine"
+            )
         lines.append("")
         lines.append("What to do:")
         lines.extend(f"  - {line}" for line in self.advice)
@@ -122,24 +132,33 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "bound": self.bound, "verdict": self.verdict, "headline": self.headline,
-            "advice": self.advice, "dominant_stage": self.dominant_stage,
-            "batch_size": self.batch_size, "threads": self.threads, "cores": self.cores,
+            "bound": self.bound,
+            "verdict": self.verdict,
+            "headline": self.headline,
+            "advice": self.advice,
+            "dominant_stage": self.dominant_stage,
+            "batch_size": self.batch_size,
+            "threads": self.threads,
+            "cores": self.cores,
             "compute_batches_per_s": self.compute_batches_per_s,
             "input_batches_per_s": self.input_batches_per_s,
             "achieved_batches_per_s": self.achieved_batches_per_s,
-            "data_wait_ms": {"p50": self.percentile_ms(self.data_wait, 50),
-                             "p95": self.percentile_ms(self.data_wait, 95),
-                             "max": self.percentile_ms(self.data_wait, 100),
-                             "total": float(self.data_wait.sum() * 1000)},
+            "data_wait_ms": {
+                "p50": self.percentile_ms(self.data_wait, 50),
+                "p95": self.percentile_ms(self.data_wait, 95),
+                "max": self.percentile_ms(self.data_wait, 100),
+                "total": float(self.data_wait.sum() * 1000),
+            },
             "step_ms_p50": self.percentile_ms(self.step_seconds, 50),
             "step_ms_total": float(self.step_seconds.sum() * 1000),
-            "wall_seconds": self.wall_seconds, "overlap": self.overlap,
+            "wall_seconds": self.wall_seconds,
+            "overlap": self.overlap,
             "stage_ms_per_batch": {k: v * 1000 for k, v in self.stage_seconds.items()},
-            "sweep": [{"threads": p.threads, "batches_per_s": p.batches_per_s}
-                      for p in self.sweep],
-            "plateau_threads": self.plateau_threads, "other_cpus": self.other_cpus,
-            "decode_work": self.decode_work, "balance": self.balance,
+            "sweep": [{"threads": p.threads, "batches_per_s": p.batches_per_s} for p in self.sweep],
+            "plateau_threads": self.plateau_threads,
+            "other_cpus": self.other_cpus,
+            "decode_work": self.decode_work,
+            "balance": self.balance,
             "estimated": self.estimated,
         }
 
@@ -151,9 +170,11 @@ class Diagnosis:
         plots = _plot(self, folder)
         with open(os.path.join(folder, "report.json"), "w") as f:
             json.dump(self.to_dict(), f, indent=2)
-        images = "".join(f'<figure><img src="{name}" alt="{html.escape(title)}">'
-                         f"<figcaption>{html.escape(title)}</figcaption></figure>"
-                         for name, title in plots)
+        images = "".join(
+            f'<figure><img src="{name}" alt="{html.escape(title)}">'
+            f"<figcaption>{html.escape(title)}</figcaption></figure>"
+            for name, title in plots
+        )
         if not plots:
             images = "<p>(matplotlib is not installed: no plots)</p>"
         page = f"""<!doctype html>
@@ -163,7 +184,7 @@ pre{{background:#f4f4f4;padding:1em;overflow-x:auto}} img{{max-width:100%}}
 h1 span{{font-weight:normal}}</style></head><body>
 <h1>stoker doctor: <span>{html.escape(self.bound)}-bound ({html.escape(self.verdict)})</span></h1>
 <p><b>{html.escape(self.headline)}</b></p>
-<ul>{''.join(f'<li>{html.escape(a)}</li>' for a in self.advice)}</ul>
+<ul>{"".join(f"<li>{html.escape(a)}</li>" for a in self.advice)}</ul>
 {images}
 <h2>Measurements</h2><pre>{html.escape(self.summary())}</pre>
 </body></html>"""
@@ -176,6 +197,7 @@ h1 span{{font-weight:normal}}</style></head><body>
 def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -196,8 +218,9 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     threads = [p.threads for p in d.sweep]
     ax.plot(threads, [p.batches_per_s for p in d.sweep], "o-", label="input only (loader)")
-    ax.axhline(d.compute_batches_per_s, color="tab:red", linestyle="--",
-               label="compute only (step)")
+    ax.axhline(
+        d.compute_batches_per_s, color="tab:red", linestyle="--", label="compute only (step)"
+    )
     ax.set_xlabel("loader threads")
     ax.set_ylabel("batches / s")
     ax.set_xticks(threads)
@@ -219,5 +242,3 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     plt.close(fig)
     plots.append(("data_wait.png", "Histogram of data_wait over steps"))
     return plots
-
-
