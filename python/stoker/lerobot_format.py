@@ -71,6 +71,7 @@ VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.m
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 TASKS_PATH = "meta/tasks.parquet"
 SUBTASKS_PATH = "meta/subtasks.parquet"
+_EPISODE_FILES = "meta/episodes/chunk-*/file-*.parquet"  # every file of the episode table
 
 #: The statistics LeRobot keeps per feature.
 STATISTICS = ("min", "max", "mean", "std", "count")
@@ -193,10 +194,9 @@ def read_episode_table(root: str, version: str, columns: Sequence[str] | None = 
     if version != "v3.0":
         table = _read_jsonl(os.path.join(root, V21_EPISODES_PATH))
         return table if columns is None else _with_columns(table, columns)
-    pattern = os.path.join(root, "meta", "episodes", "chunk-*", "file-*.parquet")
-    paths = sorted(glob.glob(pattern))
+    paths = _episode_files(root)
     if not paths:
-        raise DatasetError(f"missing meta files {pattern}")
+        raise DatasetError(f"missing meta files {os.path.join(root, _EPISODE_FILES)}")
     tables = []
     for path in paths:
         if columns is None:
@@ -225,13 +225,8 @@ def task_lists(episodes: pa.Table) -> pa.ChunkedArray:
         return pa.chunked_array([pa.nulls(episodes.num_rows, pa.list_(pa.string()))])
     tasks = episodes.column("tasks")
     if pa.types.is_string(tasks.type) or pa.types.is_large_string(tasks.type):
-        return pa.chunked_array(
-            [
-                pa.array(
-                    [[t] if t is not None else [] for t in tasks.to_pylist()], pa.list_(pa.string())
-                )
-            ]
-        )
+        lists = [[t] if t is not None else [] for t in tasks.to_pylist()]
+        return pa.chunked_array([pa.array(lists, pa.list_(pa.string()))])
     return tasks.cast(pa.list_(pa.string()))
 
 
@@ -287,15 +282,9 @@ def read_stats(root: str) -> dict[str, Any] | None:
 
 def meta_files(root: str, version: str) -> list[str]:
     """The meta files the metadata of the dataset is read from, those that exist."""
-    meta = os.path.join(root, "meta")
     if version == "v3.0":
         names = [INFO_PATH, TASKS_PATH]
-        tables = sorted(
-            os.path.join(folder, name)
-            for folder, _, files in os.walk(os.path.join(meta, "episodes"))
-            for name in files
-            if name.endswith(".parquet")
-        )
+        tables = _episode_files(root)
     else:
         names = [INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH]
         tables = []
@@ -394,6 +383,11 @@ def _json_lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(record, dict):
             raise DatasetError(f"meta file {path}, line {number}: not a JSON object")
         yield number, record
+
+
+def _episode_files(root: str) -> list[str]:
+    """The files of a v3.0 episode table, in order."""
+    return sorted(glob.glob(os.path.join(root, _EPISODE_FILES)))
 
 
 def _with_columns(table: pa.Table, columns: Sequence[str]) -> pa.Table:
@@ -594,9 +588,8 @@ def aggregate_stats(
         total = counts.sum(axis=0)
         weights = counts.reshape(counts.shape + (1,) * (means.ndim - counts.ndim))
         mean = (means * weights).sum(axis=0) / total
-        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2) * weights).sum(
-            axis=0
-        ) / total
+        spread = np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2
+        variance = (spread * weights).sum(axis=0) / total
         result[feature] = {
             "min": np.min(np.stack([s["min"] for s in items]), axis=0).tolist(),
             "max": np.max(np.stack([s["max"] for s in items]), axis=0).tolist(),
