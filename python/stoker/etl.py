@@ -26,6 +26,10 @@ the GIL). Every file is written under a temporary name and renamed when complete
 with its final name is always complete. An interrupted run, started again with the same
 arguments, keeps every finished unit and does the rest. ``meta/info.json`` is written last:
 until it exists, DST is not a dataset. ``DST/meta/stoker_etl_report.json`` holds the report.
+
+This module owns the run: the journal that makes it resumable, the scheduling of the units,
+the rows' conversion and the final verification. What it reads and writes on disk is
+:mod:`stoker.lerobot_format`'s: SRC through the checked metadata, DST with its v3.0 writer.
 """
 
 from __future__ import annotations
