@@ -2,8 +2,9 @@
 
 v3.0 datasets are written with stoker's own writer (:mod:`stoker.lerobot_format`, which
 ``stoker etl`` uses); stoker writes no v2.1, so v2.1 sources are written here, at the paths
-:mod:`stoker.lerobot_format` reads. Videos are encoded with the ffmpeg program using LeRobot's settings (libsvtav1, g=2, crf 30, yuv420p, or
-libx264 with the same g / crf), with a fast preset and tiny frames.
+:mod:`stoker.lerobot_format` reads. Videos are encoded with the ffmpeg program using LeRobot's
+settings (libsvtav1, g=2, crf 30, yuv420p, or libx264 with the same g / crf), with a fast preset
+and tiny frames.
 
 Everything a test may want to check is encoded in the data:
 
