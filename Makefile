@@ -16,8 +16,8 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-lerobot bench build \
-	deps format stubs clean
+.PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-lerobot lint bench \
+	build deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -49,13 +49,20 @@ build: deps $(BUILD)/build.ninja
 
 ## Tests ----------------------------------------------------------------------------------
 
-test: test-cpp test-sanitize test-thread-safety test-python
+test: lint test-cpp test-sanitize test-thread-safety test-python
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python: build
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
+
+# The Python package: ruff's checks and formatting, and mypy (with the checked-in _core.pyi).
+# Configured in pyproject.toml; `$(VENV)/bin/ruff format python` applies the formatting.
+lint: deps
+	$(VENV)/bin/ruff check python
+	$(VENV)/bin/ruff format --check python
+	$(VENV)/bin/mypy
 
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), then the loader's threads under ThreadSanitizer.

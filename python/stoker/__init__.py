@@ -1,24 +1,53 @@
 """stoker: a data-loading engine for multimodal ML training, so the GPU never waits for data.
 
 Start with :class:`LeRobotDataset` and :class:`WindowSpec` for temporal windows of LeRobot
-datasets and :class:`Loader` to batch them on native threads into zero-copy tensors, :class:`VideoReader` for frame-exact random access to a video file, and the
-samplers (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedSampler`,
+datasets and :class:`Loader` to batch them on native threads into zero-copy tensors,
+:class:`VideoReader` for frame-exact random access to a video file, and the samplers
+(:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedSampler`,
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
 """
 
 from stoker._core import DatasetError, DecodeError, Error
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
-from stoker.lerobot import LeRobotDataset, WindowSpec
-from stoker.loader import Loader
-from stoker.sampling import (DistributedSampler, LoadBalancedSampler, RandomSampler, Sampler,
-                             SequentialSampler, WeightedSampler, expand_group_weights)
+from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
+from stoker.loader import Loader, LoaderObserver
+from stoker.sampling import (
+    DistributedSampler,
+    LoadBalancedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    WeightedSampler,
+    expand_group_weights,
+)
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
-__all__ = ["DatasetError", "DecodeError", "Diagnosis", "DistributedSampler", "EpisodeIndex",
-           "Error", "IndexReport", "LeRobotDataset", "LoadBalancedSampler", "Loader",
-           "RandomSampler", "Sampler", "SequentialSampler", "Transforms", "VideoReader",
-           "WeightedSampler", "WindowSpec", "diagnose", "expand_group_weights", "load_index",
-           "profile", "synthetic_step"]
+__all__ = [
+    "DatasetError",
+    "DecodeError",
+    "Diagnosis",
+    "DistributedSampler",
+    "EpisodeIndex",
+    "Error",
+    "IndexReport",
+    "ItemKey",
+    "LeRobotDataset",
+    "LoadBalancedSampler",
+    "Loader",
+    "LoaderObserver",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Transforms",
+    "VideoReader",
+    "WeightedSampler",
+    "WindowSpec",
+    "diagnose",
+    "expand_group_weights",
+    "load_index",
+    "profile",
+    "synthetic_step",
+]
 __version__ = "0.1.0"

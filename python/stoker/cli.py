@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import List, Optional
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -18,7 +17,7 @@ COMMANDS = {
 }
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -29,6 +28,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             chosen = importlib.import_module(module_name)
             chosen.add_arguments(command)
     args = parser.parse_args(argv)
+    assert chosen is not None  # parse_args exits unless argv names a command
     return chosen.main(args)
 
 

@@ -24,14 +24,18 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Union, cast
 
 import numpy as np
 
-from stoker import _core
+from stoker import _core, lerobot_format
 from stoker._core import DatasetError
-from stoker.lerobot_meta import (LeRobotMetadata, _readable_columns, read_columns,
-                                 read_lerobot_metadata)
+from stoker.lerobot_meta import (
+    LeRobotMetadata,
+    read_columns,
+    read_lerobot_metadata,
+    readable_columns,
+)
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -52,7 +56,7 @@ class IndexReport:
     """
 
     seconds: float
-    video_files: Tuple[str, ...]
+    video_files: tuple[str, ...]
     max_drift_s: np.ndarray  # float64 [V]
 
     def summary(self) -> str:
@@ -60,8 +64,10 @@ class IndexReport:
         text = f"{len(self.video_files)} video files in {self.seconds:.2f} s"
         if len(self.max_drift_s):
             worst = int(np.argmax(self.max_drift_s))
-            text += (f"; max drift {self.max_drift_s[worst] * 1e3:.3f} ms "
-                     f"({os.path.basename(self.video_files[worst])})")
+            text += (
+                f"; max drift {self.max_drift_s[worst] * 1e3:.3f} ms "
+                f"({os.path.basename(self.video_files[worst])})"
+            )
         return text
 
 
@@ -73,8 +79,7 @@ class EpisodeIndex:
     :attr:`cameras`.
     """
 
-    def __init__(self, core: _core.EpisodeIndex, path: str,
-                 report: Optional[IndexReport] = None):
+    def __init__(self, core: _core.EpisodeIndex, path: str, report: IndexReport | None = None):
         self._core = core
         self._path = path
         self._report = report
@@ -85,7 +90,7 @@ class EpisodeIndex:
         self._columns = {name: (dtype, dim) for name, dtype, dim in core.column_names}
 
     @classmethod
-    def open(cls, path: Union[str, os.PathLike]) -> "EpisodeIndex":
+    def open(cls, path: str | os.PathLike) -> EpisodeIndex:
         """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one."""
         path = os.path.abspath(os.fspath(path))
         return cls(_core.EpisodeIndex.open(path), path)
@@ -96,7 +101,7 @@ class EpisodeIndex:
         return self._path
 
     @property
-    def report(self) -> Optional[IndexReport]:
+    def report(self) -> IndexReport | None:
         """What the build found, when this call built the index; None when it was mapped."""
         return self._report
 
@@ -113,19 +118,33 @@ class EpisodeIndex:
         return self._core.fps
 
     @property
-    def cameras(self) -> Tuple[str, ...]:
+    def cameras(self) -> tuple[str, ...]:
         return self._cameras
 
     @property
-    def video_files(self) -> Tuple[str, ...]:
+    def video_files(self) -> tuple[str, ...]:
         """Every video file of every camera (absolute paths); ``v`` arguments index this."""
         return self._video_files
 
     @property
-    def column_names(self) -> Tuple[str, ...]:
+    def column_names(self) -> tuple[str, ...]:
         return tuple(self._columns)
 
-    def stale_files(self) -> List[str]:
+    def column_shape(self, name: str) -> tuple[int, ...]:
+        """The shape of one row of a column, as :meth:`column` returns it: ``()`` for a scalar
+        column, ``(dim,)`` for a vector feature."""
+        if name not in self._columns:
+            raise KeyError(f"the index has no column {name!r}; it has {sorted(self._columns)}")
+        _, dim = self._columns[name]
+        return () if dim == 1 else (dim,)
+
+    @property
+    def native(self) -> _core.EpisodeIndex:
+        """The compiled index, which the native stages (the window planner, the Loader's
+        threads) read: immutable and shared, it keeps the file mapped while referenced."""
+        return self._core
+
+    def stale_files(self) -> list[str]:
         """The dataset files changed or gone since the build; empty when the index is current."""
         return list(self._core.stale_files())
 
@@ -135,7 +154,7 @@ class EpisodeIndex:
         """The episode (position in dataset order) of one row."""
         return self._core.episode_of_row(int(row))
 
-    def frame_of_row(self, camera: Union[str, int], row: int) -> int:
+    def frame_of_row(self, camera: str | int, row: int) -> int:
         """The frame of ``camera``'s video file (see :meth:`videos_of`) showing one row."""
         return self._core.frame_of_row(self._camera(camera), int(row))
 
@@ -147,30 +166,30 @@ class EpisodeIndex:
         array = _rows(rows)
         return self._core.episode_of_rows(array.reshape(-1)).reshape(array.shape)
 
-    def frames_of_rows(self, camera: Union[str, int], rows) -> np.ndarray:
+    def frames_of_rows(self, camera: str | int, rows) -> np.ndarray:
         """The frame showing every row in ``camera``'s video file of the row's episode."""
         array = _rows(rows)
         c = self._camera(camera)
         return self._core.frames_of_rows(c, array.reshape(-1)).reshape(array.shape)
 
-    def episode_table(self) -> Dict[str, np.ndarray]:
+    def episode_table(self) -> dict[str, np.ndarray]:
         """Per episode: ``from_row``, ``length`` and ``task`` (task index, -1 for none)."""
         from_row, length, task = self._core.episode_table()
         return {"from_row": from_row, "length": length, "task": task}
 
-    def videos_of(self, camera: Union[str, int]) -> np.ndarray:
+    def videos_of(self, camera: str | int) -> np.ndarray:
         """Per episode: the index in :attr:`video_files` of ``camera``'s file."""
         return self._core.videos_of(self._camera(camera))
 
-    def first_frames(self, camera: Union[str, int]) -> np.ndarray:
+    def first_frames(self, camera: str | int) -> np.ndarray:
         """Per episode: its first frame in ``camera``'s file (snapped, in packed files)."""
         return self._core.first_frames(self._camera(camera))
 
-    def drifts(self, camera: Union[str, int]) -> np.ndarray:
+    def drifts(self, camera: str | int) -> np.ndarray:
         """Per episode: the first frame's pts minus the stated start, in seconds."""
         return self._core.drifts(self._camera(camera))
 
-    def frame_table(self, video: Union[int, str]) -> bytes:
+    def frame_table(self, video: int | str) -> bytes:
         """The saved frame table of a video file (by index or path), for
         ``stoker.VideoReader(path, frame_table=...)``, which then skips its scan."""
         if isinstance(video, (str, os.PathLike)):
@@ -186,17 +205,17 @@ class EpisodeIndex:
         [rows] for a scalar column, [rows, dim] for a vector feature, as
         :func:`stoker.lerobot_meta.read_columns` returns it. The view keeps the index mapped.
         """
-        if name not in self._columns:
-            raise KeyError(f"the index has no column {name!r}; it has {sorted(self._columns)}")
-        view = self._core.column(name)
-        _, dim = self._columns[name]
-        return view.reshape(-1) if dim == 1 else view
+        shape = self.column_shape(name)
+        view = cast(np.ndarray, self._core.column(name))
+        return view.reshape(-1) if shape == () else view
 
     def __repr__(self) -> str:
-        return (f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
-                f"rows, cameras={list(self._cameras)})")
+        return (
+            f"EpisodeIndex({self._path!r}, {self.num_episodes} episodes, {self.num_rows} "
+            f"rows, cameras={list(self._cameras)})"
+        )
 
-    def _camera(self, camera: Union[str, int]) -> int:
+    def _camera(self, camera: str | int) -> int:
         if isinstance(camera, str):
             if camera not in self._camera_ids:
                 raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
@@ -209,21 +228,30 @@ class EpisodeIndex:
 def default_cache_dir() -> str:
     """``$STOKER_CACHE_DIR``, or ``~/.cache/stoker``."""
     return os.environ.get("STOKER_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "stoker")
+        os.path.expanduser("~"), ".cache", "stoker"
+    )
 
 
-def index_paths(root, cache_dir: Optional[str] = None) -> Tuple[str, str]:
+def index_paths(root, cache_dir: str | None = None) -> tuple[str, str]:
     """(the index file in the dataset folder, the one in the cache folder) of dataset ``root``."""
     root = os.path.abspath(os.fspath(root))
     digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     cache = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir()
-    return (os.path.join(root, ".stoker", INDEX_FILE),
-            os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE))
+    return (
+        os.path.join(root, ".stoker", INDEX_FILE),
+        os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE),
+    )
 
 
-def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
-               progress: Progress = True, cache_dir: Optional[str] = None,
-               tolerance_s: float = 1e-4) -> EpisodeIndex:
+def load_index(
+    root,
+    *,
+    rebuild: bool = False,
+    threads: int | None = None,
+    progress: Progress = True,
+    cache_dir: str | None = None,
+    tolerance_s: float = 1e-4,
+) -> EpisodeIndex:
     """The episode index of the LeRobot dataset in folder ``root``, built when needed.
 
     An existing index (in ``<root>/.stoker/`` or the cache folder) that is current is mapped
@@ -279,18 +307,30 @@ def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
 
     meta = read_lerobot_metadata(root)
     names = _indexable_columns(meta)
-    columns = read_columns(meta, list(dict.fromkeys([*names, "timestamp"])),
-                           tolerance_s=tolerance_s)
+    columns = read_columns(
+        meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
+    )
     path = local if _writable_folder(os.path.dirname(local)) else cached
     if path == cached and not _writable_folder(os.path.dirname(cached)):
-        raise DatasetError(f"cannot write the index of {root}: neither {os.path.dirname(local)} "
-                           f"nor the cache folder {os.path.dirname(cached)} is writable")
+        raise DatasetError(
+            f"cannot write the index of {root}: neither {os.path.dirname(local)} "
+            f"nor the cache folder {os.path.dirname(cached)} is writable"
+        )
     timestamp = columns["timestamp"].astype(np.float64)
-    report = _build(meta, timestamp, {name: columns[name] for name in names}, path, threads,
-                    progress, tolerance_s)
+    report = _build(
+        meta,
+        timestamp,
+        {name: columns[name] for name in names},
+        path,
+        threads,
+        progress,
+        tolerance_s,
+    )
     if progress is True:
-        print(f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
-              file=sys.stderr)
+        print(
+            f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
+            file=sys.stderr,
+        )
     index = EpisodeIndex.open(path)
     index._report = report
     return index
@@ -300,31 +340,28 @@ def load_index(root, *, rebuild: bool = False, threads: Optional[int] = None,
 # Building
 
 
-def _indexable_columns(meta: LeRobotMetadata) -> List[str]:
+def _indexable_columns(meta: LeRobotMetadata) -> list[str]:
     """Every fixed-length numeric column of float32, float64 or int64 values."""
-    return [name for name, (dtype, _) in _readable_columns(meta).items()
-            if dtype in _INDEXED_DTYPES]
+    return [name for name, (dtype, _) in readable_columns(meta).items() if dtype in _INDEXED_DTYPES]
 
 
-def _tracked_files(meta: LeRobotMetadata) -> List[str]:
+def _tracked_files(meta: LeRobotMetadata) -> list[str]:
     """The meta files the metadata was read from, and every data file."""
-    meta_dir = os.path.join(meta.root, "meta")
-    if meta.codebase_version == "v3.0":
-        names = ["info.json", "tasks.parquet"]
-        episodes_dir = os.path.join(meta_dir, "episodes")
-        tables = sorted(os.path.join(dirpath, name)
-                        for dirpath, _, files in os.walk(episodes_dir) for name in files
-                        if name.endswith(".parquet"))
-    else:
-        names = ["info.json", "episodes.jsonl", "tasks.jsonl"]
-        tables = []
-    files = [os.path.join(meta_dir, name) for name in names] + tables
-    return [path for path in files if os.path.exists(path)] + [str(p) for p in meta.data_files]
+    return lerobot_format.meta_files(meta.root, meta.codebase_version) + [
+        str(p) for p in meta.data_files
+    ]
 
 
-def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.ndarray],
-           path: str, threads: int, progress: Progress, tolerance_s: float) -> IndexReport:
-    video_files: List[str] = []
+def _build(
+    meta: LeRobotMetadata,
+    timestamp: np.ndarray,
+    columns: dict[str, np.ndarray],
+    path: str,
+    threads: int,
+    progress: Progress,
+    tolerance_s: float,
+) -> IndexReport:
+    video_files: list[str] = []
     episode_video = np.zeros((len(meta.cameras), meta.num_episodes), np.int64)
     episode_offset = np.zeros((len(meta.cameras), meta.num_episodes), np.float64)
     for c, camera in enumerate(meta.cameras):
@@ -334,25 +371,37 @@ def _build(meta: LeRobotMetadata, timestamp: np.ndarray, columns: Dict[str, np.n
         video_files.extend(str(p) for p in videos.files)
 
     if progress is True:
-        callback = _ProgressBar("indexing videos") if video_files else None
+        callback: Callable[[int, int], None] | None = (
+            _ProgressBar("indexing videos") if video_files else None
+        )
     elif progress is False:
         callback = None
     else:
         callback = progress
     try:
         result = _core.build_episode_index(
-            path, float(meta.fps),
+            path,
+            float(meta.fps),
             np.ascontiguousarray(meta.dataset_from_index, np.int64),
             np.ascontiguousarray(meta.length, np.int64),
             np.ascontiguousarray(meta.task_index, np.int64),
-            timestamp, list(meta.cameras), video_files, episode_video, episode_offset,
+            timestamp,
+            list(meta.cameras),
+            video_files,
+            episode_video,
+            episode_offset,
             [(name, np.ascontiguousarray(values)) for name, values in columns.items()],
-            _tracked_files(meta), float(tolerance_s), int(threads), callback)
+            _tracked_files(meta),
+            float(tolerance_s),
+            int(threads),
+            callback,
+        )
     finally:
         if isinstance(callback, _ProgressBar):
             callback.close()
-    return IndexReport(seconds=result["seconds"], video_files=tuple(video_files),
-                       max_drift_s=result["max_drift_s"])
+    return IndexReport(
+        seconds=result["seconds"], video_files=tuple(video_files), max_drift_s=result["max_drift_s"]
+    )
 
 
 def _describes(index: EpisodeIndex, root: str) -> bool:
@@ -396,8 +445,10 @@ class _ProgressBar:
         eta = (total - done) / rate if rate > 0 else math.inf
         width = 24
         filled = int(width * done / total) if total else width
-        line = (f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                f"{rate:.1f}/s ETA {_clock(eta)}")
+        line = (
+            f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+            f"{rate:.1f}/s ETA {_clock(eta)}"
+        )
         self._stream.write(("\r" if self._tty else "") + line + ("" if self._tty else "\n"))
         self._stream.flush()
         self._drawn = True

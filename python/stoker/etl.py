@@ -26,6 +26,10 @@ the GIL). Every file is written under a temporary name and renamed when complete
 with its final name is always complete. An interrupted run, started again with the same
 arguments, keeps every finished unit and does the rest. ``meta/info.json`` is written last:
 until it exists, DST is not a dataset. ``DST/meta/stoker_etl_report.json`` holds the report.
+
+This module owns the run: the journal that makes it resumable, the scheduling of the units,
+the rows' conversion and the final verification. What it reads and writes on disk is
+:mod:`stoker.lerobot_format`'s: SRC through the checked metadata, DST with its v3.0 writer.
 """
 
 from __future__ import annotations
@@ -36,21 +40,21 @@ import glob
 import hashlib
 import json
 import os
-import shutil
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from stoker import _core
+from stoker import _core, lerobot_format
 from stoker._core import DatasetError, DecodeError, Error
+from stoker._files import copy_file, read_json, remove_file, write_json
 from stoker.dataset_index import _ProgressBar, load_index
 from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
 from stoker.typed_columns import convert_json_columns, json_candidates
@@ -63,12 +67,8 @@ DEFAULT_GOP = 10
 DEFAULT_CRF = {"h264": 23, "av1": 30}
 TIME_TOLERANCE_S = 1e-6  # how far an output frame's time may be from its source frame's
 
-DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
 REPORT_PATH = "meta/stoker_etl_report.json"
 STATE_DIR = ".stoker_etl"  # the run's journal and lock, inside DST
-DATA_FILE_MB = 100  # LeRobot's default data_files_size_in_mb
 _RUN_VERSION = 1
 
 Progress = Union[bool, Callable[[int, int], None]]
@@ -85,10 +85,10 @@ class EtlReport:
 
     source: str
     destination: str
-    options: Dict[str, Any]
-    episodes_done: List[int] = field(default_factory=list)
-    episodes_skipped: Dict[int, str] = field(default_factory=dict)
-    episode_map: List[int] = field(default_factory=list)
+    options: dict[str, Any]
+    episodes_done: list[int] = field(default_factory=list)
+    episodes_skipped: dict[int, str] = field(default_factory=dict)
+    episode_map: list[int] = field(default_factory=list)
     units_total: int = 0
     units_transcoded: int = 0  # by this run
     units_resumed: int = 0  # found complete from an earlier run
@@ -98,21 +98,23 @@ class EtlReport:
     bytes_in: int = 0
     bytes_out: int = 0
     data_bytes_out: int = 0
-    typed_columns: List[Dict[str, Any]] = field(default_factory=list)
+    typed_columns: list[dict[str, Any]] = field(default_factory=list)
     max_time_error_s: float = 0.0
     verified: bool = False
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         value = asdict(self)
         value["episodes_skipped"] = {str(k): v for k, v in self.episodes_skipped.items()}
         return value
 
     def summary(self) -> str:
-        text = (f"{len(self.episodes_done)} episodes, {self.frames} frames per camera, "
-                f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed) in "
-                f"{self.seconds:.1f} s; videos {self.bytes_in / 1e6:.1f} MB -> "
-                f"{self.bytes_out / 1e6:.1f} MB; timestamps verified to "
-                f"{self.max_time_error_s * 1e6:.3f} us")
+        text = (
+            f"{len(self.episodes_done)} episodes, {self.frames} frames per camera, "
+            f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed) in "
+            f"{self.seconds:.1f} s; videos {self.bytes_in / 1e6:.1f} MB -> "
+            f"{self.bytes_out / 1e6:.1f} MB; timestamps verified to "
+            f"{self.max_time_error_s * 1e6:.3f} us"
+        )
         if self.episodes_skipped:
             text += f"; skipped episodes {sorted(self.episodes_skipped)}"
         return text
@@ -131,12 +133,23 @@ class _Unit:
     bytes_in: int
 
 
-def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
-                crf: Optional[int] = None, preset: Optional[str] = None,
-                fast_decode: bool = True, cameras: Optional[Sequence[str]] = None,
-                workers: Optional[int] = None, on_error: str = "raise",
-                json_columns: Union[str, Sequence[str]] = "auto",
-                interpolation: str = "bilinear", progress: Progress = True) -> EtlReport:
+def materialize(
+    src,
+    dst,
+    *,
+    size,
+    codec: str = "h264",
+    gop: int = DEFAULT_GOP,
+    crf: int | None = None,
+    preset: str | None = None,
+    fast_decode: bool = True,
+    cameras: Sequence[str] | None = None,
+    workers: int | None = None,
+    on_error: str = "raise",
+    json_columns: str | Sequence[str] = "auto",
+    interpolation: str = "bilinear",
+    progress: Progress = True,
+) -> EtlReport:
     """Writes the LeRobot dataset in ``src`` to ``dst`` as a LeRobot v3.0 dataset at training
     size, with typed columns, and builds its stoker index. See the module documentation.
 
@@ -197,10 +210,10 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     src = os.path.abspath(os.fspath(src))
     dst = os.path.abspath(os.fspath(dst))
-    if dst == src or dst.startswith(os.path.join(src, "")) or \
-            src.startswith(os.path.join(dst, "")):
-        raise ValueError(f"the destination {dst} must be outside the source {src} and not "
-                         "contain it")
+    if dst == src or dst.startswith(os.path.join(src, "")) or src.startswith(os.path.join(dst, "")):
+        raise ValueError(
+            f"the destination {dst} must be outside the source {src} and not contain it"
+        )
     # SVT-AV1 prints its configuration for every encoder it opens unless told otherwise.
     os.environ.setdefault("SVT_LOG", "1")
 
@@ -213,11 +226,18 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
     index = load_index(src, progress=verbose)
-    options = {"size": [height, width], "codec": codec, "gop": gop, "crf": crf,
-               "preset": preset or "", "fast_decode": bool(fast_decode), "cameras": cameras,
-               "interpolation": interpolation, "on_error": on_error,
-               "json_columns": json_columns if isinstance(json_columns, str)
-               else list(json_columns)}
+    options = {
+        "size": [height, width],
+        "codec": codec,
+        "gop": gop,
+        "crf": crf,
+        "preset": preset or "",
+        "fast_decode": bool(fast_decode),
+        "cameras": cameras,
+        "interpolation": interpolation,
+        "on_error": on_error,
+        "json_columns": json_columns if isinstance(json_columns, str) else list(json_columns),
+    }
     report = EtlReport(source=src, destination=dst, options=options)
 
     with _RunState(dst, src, options, _source_fingerprint(meta)) as state:
@@ -233,9 +253,10 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
             report.episodes_skipped.setdefault(unit.episode, reason)
         kept = [e for e in range(meta.num_episodes) if e not in failed and e not in empty]
         if not kept:
-            raise DatasetError(f"no episode of {src} could be materialized: " +
-                               "; ".join(f"episode {e}: {r}" for e, r in
-                                         sorted(report.episodes_skipped.items())))
+            raise DatasetError(
+                f"no episode of {src} could be materialized: "
+                + "; ".join(f"episode {e}: {r}" for e, r in sorted(report.episodes_skipped.items()))
+            )
         report.episode_map = [int(meta.episode_index[e]) for e in kept]
         report.episodes_done = list(report.episode_map)
         kept_set = set(kept)
@@ -249,11 +270,11 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
         try:
             report.max_time_error_s = _verify(meta, index, dst_index, kept, cameras)
         except DatasetError:
-            _remove(os.path.join(dst, "meta", "info.json"))
+            remove_file(os.path.join(dst, lerobot_format.INFO_PATH))
             raise
         report.verified = True
         report.seconds = time.monotonic() - started
-        _write_json(os.path.join(dst, REPORT_PATH), report.to_dict())
+        write_json(os.path.join(dst, REPORT_PATH), report.to_dict())
     if verbose:
         print(f"stoker etl: {dst}: {report.summary()}", file=sys.stderr)
     return report
@@ -263,7 +284,7 @@ def materialize(src, dst, *, size, codec: str = "h264", gop: int = DEFAULT_GOP,
 # Arguments
 
 
-def _parse_size(size) -> Tuple[int, int]:
+def _parse_size(size) -> tuple[int, int]:
     if isinstance(size, str):
         try:
             width, height = (int(p) for p in size.lower().split("x"))
@@ -275,8 +296,10 @@ def _parse_size(size) -> Tuple[int, int]:
         except (TypeError, ValueError):
             raise ValueError(f"size must be (height, width), got {size!r}") from None
     if height <= 0 or width <= 0 or height % 2 or width % 2:
-        raise ValueError(f"the output size must be positive and even (4:2:0 video), got "
-                         f"{width}x{height} (width x height)")
+        raise ValueError(
+            f"the output size must be positive and even (4:2:0 video), got "
+            f"{width}x{height} (width x height)"
+        )
     return height, width
 
 
@@ -300,35 +323,46 @@ class _RunState:
         self.dst = dst
         # Only what shapes the videos must match for a run to continue: cameras, JSON columns
         # and the error policy only change the rows and metadata, which every run rewrites.
-        video_options = {k: options[k] for k in ("size", "codec", "gop", "crf", "preset",
-                                                 "fast_decode", "interpolation")}
-        self._record = {"version": _RUN_VERSION, "source": src, "video_options": video_options,
-                        "source_fingerprint": fingerprint}
+        video_options = {
+            k: options[k]
+            for k in ("size", "codec", "gop", "crf", "preset", "fast_decode", "interpolation")
+        }
+        self._record = {
+            "version": _RUN_VERSION,
+            "source": src,
+            "video_options": video_options,
+            "source_fingerprint": fingerprint,
+        }
         self._folder = os.path.join(dst, STATE_DIR)
         self._journal = os.path.join(self._folder, "units.jsonl")
         self._journal_lock = threading.Lock()
-        self._lock_file = None
-        self.finished: Dict[str, dict] = {}
+        self._lock_file: IO[str] | None = None
+        self.finished: dict[str, dict] = {}
 
-    def __enter__(self) -> "_RunState":
+    def __enter__(self) -> _RunState:
         run_path = os.path.join(self._folder, "run.json")
         if os.path.exists(run_path):
-            previous = _load_json(run_path)
+            previous = read_json(run_path, "stoker etl run file")
             keys = ("version", "source", "video_options", "source_fingerprint")
             differences = [key for key in keys if previous.get(key) != self._record[key]]
             if differences:
-                detail = {"version": "it was written by another version of stoker etl",
-                          "source": f"it read {previous.get('source')}",
-                          "video_options": f"its videos were made with "
-                                           f"{previous.get('video_options')}",
-                          "source_fingerprint": "the source's files changed since"}
+                detail = {
+                    "version": "it was written by another version of stoker etl",
+                    "source": f"it read {previous.get('source')}",
+                    "video_options": f"its videos were made with {previous.get('video_options')}",
+                    "source_fingerprint": "the source's files changed since",
+                }
                 raise ValueError(
                     f"{self.dst} holds a stoker etl run that differs from this one ("
-                    + "; ".join(detail[d] for d in differences) + "): use another destination "
-                    "or remove it")
+                    + "; ".join(detail[d] for d in differences)
+                    + "): use another destination "
+                    "or remove it"
+                )
         elif os.path.isdir(self.dst) and os.listdir(self.dst):
-            raise FileExistsError(f"{self.dst} exists and is not empty, and no stoker etl run "
-                                  "wrote it: choose a new destination")
+            raise FileExistsError(
+                f"{self.dst} exists and is not empty, and no stoker etl run "
+                "wrote it: choose a new destination"
+            )
         os.makedirs(self._folder, exist_ok=True)
         self._lock_file = open(os.path.join(self._folder, "lock"), "a+")
         try:
@@ -338,12 +372,12 @@ class _RunState:
             self._lock_file = None
             raise ValueError(f"another stoker etl run is writing {self.dst}") from None
         if not os.path.exists(run_path):
-            _write_json(run_path, self._record)
+            write_json(run_path, self._record)
         # Until this run has finished, DST does not look like a finished dataset.
-        _remove(os.path.join(self.dst, "meta", "info.json"))
-        _remove(os.path.join(self.dst, REPORT_PATH))
+        remove_file(os.path.join(self.dst, lerobot_format.INFO_PATH))
+        remove_file(os.path.join(self.dst, REPORT_PATH))
         for partial in glob.glob(os.path.join(self.dst, "**", "*.partial"), recursive=True):
-            _remove(partial)
+            remove_file(partial)
         if os.path.exists(self._journal):
             with open(self._journal, encoding="utf-8") as f:
                 for line in f:
@@ -355,8 +389,12 @@ class _RunState:
         return self
 
     def record(self, target: str, result: dict) -> None:
-        entry = {"target": os.path.relpath(target, self.dst), "duration": result["duration"],
-                 "frames": result["frames"], "seconds": result["seconds"]}
+        entry = {
+            "target": os.path.relpath(target, self.dst),
+            "duration": result["duration"],
+            "frames": result["frames"],
+            "seconds": result["seconds"],
+        }
         with self._journal_lock:
             with open(self._journal, "a", encoding="utf-8") as f:
                 f.write(json.dumps(entry) + "\n")
@@ -378,14 +416,17 @@ class _RunState:
 
 def _source_fingerprint(meta: LeRobotMetadata) -> str:
     """Hash of the size and modification time of the source's info.json, data and videos."""
-    files = [os.path.join(meta.root, "meta", "info.json"), *meta.data_files]
+    files = [os.path.join(meta.root, lerobot_format.INFO_PATH), *meta.data_files]
     for videos in meta.videos.values():
         files += list(videos.files)
     digest = hashlib.sha256()
     for path in files:
         stat = os.stat(path)
-        digest.update(f"{os.path.relpath(path, meta.root)}\0{stat.st_size}\0"
-                      f"{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        digest.update(
+            f"{os.path.relpath(path, meta.root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return digest.hexdigest()
 
 
@@ -393,9 +434,8 @@ def _source_fingerprint(meta: LeRobotMetadata) -> str:
 # Videos
 
 
-def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> List[_Unit]:
-    chunks_size = _chunks_size(meta)
-    file_frames: Dict[int, int] = {}
+def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> list[_Unit]:
+    file_frames: dict[int, int] = {}
     videos = {camera: index.videos_of(camera) for camera in cameras}
     first_frames = {camera: index.first_frames(camera) for camera in cameras}
     units = []
@@ -408,38 +448,67 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
             if v not in file_frames:
                 file_frames[v] = VideoReader(source, frame_table=index.frame_table(v)).num_frames
             share = int(meta.length[e]) / max(file_frames[v], 1)
-            target = os.path.join(dst, VIDEO_PATH.format(video_key=camera,
-                                                         chunk_index=e // chunks_size,
-                                                         file_index=e % chunks_size))
-            units.append(_Unit(position=e, episode=int(meta.episode_index[e]), camera=camera,
-                               source=source, video=v,
-                               first_frame=int(first_frames[camera][e]),
-                               frames=int(meta.length[e]), target=target,
-                               bytes_in=int(round(os.path.getsize(source) * share))))
+            target = lerobot_format.file_path(
+                dst, lerobot_format.VIDEO_PATH, e, meta.chunks_size, video_key=camera
+            )
+            units.append(
+                _Unit(
+                    position=e,
+                    episode=int(meta.episode_index[e]),
+                    camera=camera,
+                    source=source,
+                    video=v,
+                    first_frame=int(first_frames[camera][e]),
+                    frames=int(meta.length[e]),
+                    target=target,
+                    bytes_in=int(round(os.path.getsize(source) * share)),
+                )
+            )
     return units
 
 
-def _run_units(units: List[_Unit], index, state: _RunState, options: dict, workers: int,
-               on_error: str, progress: Progress, report: EtlReport) -> Dict[_Unit, str]:
+def _run_units(
+    units: list[_Unit],
+    index,
+    state: _RunState,
+    options: dict,
+    workers: int,
+    on_error: str,
+    progress: Progress,
+    report: EtlReport,
+) -> dict[_Unit, str]:
     """Encodes every unit whose file is not there yet. Returns the failed units with their
     reasons (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new
     unit starts, the running ones finish, and the error is raised."""
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
     height, width = options["size"]
-    tables: Dict[int, bytes] = {}
+    tables: dict[int, bytes] = {}
 
     def run(unit: _Unit) -> dict:
         table = tables.get(unit.video)
         if table is None:
             table = tables[unit.video] = index.frame_table(unit.video)
         os.makedirs(os.path.dirname(unit.target), exist_ok=True)
-        return _core.transcode(unit.source, table, unit.first_frame, unit.frames, unit.target,
-                               height, width, options["codec"], options["gop"], options["crf"],
-                               options["preset"], options["fast_decode"],
-                               options["interpolation"] == "area", 1, 32)
+        return _core.transcode(
+            unit.source,
+            table,
+            unit.first_frame,
+            unit.frames,
+            unit.target,
+            height,
+            width,
+            options["codec"],
+            options["gop"],
+            options["crf"],
+            options["preset"],
+            options["fast_decode"],
+            options["interpolation"] == "area",
+            1,
+            32,
+        )
 
-    callback = None
+    callback: Callable[[int, int], None] | None = None
     if progress is True and todo:
         label = "encoding videos"
         if report.units_resumed:
@@ -447,8 +516,8 @@ def _run_units(units: List[_Unit], index, state: _RunState, options: dict, worke
         callback = _ProgressBar(label)
     elif callable(progress):
         callback = progress
-    failures: Dict[_Unit, str] = {}
-    error: Optional[BaseException] = None
+    failures: dict[_Unit, str] = {}
+    error: BaseException | None = None
     done = 0
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stoker-etl")
     pending = {pool.submit(run, unit): unit for unit in todo}
@@ -460,9 +529,11 @@ def _run_units(units: List[_Unit], index, state: _RunState, options: dict, worke
                 try:
                     result = future.result()
                 except Error as e:
-                    reason = (f"episode {unit.episode} (camera {unit.camera!r}, frames "
-                              f"{unit.first_frame}-{unit.first_frame + unit.frames - 1} of "
-                              f"{unit.source}): {e}")
+                    reason = (
+                        f"episode {unit.episode} (camera {unit.camera!r}, frames "
+                        f"{unit.first_frame}-{unit.first_frame + unit.frames - 1} of "
+                        f"{unit.source}): {e}"
+                    )
                     if on_error == "raise":
                         if error is None:
                             error = DecodeError(f"stoker etl: cannot materialize {reason}")
@@ -498,30 +569,110 @@ def _remove_unreferenced_videos(dst: str, keep: set) -> None:
     cameras left out of this run)."""
     for path in glob.glob(os.path.join(dst, "videos", "**", "*.mp4"), recursive=True):
         if path not in keep:
-            _remove(path)
+            remove_file(path)
 
 
 # ---------------------------------------------------------------------------------------------
 # Rows and metadata
 
 
-def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
-                   cameras: Sequence[str], state: _RunState, dst: str, options: dict,
-                   report: EtlReport) -> None:
-    chunks_size = _chunks_size(meta)
-    info = _load_json(os.path.join(meta.root, "meta", "info.json"))
+def _write_dataset(
+    meta: LeRobotMetadata,
+    kept: list[int],
+    units: list[_Unit],
+    cameras: Sequence[str],
+    state: _RunState,
+    dst: str,
+    options: dict,
+    report: EtlReport,
+) -> None:
+    """Writes DST's rows and metadata around the videos already there (see
+    :mod:`stoker.lerobot_format`): the kept episodes renumbered 0, 1, ..., JSON columns typed,
+    per-episode statistics kept, and ``meta/info.json`` last."""
+    rows, json_names, typed_features = _kept_rows(meta, kept, options, report)
+    lengths = meta.length[kept]
+    chunks_size = meta.chunks_size
+    data_mb = int(meta.info.get("data_files_size_in_mb", lerobot_format.DATA_FILES_SIZE_IN_MB))
+    data_file = lerobot_format.data_files_by_size(
+        lengths, max(rows.nbytes / max(rows.num_rows, 1), 1.0), data_mb
+    )
+    written = lerobot_format.write_data(dst, rows, lengths, data_file, chunks_size)
+    report.data_bytes_out = sum(os.path.getsize(path) for path in written)
+    report.frames = rows.num_rows
 
-    # Rows of the kept episodes, in dataset order, JSON columns typed, then renumbered.
+    # One video file per kept episode and camera, numbered by the episode's position in SRC.
+    unit_of = {(u.position, u.camera): u for u in units}
+    videos = {
+        camera: lerobot_format.EpisodeVideos(
+            file=np.asarray(kept, np.int64),
+            from_timestamp=np.zeros(len(kept)),
+            to_timestamp=np.array([state.duration(unit_of[(e, camera)].target) for e in kept]),
+        )
+        for camera in cameras
+    }
+    source_episodes = lerobot_format.read_episode_table(meta.root, meta.codebase_version).sort_by(
+        "episode_index"
+    )
+    kept_rows = pa.array(kept)
+    columns = lerobot_format.episode_columns(
+        lengths,
+        lerobot_format.task_lists(source_episodes).take(kept_rows),
+        data_file,
+        videos,
+        chunks_size,
+    )
+    features = _kept_features(meta, cameras)
+    for name in lerobot_format.stats_columns(source_episodes, features):
+        columns[name] = source_episodes[name].take(kept_rows)
+    lerobot_format.write_episodes(dst, columns, chunks_size)
+
+    if meta.codebase_version == "v3.0":  # SRC's own table, as it is
+        copy_file(
+            os.path.join(meta.root, lerobot_format.TASKS_PATH),
+            os.path.join(dst, lerobot_format.TASKS_PATH),
+        )
+    else:
+        lerobot_format.write_tasks(dst, meta.tasks)
+    stats = _kept_stats(meta, kept, source_episodes, features)
+    if stats is not None:
+        lerobot_format.write_stats(dst, stats)
+    subtasks = os.path.join(meta.root, lerobot_format.SUBTASKS_PATH)
+    if os.path.exists(subtasks):
+        copy_file(subtasks, os.path.join(dst, lerobot_format.SUBTASKS_PATH))
+
+    info = lerobot_format.v30_info(
+        meta.info,
+        features=_output_features(meta, cameras, json_names, typed_features, options),
+        num_episodes=len(kept),
+        num_frames=rows.num_rows,
+        num_tasks=len(lerobot_format.defined_tasks(meta.tasks)[0]),
+        chunks_size=chunks_size,
+        has_videos=bool(cameras),
+        data_files_size_in_mb=data_mb,
+        video_files_size_in_mb=int(
+            meta.info.get("video_files_size_in_mb", lerobot_format.VIDEO_FILES_SIZE_IN_MB)
+        ),
+    )
+    lerobot_format.write_info(dst, info)
+
+
+def _kept_rows(
+    meta: LeRobotMetadata, kept: list[int], options: dict, report: EtlReport
+) -> tuple[pa.Table, list[str], dict[str, Any]]:
+    """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
+    renumbered; with the names of the JSON columns and the features of their typed columns."""
     table = pa.concat_tables([pq.read_table(path) for path in meta.data_files])
     table = table.replace_schema_metadata(None)  # HF's feature description would be stale
-    rows = np.concatenate([np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e])
-                           for e in kept]).astype(np.int64)
+    rows = np.concatenate(
+        [np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e]) for e in kept]
+    ).astype(np.int64)
     table = table.take(pa.array(rows))
     names = _json_column_names(table, options["json_columns"])
     source_index = table.column("index").to_numpy()
     source_episode = table.column("episode_index").to_numpy()
-    source_frame = (table.column("frame_index").to_numpy()
-                    if "frame_index" in table.column_names else None)
+    source_frame = (
+        table.column("frame_index").to_numpy() if "frame_index" in table.column_names else None
+    )
 
     def row_label(r: int) -> str:
         where = f"episode {source_episode[r]}"
@@ -531,108 +682,41 @@ def _write_dataset(meta: LeRobotMetadata, kept: List[int], units: List[_Unit],
 
     table, typed, typed_features = convert_json_columns(table, names, row_label=row_label)
     report.typed_columns = [t.to_dict() for t in typed]
-    lengths = np.asarray([meta.length[e] for e in kept], np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    new_episode = np.repeat(np.arange(len(kept), dtype=np.int64), lengths)
+    new_episode = np.repeat(np.arange(len(kept), dtype=np.int64), meta.length[kept])
     table = _replace_column(table, "episode_index", pa.array(new_episode))
     table = _replace_column(table, "index", pa.array(np.arange(len(rows), dtype=np.int64)))
-    report.frames = len(rows)
+    return table, names, typed_features
 
-    # Data files: whole episodes, about data_files_size_in_mb each.
-    data_mb = int(info.get("data_files_size_in_mb", DATA_FILE_MB))
-    row_bytes = max(table.nbytes / max(table.num_rows, 1), 1.0)
-    groups: List[List[int]] = [[]]
-    for k in range(len(kept)):
-        if groups[-1] and (starts[k + 1] - starts[groups[-1][0]]) * row_bytes > data_mb * 1e6:
-            groups.append([])
-        groups[-1].append(k)
-    data_file_of_episode = np.zeros(len(kept), np.int64)
-    written_data = set()
-    for n, group in enumerate(groups):
-        path = os.path.join(dst, DATA_PATH.format(chunk_index=n // chunks_size,
-                                                  file_index=n % chunks_size))
-        first, last = group[0], group[-1]
-        _write_parquet(table.slice(starts[first], starts[last + 1] - starts[first]), path)
-        written_data.add(path)
-        report.data_bytes_out += os.path.getsize(path)
-        data_file_of_episode[group] = n
-    for path in glob.glob(os.path.join(dst, "data", "**", "*.parquet"), recursive=True):
-        if path not in written_data:
-            _remove(path)
 
-    # meta/episodes
-    source_episodes = _source_episode_table(meta)
-    unit_of = {(u.position, u.camera): u for u in units}
-    kept_rows = pa.array(kept)
-    columns: Dict[str, Any] = {
-        "episode_index": pa.array(np.arange(len(kept), dtype=np.int64)),
-        "tasks": source_episodes["tasks"].take(kept_rows),
-        "length": pa.array(lengths),
-        "data/chunk_index": pa.array(data_file_of_episode // chunks_size),
-        "data/file_index": pa.array(data_file_of_episode % chunks_size),
-        "dataset_from_index": pa.array(starts[:-1]),
-        "dataset_to_index": pa.array(starts[1:]),
-    }
-    positions = np.asarray(kept, np.int64)
-    for camera in cameras:
-        durations = [state.duration(unit_of[(e, camera)].target) for e in kept]
-        columns[f"videos/{camera}/chunk_index"] = pa.array(positions // chunks_size)
-        columns[f"videos/{camera}/file_index"] = pa.array(positions % chunks_size)
-        columns[f"videos/{camera}/from_timestamp"] = pa.array(np.zeros(len(kept)))
-        columns[f"videos/{camera}/to_timestamp"] = pa.array(np.asarray(durations, np.float64))
-    for name in source_episodes.column_names:  # per-episode statistics of a v3.0 source
-        if name.startswith("stats/") and _stats_feature(name) in _kept_features(meta, cameras):
-            columns[name] = source_episodes[name].take(kept_rows)
-    columns["meta/episodes/chunk_index"] = pa.array(np.zeros(len(kept), np.int64))
-    columns["meta/episodes/file_index"] = pa.array(np.zeros(len(kept), np.int64))
-    episodes_path = os.path.join(dst, EPISODES_PATH)
-    for path in glob.glob(os.path.join(dst, "meta", "episodes", "**", "*.parquet"),
-                          recursive=True):
-        if path != episodes_path:
-            _remove(path)
-    _write_parquet(pa.table(columns), episodes_path)
-
-    # meta/tasks.parquet, statistics, subtasks
-    _write_tasks(meta, os.path.join(dst, "meta", "tasks.parquet"))
-    stats = _aggregated_stats(meta, kept, source_episodes, cameras)
-    if stats is not None:
-        _write_json(os.path.join(dst, "meta", "stats.json"), stats)
-    subtasks = os.path.join(meta.root, "meta", "subtasks.parquet")
-    if os.path.exists(subtasks):
-        _copy(subtasks, os.path.join(dst, "meta", "subtasks.parquet"))
-
-    # meta/info.json, last: its presence says the dataset is complete.
+def _output_features(
+    meta: LeRobotMetadata,
+    cameras: Sequence[str],
+    json_names: list[str],
+    typed_features: dict[str, Any],
+    options: dict,
+) -> dict[str, Any]:
+    """info.json's features of DST: the kept cameras at the new size and codec, each JSON
+    column replaced by its typed columns, the others as in SRC."""
+    height, width = options["size"]
     features = {}
-    for name, feature in info["features"].items():
+    for name, feature in meta.info["features"].items():
         if feature.get("dtype") == "video":
             if name in cameras:
-                features[name] = _video_feature(feature, options)
-        elif name in names:  # a JSON column: its typed columns, in its place
-            features.update({n: f for n, f in typed_features.items()
-                             if n == name or n.startswith(name + ".")})
+                features[name] = lerobot_format.video_feature(
+                    feature, height, width, options["codec"]
+                )
+        elif name in json_names:  # a JSON column: its typed columns, in its place
+            features.update(
+                {n: f for n, f in typed_features.items() if n == name or n.startswith(name + ".")}
+            )
         else:
             features[name] = feature
     for typed_name, feature in typed_features.items():  # JSON columns info.json did not list
         features.setdefault(typed_name, feature)
-    info.update({
-        "codebase_version": "v3.0",
-        "total_episodes": len(kept),
-        "total_frames": int(starts[-1]),
-        "total_tasks": int(len(_task_rows(meta)[0])),
-        "chunks_size": chunks_size,
-        "data_files_size_in_mb": data_mb,
-        "video_files_size_in_mb": int(info.get("video_files_size_in_mb", 500)),
-        "splits": {"train": f"0:{len(kept)}"},
-        "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if cameras else None,
-        "features": features,
-    })
-    for key in ("total_chunks", "total_videos"):  # v2.1 only
-        info.pop(key, None)
-    _write_json(os.path.join(dst, "meta", "info.json"), info)
+    return features
 
 
-def _json_column_names(table: pa.Table, json_columns) -> List[str]:
+def _json_column_names(table: pa.Table, json_columns) -> list[str]:
     if json_columns == "auto":
         return json_candidates(table)
     if json_columns == "none" or json_columns is None:
@@ -641,8 +725,10 @@ def _json_column_names(table: pa.Table, json_columns) -> List[str]:
         json_columns = [json_columns]
     missing = [c for c in json_columns if c not in table.column_names]
     if missing:
-        raise ValueError(f"json_columns {missing} are not columns of the data; the columns are "
-                         f"{table.column_names}")
+        raise ValueError(
+            f"json_columns {missing} are not columns of the data; the columns are "
+            f"{table.column_names}"
+        )
     return list(json_columns)
 
 
@@ -651,158 +737,41 @@ def _replace_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
     return table.set_column(at, pa.field(name, values.type), values)
 
 
-def _video_feature(feature: dict, options: dict) -> dict:
-    height, width = options["size"]
-    feature = json.loads(json.dumps(feature))
-    feature["shape"] = [height, width, 3]
-    feature.setdefault("names", ["height", "width", "channels"])
-    info = feature.get("info") or {}
-    info.update({"video.height": height, "video.width": width, "video.codec": options["codec"],
-                 "video.pix_fmt": "yuv420p", "video.channels": 3})
-    info.setdefault("video.is_depth_map", False)
-    info.setdefault("has_audio", False)
-    feature["info"] = info
-    return feature
-
-
-def _chunks_size(meta: LeRobotMetadata) -> int:
-    info = _load_json(os.path.join(meta.root, "meta", "info.json"))
-    return int(info.get("chunks_size", 1000))
-
-
-def _source_episode_table(meta: LeRobotMetadata) -> pa.Table:
-    """SRC's per-episode table in dataset order: ``tasks`` (list of strings) and, for v3.0,
-    every other column (statistics among them)."""
-    if meta.codebase_version == "v3.0":
-        paths = sorted(glob.glob(os.path.join(meta.root, "meta", "episodes", "chunk-*",
-                                              "file-*.parquet")))
-        table = pa.concat_tables([pq.read_table(p) for p in paths],
-                                 promote_options="permissive")
-    else:
-        table = pa_json.read_json(os.path.join(meta.root, "meta", "episodes.jsonl"))
-    table = table.sort_by("episode_index").replace_schema_metadata(None)
-    if "tasks" not in table.column_names:
-        table = table.append_column("tasks", pa.nulls(table.num_rows, pa.list_(pa.string())))
-    tasks = table.column("tasks")
-    if pa.types.is_string(tasks.type) or pa.types.is_large_string(tasks.type):
-        tasks = pa.array([[t] if t is not None else [] for t in tasks.to_pylist()],
-                         pa.list_(pa.string()))
-    else:
-        tasks = tasks.cast(pa.list_(pa.string()))
-    return table.set_column(table.column_names.index("tasks"), "tasks", tasks)
-
-
-def _task_rows(meta: LeRobotMetadata) -> Tuple[np.ndarray, np.ndarray]:
-    """(task_index, text) of every defined task."""
-    indices = np.array([t for t, text in enumerate(meta.tasks) if text != ""], np.int64)
-    return indices, (meta.tasks[indices] if indices.size else np.array([], str))
-
-
-def _write_tasks(meta: LeRobotMetadata, path: str) -> None:
-    source = os.path.join(meta.root, "meta", "tasks.parquet")
-    if meta.codebase_version == "v3.0" and os.path.exists(source):
-        _copy(source, path)
-        return
-    indices, texts = _task_rows(meta)
-    # As pandas writes LeRobot's table: the task texts are the index.
-    table = pa.table({"task_index": pa.array(indices, pa.int64()),
-                      "__index_level_0__": pa.array([str(t) for t in texts], pa.string())})
-    pandas_meta = {
-        "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None}],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    _write_parquet(table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()}),
-                   path)
-
-
-def _stats_feature(column: str) -> str:
-    """The feature of a per-episode statistics column, ``stats/<feature>/<statistic>``."""
-    return column[len("stats/"):].rsplit("/", 1)[0]
-
-
 def _kept_features(meta: LeRobotMetadata, cameras: Sequence[str]) -> set:
     return {name for name in meta.features if name not in meta.cameras or name in cameras}
 
 
-def _aggregated_stats(meta: LeRobotMetadata, kept: List[int], source_episodes: pa.Table,
-                      cameras: Sequence[str]) -> Optional[dict]:
-    """meta/stats.json for the kept episodes, aggregated as LeRobot does (count-weighted mean,
-    pooled variance, min of minima, max of maxima) from SRC's per-episode statistics (v3.0's
-    ``stats/*`` columns, v2.1's episodes_stats.jsonl); SRC's own stats.json when it has no
-    per-episode ones; None when it has neither."""
-    per_episode: List[Dict[str, Dict[str, np.ndarray]]] = []
-    stats_columns = [n for n in source_episodes.column_names if n.startswith("stats/")]
-    if stats_columns:
-        for e in kept:
-            entry: Dict[str, Dict[str, np.ndarray]] = {}
-            for name in stats_columns:
-                feature, stat = name[len("stats/"):].rsplit("/", 1)
-                value = source_episodes[name][e].as_py()
-                if value is not None:
-                    entry.setdefault(feature, {})[stat] = np.asarray(value, np.float64)
-            per_episode.append(entry)
-    else:
-        path = os.path.join(meta.root, "meta", "episodes_stats.jsonl")
-        if os.path.exists(path):
-            by_episode = {}
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        record = json.loads(line)
-                        by_episode[record["episode_index"]] = record["stats"]
-            if all(int(meta.episode_index[e]) in by_episode for e in kept):
-                per_episode = [{feature: {k: np.asarray(v, np.float64) for k, v in s.items()}
-                                for feature, s in by_episode[int(meta.episode_index[e])].items()}
-                               for e in kept]
-    if not per_episode:
-        source = os.path.join(meta.root, "meta", "stats.json")
-        return _load_json(source) if os.path.exists(source) else None
-    wanted = _kept_features(meta, cameras)
-    result = {}
-    for feature in per_episode[0]:
-        if feature not in wanted:
-            continue
-        items = [s[feature] for s in per_episode if feature in s]
-        if not all(k in s for s in items for k in ("mean", "std", "count", "min", "max")):
-            continue
-        means = np.stack([s["mean"] for s in items])
-        counts = np.stack([s["count"] for s in items]).astype(np.float64)
-        total = counts.sum(axis=0)
-        weights = counts.reshape(counts.shape + (1,) * (means.ndim - counts.ndim))
-        mean = (means * weights).sum(axis=0) / total
-        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2)
-                    * weights).sum(axis=0) / total
-        result[feature] = {"min": np.min(np.stack([s["min"] for s in items]), axis=0).tolist(),
-                           "max": np.max(np.stack([s["max"] for s in items]), axis=0).tolist(),
-                           "mean": mean.tolist(), "std": np.sqrt(variance).tolist(),
-                           "count": total.astype(np.int64).tolist()}
-    return result
+def _kept_stats(
+    meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Table, features: set
+) -> dict | None:
+    """meta/stats.json of DST: the kept episodes' statistics aggregated (from SRC's per-episode
+    ones); SRC's own stats.json when it lacks those of some kept episode; None when it has
+    neither."""
+    per_episode = lerobot_format.read_episode_stats(meta.root, source_episodes)
+    episodes = [int(meta.episode_index[e]) for e in kept]
+    if per_episode is None or not all(e in per_episode for e in episodes):
+        return lerobot_format.read_stats(meta.root)
+    return lerobot_format.aggregate_stats([per_episode[e] for e in episodes], features)
 
 
 # ---------------------------------------------------------------------------------------------
 # Verification
 
 
-def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
-            cameras: Sequence[str]) -> float:
+def _verify(
+    meta: LeRobotMetadata, src_index, dst_index, kept: list[int], cameras: Sequence[str]
+) -> float:
     """Checks, per kept episode and camera, that DST's frames are SRC's: the same count, and
     each frame's time from the episode's start equal within TIME_TOLERANCE_S (from the frame
     tables of both indexes: nothing is decoded). Returns the largest difference; raises
     DatasetError naming every episode that differs."""
     if dst_index.num_episodes != len(kept):
-        raise DatasetError(f"verification failed: DST has {dst_index.num_episodes} episodes, "
-                           f"expected {len(kept)}")
+        raise DatasetError(
+            f"verification failed: DST has {dst_index.num_episodes} episodes, expected {len(kept)}"
+        )
     worst = 0.0
     problems = []
-    tables: Dict[Tuple[int, int], np.ndarray] = {}
+    tables: dict[tuple[int, int], np.ndarray] = {}
 
     def pts(index, v: int) -> np.ndarray:
         key = (id(index), v)
@@ -815,11 +784,13 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
         dst_videos, dst_first = dst_index.videos_of(camera), dst_index.first_frames(camera)
         for k, e in enumerate(kept):
             n = int(meta.length[e])
-            expected = pts(src_index, int(src_videos[e]))[src_first[e]:src_first[e] + n]
+            expected = pts(src_index, int(src_videos[e]))[src_first[e] : src_first[e] + n]
             dst_all = pts(dst_index, int(dst_videos[k]))
-            got = dst_all[dst_first[k]:dst_first[k] + n]
-            where = (f"episode {meta.episode_index[e]} (DST episode {k}), camera {camera!r}, "
-                     f"{dst_index.video_files[int(dst_videos[k])]}")
+            got = dst_all[dst_first[k] : dst_first[k] + n]
+            where = (
+                f"episode {meta.episode_index[e]} (DST episode {k}), camera {camera!r}, "
+                f"{dst_index.video_files[int(dst_videos[k])]}"
+            )
             if len(dst_all) != n or len(got) != n:
                 problems.append(f"{where}: {len(dst_all)} frames, expected {n}")
                 continue
@@ -828,55 +799,12 @@ def _verify(meta: LeRobotMetadata, src_index, dst_index, kept: List[int],
             if error > TIME_TOLERANCE_S:
                 problems.append(f"{where}: frame times differ by up to {error * 1e6:.3f} us")
     if problems:
-        raise DatasetError("verification failed: " + "; ".join(problems[:20]) +
-                           (f"; and {len(problems) - 20} more" if len(problems) > 20 else ""))
+        raise DatasetError(
+            "verification failed: "
+            + "; ".join(problems[:20])
+            + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+        )
     return worst
-
-
-# ---------------------------------------------------------------------------------------------
-# Files: each written under a temporary name, flushed, then renamed.
-
-
-def _load_json(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _write_json(path: str, value) -> None:
-    def write(temporary):
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=4)
-            f.write("\n")
-
-    _atomic(path, write)
-
-
-def _write_parquet(table: pa.Table, path: str) -> None:
-    _atomic(path, lambda temporary: pq.write_table(table, temporary))
-
-
-def _copy(source: str, path: str) -> None:
-    _atomic(path, lambda temporary: shutil.copyfile(source, temporary))
-
-
-def _atomic(path: str, write) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    temporary = f"{path}.{os.getpid()}.partial"
-    try:
-        write(temporary)
-        with open(temporary, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        _remove(temporary)
-        raise
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -885,33 +813,73 @@ def _remove(path: str) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="the LeRobot dataset to read (v2.1 or v3.0)")
-    parser.add_argument("dst", help="the folder to write: a new one, or the same folder again "
-                                    "to continue an interrupted run")
-    parser.add_argument("--size", required=True, metavar="WxH",
-                        help="output frame size, width x height, e.g. 224x224 (even numbers)")
-    parser.add_argument("--codec", choices=CODECS, default="h264",
-                        help="h264 (libx264, the default) or av1 (libsvtav1)")
-    parser.add_argument("--gop", type=int, default=DEFAULT_GOP,
-                        help=f"frames from one keyframe to the next (default {DEFAULT_GOP})")
-    parser.add_argument("--crf", type=int, default=None,
-                        help="constant rate factor (default: 23 for h264, 30 for av1)")
-    parser.add_argument("--preset", default=None,
-                        help="encoder preset (default: medium for h264, 8 for av1)")
-    parser.add_argument("--no-fast-decode", action="store_true",
-                        help="encode without the encoders' fast-decode tuning (smaller files, "
-                             "slower decoding)")
-    parser.add_argument("--cameras", nargs="+", default=None, metavar="KEY",
-                        help="video keys to keep (default: all)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="videos encoded at once (default: one per CPU)")
-    parser.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                        help="an episode that cannot be decoded stops the run (raise, the "
-                             "default) or is left out and reported (skip)")
-    parser.add_argument("--json-columns", default="auto", metavar="auto|none|COL,COL",
-                        help="string columns to turn into typed columns (default: auto, every "
-                             "column of JSON objects or arrays)")
-    parser.add_argument("--interpolation", choices=("bilinear", "area"), default="bilinear",
-                        help="resampling to the output size (default bilinear)")
+    parser.add_argument(
+        "dst",
+        help="the folder to write: a new one, or the same folder again "
+        "to continue an interrupted run",
+    )
+    parser.add_argument(
+        "--size",
+        required=True,
+        metavar="WxH",
+        help="output frame size, width x height, e.g. 224x224 (even numbers)",
+    )
+    parser.add_argument(
+        "--codec",
+        choices=CODECS,
+        default="h264",
+        help="h264 (libx264, the default) or av1 (libsvtav1)",
+    )
+    parser.add_argument(
+        "--gop",
+        type=int,
+        default=DEFAULT_GOP,
+        help=f"frames from one keyframe to the next (default {DEFAULT_GOP})",
+    )
+    parser.add_argument(
+        "--crf",
+        type=int,
+        default=None,
+        help="constant rate factor (default: 23 for h264, 30 for av1)",
+    )
+    parser.add_argument(
+        "--preset", default=None, help="encoder preset (default: medium for h264, 8 for av1)"
+    )
+    parser.add_argument(
+        "--no-fast-decode",
+        action="store_true",
+        help="encode without the encoders' fast-decode tuning (smaller files, slower decoding)",
+    )
+    parser.add_argument(
+        "--cameras",
+        nargs="+",
+        default=None,
+        metavar="KEY",
+        help="video keys to keep (default: all)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="videos encoded at once (default: one per CPU)"
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="an episode that cannot be decoded stops the run (raise, the "
+        "default) or is left out and reported (skip)",
+    )
+    parser.add_argument(
+        "--json-columns",
+        default="auto",
+        metavar="auto|none|COL,COL",
+        help="string columns to turn into typed columns (default: auto, every "
+        "column of JSON objects or arrays)",
+    )
+    parser.add_argument(
+        "--interpolation",
+        choices=("bilinear", "area"),
+        default="bilinear",
+        help="resampling to the output size (default bilinear)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -920,11 +888,22 @@ def main(args: argparse.Namespace) -> int:
     if json_columns not in ("auto", "none"):
         json_columns = [c for c in json_columns.split(",") if c]
     try:
-        materialize(args.src, args.dst, size=args.size, codec=args.codec, gop=args.gop,
-                    crf=args.crf, preset=args.preset, fast_decode=not args.no_fast_decode,
-                    cameras=args.cameras, workers=args.workers, on_error=args.on_error,
-                    json_columns=json_columns, interpolation=args.interpolation,
-                    progress=not args.no_progress)
+        materialize(
+            args.src,
+            args.dst,
+            size=args.size,
+            codec=args.codec,
+            gop=args.gop,
+            crf=args.crf,
+            preset=args.preset,
+            fast_decode=not args.no_fast_decode,
+            cameras=args.cameras,
+            workers=args.workers,
+            on_error=args.on_error,
+            json_columns=json_columns,
+            interpolation=args.interpolation,
+            progress=not args.no_progress,
+        )
     except KeyboardInterrupt:
         print("stoker etl: interrupted; run the same command again to continue", file=sys.stderr)
         return 130

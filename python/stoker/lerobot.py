@@ -13,7 +13,8 @@ opens; see :func:`stoker.dataset_index.load_index`.
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from stoker.video import VideoReader
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
 
-Offsets = Union[Sequence[float], Tuple[str, Sequence[float]]]
+Offsets = Union[Sequence[float], tuple[str, Sequence[float]]]
 
 
 class WindowSpec:
@@ -45,29 +46,35 @@ class WindowSpec:
     without a time axis, as LeRobot returns them.
     """
 
-    def __init__(self, delta_timestamps: Optional[Mapping[str, Offsets]] = None,
-                 delta_indices: Optional[Mapping[str, Offsets]] = None,
-                 size: Optional[Tuple[int, int]] = None, layout: str = "TCHW",
-                 tolerance_s: float = 1e-4):
+    def __init__(
+        self,
+        delta_timestamps: Mapping[str, Offsets] | None = None,
+        delta_indices: Mapping[str, Offsets] | None = None,
+        size: tuple[int, int] | None = None,
+        layout: str = "TCHW",
+        tolerance_s: float = 1e-4,
+    ):
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if size is not None:
-            size = tuple(int(v) for v in size)
-            if len(size) != 2 or min(size) <= 0:
-                raise ValueError(f"size must be (height, width), got {size!r}")
+            checked = tuple(int(v) for v in size)
+            if len(checked) != 2 or min(checked) <= 0:
+                raise ValueError(f"size must be (height, width), got {checked!r}")
+            size = (checked[0], checked[1])
         if not tolerance_s >= 0:
             raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
         self.delta_timestamps = dict(delta_timestamps or {})
         self.delta_indices = dict(delta_indices or {})
         overlap = set(self.delta_timestamps) & set(self.delta_indices)
         if overlap:
-            raise ValueError(f"keys {sorted(overlap)} are in both delta_timestamps and "
-                             f"delta_indices")
+            raise ValueError(
+                f"keys {sorted(overlap)} are in both delta_timestamps and delta_indices"
+            )
         self.size = size
         self.layout = layout
         self.tolerance_s = float(tolerance_s)
 
-    def resolve(self, fps: float) -> Dict[str, Tuple[str, np.ndarray]]:
+    def resolve(self, fps: float) -> dict[str, tuple[str, np.ndarray]]:
         """Output key -> (source key, offsets in rows), checking seconds against ``fps``."""
         keys = {}
         for name, value in self.delta_timestamps.items():
@@ -77,8 +84,10 @@ class WindowSpec:
             off = np.abs(seconds - rows / fps)
             if np.any(off > self.tolerance_s):
                 bad = seconds[np.argmax(off)]
-                raise ValueError(f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
-                                 f"frames at {fps} fps (tolerance {self.tolerance_s} s)")
+                raise ValueError(
+                    f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
+                    f"frames at {fps} fps (tolerance {self.tolerance_s} s)"
+                )
             keys[name] = (source, rows.astype(np.int64))
         for name, value in self.delta_indices.items():
             source, rows = _source_and_offsets(name, value)
@@ -89,15 +98,32 @@ class WindowSpec:
         return keys
 
     def __repr__(self) -> str:
-        return (f"WindowSpec(delta_timestamps={self.delta_timestamps!r}, "
-                f"delta_indices={self.delta_indices!r}, size={self.size!r}, "
-                f"layout={self.layout!r})")
+        return (
+            f"WindowSpec(delta_timestamps={self.delta_timestamps!r}, "
+            f"delta_indices={self.delta_indices!r}, size={self.size!r}, "
+            f"layout={self.layout!r})"
+        )
 
 
 def _source_and_offsets(name, value):
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
         return value
     return name, value
+
+
+class ItemKey(NamedTuple):
+    """One key of a dataset's items (and of a Loader's batches), as the window resolved it.
+
+    ``name`` is the key, read from ``source`` (a camera or an indexed column). A ``timed`` key
+    is read through the window: at the rows ``offsets`` (int64, relative to the sample's row,
+    read-only), with a time axis and a ``<name>_is_pad`` mask. The others are read at the
+    sample's own row (``offsets`` is empty).
+    """
+
+    name: str
+    source: str
+    timed: bool
+    offsets: np.ndarray
 
 
 class LeRobotDataset:
@@ -119,17 +145,32 @@ class LeRobotDataset:
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
     """
 
-    def __init__(self, root: Union[str, os.PathLike], spec: Optional[WindowSpec] = None, *,
-                 cache_dir: Optional[str] = None, rebuild: bool = False,
-                 threads: Optional[int] = None, progress: bool = True):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        spec: WindowSpec | None = None,
+        *,
+        cache_dir: str | None = None,
+        rebuild: bool = False,
+        threads: int | None = None,
+        progress: bool = True,
+    ):
         self.root = os.path.abspath(os.fspath(root))
         self.meta = read_lerobot_metadata(self.root)
-        self.index = load_index(self.root, rebuild=rebuild, threads=threads, progress=progress,
-                                cache_dir=cache_dir)
+        self.index = load_index(
+            self.root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
+        )
         self.spec = spec if spec is not None else WindowSpec()
-        self._build_keys()
-        self._episode_from_row = self.index.episode_table()["from_row"]
-        self._readers: Dict[int, VideoReader] = {}
+        self._item_keys = self._resolve_keys()
+        self._planner = _core.WindowPlanner(
+            self.index.native,
+            [k.name for k in self._item_keys],
+            [k.source for k in self._item_keys],
+            [k.offsets for k in self._item_keys],
+        )
+        self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
+        self._task_texts = [str(text) for text in self.meta.tasks]
+        self._readers: dict[int, VideoReader] = {}
 
     @property
     def num_episodes(self) -> int:
@@ -144,17 +185,24 @@ class LeRobotDataset:
         return self.meta.fps
 
     @property
-    def cameras(self) -> Tuple[str, ...]:
+    def cameras(self) -> tuple[str, ...]:
         return tuple(self.meta.cameras)
 
     @property
     def features(self):
         return self.meta.features
 
+    @property
+    def item_keys(self) -> tuple[ItemKey, ...]:
+        """The keys items read from the dataset's files, in item order: the window's, then
+        every camera and indexed column it does not read, at the sample's row. Items also hold
+        :meth:`row_keys`."""
+        return self._item_keys
+
     def __len__(self) -> int:
         return self.index.num_rows
 
-    def __getitem__(self, i: int) -> Dict[str, np.ndarray]:
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
         i = int(i)
@@ -163,32 +211,48 @@ class LeRobotDataset:
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
         plan = self._planner.plan(i)
-        item: Dict[str, np.ndarray] = {}
+        item: dict[str, Any] = {}
         frames = [self._decode(read) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
-        for k, (name, source, timed) in enumerate(self._keys):
-            key_rows = rows[begin[k]:begin[k + 1]]
+        for k, key in enumerate(self._item_keys):
+            key_rows = rows[begin[k] : begin[k + 1]]
             read = plan["key_read"][k]
             if read >= 0:  # a camera key: its frames are a slice of its camera's one read
                 first = plan["key_read_begin"][k]
-                value = frames[read][first:first + len(key_rows)]
+                value = frames[read][first : first + len(key_rows)]
             else:
-                value = self.index.column(source)[key_rows]
-            if timed:
-                item[name] = value
-                item[f"{name}_is_pad"] = pad[begin[k]:begin[k + 1]].astype(bool)
+                value = self.index.column(key.source)[key_rows]
+            if key.timed:
+                item[key.name] = value
+                item[f"{key.name}_is_pad"] = pad[begin[k] : begin[k + 1]].astype(bool)
             else:
-                item[name] = value[0]
-        episode = int(plan["episode"])
-        defaults = {"index": i, "episode_index": self.meta.episode_index[episode],
-                    "frame_index": i - self._episode_from_row[episode],
-                    "task_index": self.meta.task_index[episode]}
-        for name, value in defaults.items():
-            if name not in item:
-                item[name] = np.int64(value)
-        task = int(self.meta.task_index[episode])
-        item["task"] = str(self.meta.tasks[task]) if 0 <= task < len(self.meta.tasks) else ""
+                item[key.name] = value[0]
+        row_keys = self.row_keys([i], [int(plan["episode"])], skip=item)
+        item.update((name, value[0]) for name, value in row_keys.items())
         return item
+
+    def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> dict[str, Any]:
+        """What items say about their sample's row besides the files' columns: ``index``,
+        ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like ``rows``)
+        and ``task`` (a list of the texts, "" for an episode without a task).
+
+        ``episodes`` are the rows' episodes (positions in dataset order). Keys in ``skip``
+        (those an item already has from :attr:`item_keys`) are left out, but ``task`` is always
+        given. ``ds[i]`` and the Loader's batches both take these keys from here.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        episodes = np.asarray(episodes, dtype=np.int64)
+        task_index = self.meta.task_index[episodes]
+        values = {
+            "index": rows,
+            "episode_index": self.meta.episode_index[episodes],
+            "frame_index": rows - self._episode_from_row[episodes],
+            "task_index": task_index,
+        }
+        keys: dict[str, Any] = {name: value for name, value in values.items() if name not in skip}
+        texts = self._task_texts
+        keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
+        return keys
 
     def sample_costs(self, rows=None) -> np.ndarray:
         """Estimated decode cost of each sample (float64), for
@@ -201,39 +265,46 @@ class LeRobotDataset:
         return self._planner.costs(np.ascontiguousarray(rows, dtype=np.int64))
 
     def __repr__(self) -> str:
-        return (f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
-                f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
-                f"cameras {list(self.cameras)})")
+        return (
+            f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
+            f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
+            f"cameras {list(self.cameras)})"
+        )
 
-    def _build_keys(self):
+    def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
         for name, (source, _) in resolved.items():
             if source not in sources:
-                raise DatasetError(f"window key {name!r} reads {source!r}, which the dataset "
-                                   f"{self.root} does not have (it has {sorted(sources)})")
-        keys = [(name, source, True) for name, (source, _) in resolved.items()]
+                raise DatasetError(
+                    f"window key {name!r} reads {source!r}, which the dataset "
+                    f"{self.root} does not have (it has {sorted(sources)})"
+                )
+        keys: list[ItemKey] = []
+        for name, (source, rows) in resolved.items():
+            offsets = np.ascontiguousarray(rows, dtype=np.int64)
+            offsets.flags.writeable = False
+            keys.append(ItemKey(name, source, True, offsets))
         # A source read through a window key is not also returned at the sample's own row.
-        windowed = {source for _, source, _ in keys} | {name for name, _, _ in keys}
+        windowed = {key.source for key in keys} | {key.name for key in keys}
+        no_offsets = np.zeros(0, np.int64)
+        no_offsets.flags.writeable = False
         for source in list(self.cameras) + list(self.index.column_names):
             if source not in windowed:
-                keys.append((source, source, False))
-        self._keys = keys
-        self._offsets = {name: rows for name, (_, rows) in resolved.items()}
-        offsets = [resolved[name][1] if timed else np.zeros(0, np.int64)
-                   for name, _, timed in keys]
-        self._planner = _core.WindowPlanner(self.index._core, [n for n, _, _ in keys],
-                                            [s for _, s, _ in keys], offsets)
+                keys.append(ItemKey(source, source, False, no_offsets))
+        return tuple(keys)
 
     def _decode(self, read) -> np.ndarray:
         video = int(read["video_file"])
         reader = self._readers.get(video)
         if reader is None:
-            reader = VideoReader(self.index.video_files[video],
-                                 frame_table=self.index.frame_table(video))
+            reader = VideoReader(
+                self.index.video_files[video], frame_table=self.index.frame_table(video)
+            )
             self._readers[video] = reader
         try:
-            return reader.get_frames(read["frames"], size=self.spec.size,
-                                     layout=_LAYOUTS[self.spec.layout])
+            return reader.get_frames(
+                read["frames"], size=self.spec.size, layout=_LAYOUTS[self.spec.layout]
+            )
         except _core.DecodeError as error:
             raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error

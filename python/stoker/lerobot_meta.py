@@ -1,25 +1,10 @@
-"""Reading LeRobot dataset metadata and tables (codebase versions v2.1 and v3.0).
+"""The metadata of a LeRobot dataset (codebase versions v2.1 and v3.0), checked, and its Parquet
+columns as numpy arrays.
 
-This is the Python front of stoker's LeRobot support: it reads ``meta/`` and the Parquet
-tables with pyarrow and hands whole numpy columns onward, never per-row Python objects.
-
-Layouts (facts from LeRobot's ``lerobot.datasets.utils``):
-
-* **v2.1** (v2.0 is read the same way): ``meta/info.json``, ``meta/episodes.jsonl``
-  (``episode_index``, ``tasks``, ``length``), ``meta/tasks.jsonl`` (``task_index``, ``task``);
-  one Parquet file per episode at ``info["data_path"]`` (default
-  ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``) and one MP4 per
-  camera per episode at ``info["video_path"]`` (default
-  ``videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4``), with
-  ``episode_chunk = episode_index // info["chunks_size"]``. Video time starts at 0 in every file.
-* **v3.0**: ``meta/info.json``, ``meta/tasks.parquet`` (task strings as the pandas index,
-  column ``task_index``) and ``meta/episodes/chunk-XXX/file-XXX.parquet`` with one row per
-  episode. Data and video files hold many episodes back to back, at ``info["data_path"]``
-  (default ``data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet``) and
-  ``info["video_path"]`` (default
-  ``videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4``). A frame's time in
-  its video file is the episode's ``videos/<camera>/from_timestamp`` plus the row's
-  ``timestamp``.
+:func:`read_lerobot_metadata` reads the meta files (through :mod:`stoker.lerobot_format`, which
+knows the layout of each version) and checks that they agree with each other and with the files
+on disk; :func:`read_columns` loads whole columns of the data files and checks the rows. Both
+hand whole numpy columns onward, never per-row Python objects.
 
 Every problem with the dataset raises :class:`stoker.DatasetError` naming the offending
 episodes and files (all of them, when a check covers many).
@@ -27,20 +12,27 @@ episodes and files (all of them, when a check covers many).
 
 from __future__ import annotations
 
-import glob
-import json
 import os
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from stoker import lerobot_format
 from stoker._core import DatasetError
+from stoker.lerobot_format import (
+    DEFAULT_COLUMNS,
+    Feature,
+    float_column,
+    format_paths,
+    int_column,
+    read_parquet_table,
+)
 
 __all__ = [
     "CameraVideos",
@@ -51,20 +43,8 @@ __all__ = [
     "read_lerobot_metadata",
 ]
 
-SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
-
-#: Columns every LeRobot data file has, besides the features of info.json.
-DEFAULT_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
-
 # How many offenders a message lists before it says "and N more".
 _MAX_LISTED = 20
-
-
-class Feature(NamedTuple):
-    """One entry of info.json's ``features``: its dtype string and shape."""
-
-    dtype: str
-    shape: Tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -102,8 +82,10 @@ class LeRobotMetadata:
     root: str
     codebase_version: str
     fps: float
-    cameras: Tuple[str, ...]  # video keys, in info.json order
-    features: Dict[str, Feature]  # every feature of info.json, videos included
+    cameras: tuple[str, ...]  # video keys, in info.json order
+    features: dict[str, Feature]  # every feature of info.json, videos included
+    chunks_size: int  # files per chunk folder
+    info: dict[str, Any]  # the whole of meta/info.json as read (checked by lerobot_format)
     tasks: np.ndarray  # str [T]: the text of task_index t is tasks[t] ("" where undefined)
     num_episodes: int
     num_frames: int
@@ -119,7 +101,7 @@ class LeRobotMetadata:
     data_file_from_index: np.ndarray  # int64 [F]
     data_file_to_index: np.ndarray  # int64 [F], exclusive
     # Per camera.
-    videos: Dict[str, CameraVideos]
+    videos: dict[str, CameraVideos]
 
 
 def read_lerobot_metadata(root) -> LeRobotMetadata:
@@ -134,30 +116,21 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
         stoker.DatasetError: naming the meta file, or all the offending episodes and files.
     """
     root = os.path.abspath(os.fspath(root))
-    info_path = os.path.join(root, "meta", "info.json")
-    info = _load_json(info_path)
-    version = info.get("codebase_version")
-    if version not in SUPPORTED_VERSIONS:
-        raise DatasetError(
-            f"unknown codebase_version {version!r} in {info_path}: stoker reads LeRobot "
-            f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}")
-    for key in ("fps", "features", "data_path"):
-        if key not in info:
-            raise DatasetError(f"{info_path} has no {key!r}")
-    fps = float(info["fps"])
-    if not fps > 0:
-        raise DatasetError(f"{info_path}: fps must be positive, got {info['fps']!r}")
-    features = _parse_features(info["features"], info_path)
-    cameras = tuple(name for name, feature in features.items() if feature.dtype == "video")
-    if cameras and not info.get("video_path"):
-        raise DatasetError(f"{info_path} has video features {list(cameras)} but no video_path")
-
-    if version == "v3.0":
-        parts = _read_v30(root, info, cameras)
+    info = lerobot_format.read_info(root)
+    if info.codebase_version == "v3.0":
+        parts = _read_v30(root, info)
     else:
-        parts = _read_v21(root, info, cameras)
-    meta = LeRobotMetadata(root=root, codebase_version=version, fps=fps, cameras=cameras,
-                           features=features, **parts)
+        parts = _read_v21(root, info)
+    meta = LeRobotMetadata(
+        root=root,
+        codebase_version=info.codebase_version,
+        fps=info.fps,
+        cameras=info.cameras,
+        features=info.features,
+        chunks_size=info.chunks_size,
+        info=info.raw,
+        **parts,
+    )
     for value in vars(meta).values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
@@ -167,8 +140,9 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
     return meta
 
 
-def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
-                 tolerance_s: float = 1e-4) -> Dict[str, np.ndarray]:
+def read_columns(
+    meta: LeRobotMetadata, names: Iterable[str], *, tolerance_s: float = 1e-4
+) -> dict[str, np.ndarray]:
     """Loads Parquet columns of the whole dataset as contiguous numpy arrays.
 
     ``names`` may be any of :data:`DEFAULT_COLUMNS` and the numeric features of info.json
@@ -187,11 +161,13 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
         stoker.DatasetError: naming the offending files or episodes.
     """
     names = list(dict.fromkeys([names] if isinstance(names, str) else names))
-    readable = _readable_columns(meta)
+    readable = readable_columns(meta)
     unknown = [name for name in names if name not in readable]
     if unknown:
-        raise ValueError(f"cannot read columns {unknown}: the readable columns of this dataset "
-                         f"are {sorted(readable)}")
+        raise ValueError(
+            f"cannot read columns {unknown}: the readable columns of this dataset "
+            f"are {sorted(readable)}"
+        )
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
 
@@ -203,125 +179,103 @@ def read_columns(meta: LeRobotMetadata, names: Iterable[str], *,
 
 
 # ---------------------------------------------------------------------------------------------
-# info.json
-
-
-def _load_json(path: str) -> dict:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing meta file {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"cannot read meta file {path}: {e}") from None
-    if not isinstance(value, dict):
-        raise DatasetError(f"meta file {path} does not hold a JSON object")
-    return value
-
-
-def _parse_features(raw, info_path: str) -> Dict[str, Feature]:
-    if not isinstance(raw, dict):
-        raise DatasetError(f"{info_path}: 'features' is not an object")
-    features = {}
-    for name, spec in raw.items():
-        try:
-            features[name] = Feature(str(spec["dtype"]), tuple(int(d) for d in spec["shape"]))
-        except (KeyError, TypeError, ValueError):
-            raise DatasetError(
-                f"{info_path}: feature {name!r} lacks a dtype or an integer shape") from None
-    return features
-
-
-# ---------------------------------------------------------------------------------------------
 # v2.1
 
 
-def _read_v21(root: str, info: dict, cameras: Sequence[str]) -> dict:
-    episodes_path = os.path.join(root, "meta", "episodes.jsonl")
-    tasks_path = os.path.join(root, "meta", "tasks.jsonl")
-    episodes = _read_jsonl(episodes_path)
-    tasks = _read_jsonl(tasks_path)
-    _require_columns(episodes, ("episode_index", "length"), episodes_path)
+def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
+    where = lerobot_format.episodes_location(root, info.codebase_version)
+    episodes = lerobot_format.read_episode_table(
+        root, info.codebase_version, columns=("episode_index", "length", "tasks")
+    )
+    task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
+    _require_columns(episodes, ("episode_index", "length"), where)
     if episodes.num_rows == 0:
-        raise DatasetError(f"empty dataset: {episodes_path} lists no episodes")
+        raise DatasetError(f"empty dataset: {where} lists no episodes")
     episodes = episodes.sort_by("episode_index")
-    episode_index = _int_column(episodes, "episode_index", episodes_path)
-    length = _int_column(episodes, "length", episodes_path)
-    _check_episode_indices(episode_index, episodes_path)
-    _check_lengths(episode_index, length, episodes_path)
-
-    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
-    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, episodes_path)
+    episode_index = int_column(episodes, "episode_index", where)
+    length = int_column(episodes, "length", where)
+    _check_episode_indices(episode_index, where)
+    _check_lengths(episode_index, length, where)
+    episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
     from_index = np.zeros(len(length), np.int64)
     np.cumsum(length[:-1], out=from_index[1:])
     to_index = from_index + length
 
-    chunks_size = _chunks_size(info, root)
-    episode_chunk = episode_index // chunks_size
-    data_files = _format_paths(root, info["data_path"], "data_path",
-                               episode_chunk=episode_chunk, episode_index=episode_index)
+    episode_chunk = episode_index // info.chunks_size
+    data_files = format_paths(
+        root, info.data_path, "data_path", episode_chunk=episode_chunk, episode_index=episode_index
+    )
     _check_files_exist(data_files, episode_index, "missing data files")
 
     videos = {}
-    for camera in cameras:
-        paths = _format_paths(root, info["video_path"], "video_path", episode_chunk=episode_chunk,
-                              episode_index=episode_index, video_key=camera)
-        _check_files_exist(paths, episode_index,
-                           f"missing video files of camera {camera!r} (the camera is missing "
-                           "from these episodes)")
+    for camera in info.cameras:
+        paths = format_paths(
+            root,
+            str(info.video_path),
+            "video_path",
+            episode_chunk=episode_chunk,
+            episode_index=episode_index,
+            video_key=camera,
+        )
+        _check_files_exist(
+            paths,
+            episode_index,
+            f"missing video files of camera {camera!r} (the camera is missing from these episodes)",
+        )
         videos[camera] = CameraVideos(
-            files=paths, file_index=np.arange(len(paths), dtype=np.int32),
+            files=paths,
+            file_index=np.arange(len(paths), dtype=np.int32),
             from_timestamp=np.zeros(len(paths)),
-            to_timestamp=length / float(info["fps"]))
+            to_timestamp=length / info.fps,
+        )
 
-    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
-                episode_index=episode_index, length=length, dataset_from_index=from_index,
-                dataset_to_index=to_index, task_index=episode_task,
-                episode_data_file=np.arange(len(data_files), dtype=np.int32),
-                data_files=data_files, data_file_from_index=from_index.copy(),
-                data_file_to_index=to_index.copy(), videos=videos)
-
-
-def _read_jsonl(path: str) -> pa.Table:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing meta file {path}")
-    if os.path.getsize(path) == 0:
-        return pa.table({})
-    try:
-        return pa_json.read_json(path)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read meta file {path}: {e}") from None
+    return dict(
+        tasks=task_texts,
+        num_episodes=len(episode_index),
+        num_frames=int(to_index[-1]),
+        episode_index=episode_index,
+        length=length,
+        dataset_from_index=from_index,
+        dataset_to_index=to_index,
+        task_index=episode_task,
+        episode_data_file=np.arange(len(data_files), dtype=np.int32),
+        data_files=data_files,
+        data_file_from_index=from_index.copy(),
+        data_file_to_index=to_index.copy(),
+        videos=videos,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # v3.0
 
+_VIDEO_FIELDS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
-def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
-    tasks_path = os.path.join(root, "meta", "tasks.parquet")
-    tasks = _read_parquet_table(tasks_path, "meta file")
-    task_texts, task_index = _read_tasks_table(tasks, tasks_path)
 
-    pattern = os.path.join(root, "meta", "episodes", "chunk-*", "file-*.parquet")
-    episode_files = sorted(glob.glob(pattern))
-    if not episode_files:
-        raise DatasetError(f"missing meta files {pattern}")
-    wanted = ["episode_index", "length", "data/chunk_index", "data/file_index",
-              "dataset_from_index", "dataset_to_index", "tasks"]
-    for camera in cameras:
-        wanted += [f"videos/{camera}/{field}" for field in
-                   ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
-    episodes = _read_episode_tables(episode_files, wanted)
-    where = os.path.join(root, "meta", "episodes")
+def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
+    task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
+    wanted = [
+        "episode_index",
+        "length",
+        "data/chunk_index",
+        "data/file_index",
+        "dataset_from_index",
+        "dataset_to_index",
+        "tasks",
+    ]
+    for camera in info.cameras:
+        wanted += [f"videos/{camera}/{field}" for field in _VIDEO_FIELDS]
+    episodes = lerobot_format.read_episode_table(root, info.codebase_version, columns=wanted)
+    where = lerobot_format.episodes_location(root, info.codebase_version)
     _require_columns(episodes, wanted[:6], where)
     if episodes.num_rows == 0:
         raise DatasetError(f"empty dataset: {where} lists no episodes")
     episodes = episodes.sort_by("episode_index")
-    episode_index = _int_column(episodes, "episode_index", where)
-    length = _int_column(episodes, "length", where)
-    from_index = _int_column(episodes, "dataset_from_index", where)
-    to_index = _int_column(episodes, "dataset_to_index", where)
+    episode_index = int_column(episodes, "episode_index", where)
+    length = int_column(episodes, "length", where)
+    from_index = int_column(episodes, "dataset_from_index", where)
+    to_index = int_column(episodes, "dataset_to_index", where)
     _check_episode_indices(episode_index, where)
     _check_lengths(episode_index, length, where)
     expected_from = np.zeros(len(length), np.int64)
@@ -330,135 +284,125 @@ def _read_v30(root: str, info: dict, cameras: Sequence[str]) -> dict:
     if bad.size:
         raise DatasetError(
             f"{where}: the row ranges of episodes are not contiguous or do not match their "
-            "lengths: " + _listing(
+            "lengths: "
+            + _listing(
                 f"episode {episode_index[i]} (dataset_from_index {from_index[i]}, "
                 f"dataset_to_index {to_index[i]}, length {length[i]}; expected from "
-                f"{expected_from[i]})" for i in bad))
+                f"{expected_from[i]})"
+                for i in bad
+            )
+        )
     episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
-    chunks_size = _chunks_size(info, root)
-    data_chunk = _int_column(episodes, "data/chunk_index", where)
-    data_file = _int_column(episodes, "data/file_index", where)
-    data_key = data_chunk * chunks_size + data_file
-    first, episode_data_file = _unique_in_order(data_key)
+    data_chunk = int_column(episodes, "data/chunk_index", where)
+    data_file = int_column(episodes, "data/file_index", where)
+    first, episode_data_file = _unique_in_order(data_chunk * info.chunks_size + data_file)
     if np.any(np.diff(episode_data_file) < 0):
         bad = np.flatnonzero(np.diff(episode_data_file) < 0) + 1
-        raise DatasetError(f"{where}: data files do not hold episodes in dataset order: " +
-                           _listing(f"episode {episode_index[i]}" for i in bad))
-    data_files = _format_paths(root, info["data_path"], "data_path",
-                               chunk_index=data_chunk[first], file_index=data_file[first])
+        raise DatasetError(
+            f"{where}: data files do not hold episodes in dataset order: "
+            + _listing(f"episode {episode_index[i]}" for i in bad)
+        )
+    data_files = format_paths(
+        root,
+        info.data_path,
+        "data_path",
+        chunk_index=data_chunk[first],
+        file_index=data_file[first],
+    )
     _check_files_exist(data_files, None, "missing data files")
     file_from = from_index[first]
-    file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file,
-                                                                   prepend=-1)))
+    file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file, prepend=-1)))
 
-    videos = {}
-    for camera in cameras:
-        videos[camera] = _camera_videos_v30(root, info, episodes, episode_index, camera,
-                                            chunks_size, where)
+    videos = {
+        camera: _camera_videos_v30(root, info, episodes, episode_index, camera, where)
+        for camera in info.cameras
+    }
 
-    return dict(tasks=task_texts, num_episodes=len(episode_index), num_frames=int(to_index[-1]),
-                episode_index=episode_index, length=length, dataset_from_index=from_index,
-                dataset_to_index=to_index, task_index=episode_task,
-                episode_data_file=episode_data_file.astype(np.int32), data_files=data_files,
-                data_file_from_index=file_from, data_file_to_index=file_to, videos=videos)
-
-
-def _read_episode_tables(paths: Sequence[str], wanted: Sequence[str]) -> pa.Table:
-    """Reads ``wanted`` columns of the episode tables; a column one file lacks becomes nulls."""
-    tables = []
-    for path in paths:
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, pa.ArrowException) as e:
-            raise DatasetError(f"cannot read meta file {path}: {e}") from None
-        present = [name for name in wanted if name in schema.names]
-        table = _read_parquet_table(path, "meta file", columns=present)
-        for name in wanted:
-            if name not in present:
-                table = table.append_column(name, pa.nulls(table.num_rows))
-        tables.append(table.select(list(wanted)))
-    try:
-        return pa.concat_tables(tables, promote_options="permissive")
-    except pa.ArrowException as e:
-        raise DatasetError(f"episode tables in {os.path.dirname(os.path.dirname(paths[0]))} "
-                           f"disagree on column types: {e}") from None
+    return dict(
+        tasks=task_texts,
+        num_episodes=len(episode_index),
+        num_frames=int(to_index[-1]),
+        episode_index=episode_index,
+        length=length,
+        dataset_from_index=from_index,
+        dataset_to_index=to_index,
+        task_index=episode_task,
+        episode_data_file=episode_data_file.astype(np.int32),
+        data_files=data_files,
+        data_file_from_index=file_from,
+        data_file_to_index=file_to,
+        videos=videos,
+    )
 
 
-def _camera_videos_v30(root, info, episodes, episode_index, camera, chunks_size, where):
+def _camera_videos_v30(
+    root: str,
+    info: lerobot_format.Info,
+    episodes: pa.Table,
+    episode_index: np.ndarray,
+    camera: str,
+    where: str,
+) -> CameraVideos:
     prefix = f"videos/{camera}/"
-    columns = {field: episodes.column(prefix + field) for field in
-               ("chunk_index", "file_index", "from_timestamp", "to_timestamp")}
     missing = np.zeros(episodes.num_rows, bool)
-    for column in columns.values():
-        missing |= column.is_null().to_numpy(zero_copy_only=False)
+    for field in _VIDEO_FIELDS:
+        missing |= episodes.column(prefix + field).is_null().to_numpy(zero_copy_only=False)
     if missing.any():
         raise DatasetError(
             f"camera {camera!r} is missing from some episodes (no {prefix}* entries in "
-            f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing]))
-    chunk = _int_column(episodes, prefix + "chunk_index", where)
-    file = _int_column(episodes, prefix + "file_index", where)
-    first, file_index = _unique_in_order(chunk * chunks_size + file)
-    files = _format_paths(root, info["video_path"], "video_path", video_key=camera,
-                          chunk_index=chunk[first], file_index=file[first])
+            f"{where}): " + _listing(f"episode {e}" for e in episode_index[missing])
+        )
+    chunk = int_column(episodes, prefix + "chunk_index", where)
+    file = int_column(episodes, prefix + "file_index", where)
+    first, file_index = _unique_in_order(chunk * info.chunks_size + file)
+    files = format_paths(
+        root,
+        str(info.video_path),
+        "video_path",
+        video_key=camera,
+        chunk_index=chunk[first],
+        file_index=file[first],
+    )
     absent = [i for i, path in enumerate(files) if not _nonempty_file(path)]
     if absent:
         raise DatasetError(
-            f"missing video files of camera {camera!r}: " + _listing(
-                f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})"
-                for i in absent))
+            f"missing video files of camera {camera!r}: "
+            + _listing(
+                f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})" for i in absent
+            )
+        )
     return CameraVideos(
-        files=files, file_index=file_index.astype(np.int32),
-        from_timestamp=_float_column(episodes, prefix + "from_timestamp", where),
-        to_timestamp=_float_column(episodes, prefix + "to_timestamp", where))
+        files=files,
+        file_index=file_index.astype(np.int32),
+        from_timestamp=float_column(episodes, prefix + "from_timestamp", where),
+        to_timestamp=float_column(episodes, prefix + "to_timestamp", where),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared metadata helpers
-
-
-def _read_parquet_table(path: str, what: str, columns=None) -> pa.Table:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing {what} {path}")
-    try:
-        return pq.read_table(path, columns=columns)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read {what} {path}: {e}") from None
+# Checks shared by both versions
 
 
 def _require_columns(table: pa.Table, names: Sequence[str], where: str) -> None:
     """Raises when a non-empty table lacks one of ``names`` (or has it only as nulls)."""
     if table.num_rows == 0:
         return
-    missing = [name for name in names if name not in table.column_names
-               or table.column(name).null_count == table.num_rows]
+    missing = [
+        name
+        for name in names
+        if name not in table.column_names or table.column(name).null_count == table.num_rows
+    ]
     if missing:
         raise DatasetError(f"{where} lacks the columns {missing}")
-
-
-def _int_column(table: pa.Table, name: str, where: str) -> np.ndarray:
-    column = table.column(name)
-    if column.null_count:
-        raise DatasetError(f"{where}: column {name!r} has missing values")
-    if not (pa.types.is_integer(column.type) or pa.types.is_null(column.type)):
-        raise DatasetError(f"{where}: column {name!r} is {column.type}, not integers")
-    return np.ascontiguousarray(column.to_numpy(), dtype=np.int64)
-
-
-def _float_column(table: pa.Table, name: str, where: str) -> np.ndarray:
-    column = table.column(name)
-    if column.null_count:
-        raise DatasetError(f"{where}: column {name!r} has missing values")
-    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
-        raise DatasetError(f"{where}: column {name!r} is {column.type}, not numbers")
-    return np.ascontiguousarray(column.to_numpy(), dtype=np.float64)
 
 
 def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
     repeated = np.unique(episode_index[1:][np.diff(episode_index) == 0])
     if repeated.size:
-        raise DatasetError(f"{where} lists episodes more than once: " +
-                           _listing(f"episode {e}" for e in repeated))
+        raise DatasetError(
+            f"{where} lists episodes more than once: " + _listing(f"episode {e}" for e in repeated)
+        )
     if episode_index[0] < 0:
         raise DatasetError(f"{where}: negative episode_index {episode_index[0]}")
 
@@ -466,33 +410,12 @@ def _check_episode_indices(episode_index: np.ndarray, where: str) -> None:
 def _check_lengths(episode_index: np.ndarray, length: np.ndarray, where: str) -> None:
     bad = np.flatnonzero(length < 0)
     if bad.size:
-        raise DatasetError(f"{where}: negative episode lengths: " +
-                           _listing(f"episode {episode_index[i]}" for i in bad))
+        raise DatasetError(
+            f"{where}: negative episode lengths: "
+            + _listing(f"episode {episode_index[i]}" for i in bad)
+        )
     if length.sum() == 0:
         raise DatasetError(f"empty dataset: the episodes in {where} have no frames")
-
-
-def _read_tasks_table(tasks: pa.Table, path: str) -> Tuple[np.ndarray, np.ndarray]:
-    """(texts by task_index, the task_index values in table order) of a tasks table."""
-    if tasks.num_rows == 0:
-        return np.array([], dtype=str), np.array([], dtype=np.int64)
-    text_column = None
-    pandas_meta = (tasks.schema.metadata or {}).get(b"pandas")
-    if pandas_meta:
-        index_columns = json.loads(pandas_meta).get("index_columns", [])
-        if index_columns and isinstance(index_columns[0], str):
-            text_column = index_columns[0]
-    for name in ("task", "__index_level_0__"):
-        if text_column is None and name in tasks.column_names:
-            text_column = name
-    if text_column is None or "task_index" not in tasks.column_names:
-        raise DatasetError(f"{path} lacks the task texts or the task_index column")
-    task_index = _int_column(tasks, "task_index", path)
-    if np.any(task_index < 0):
-        raise DatasetError(f"{path}: negative task_index")
-    texts = np.full(int(task_index.max()) + 1, "", dtype=object)
-    texts[task_index] = tasks.column(text_column).to_numpy(zero_copy_only=False)
-    return texts.astype(str), task_index
 
 
 def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndarray:
@@ -510,42 +433,24 @@ def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndar
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         listing = np.flatnonzero(counts > 0)
         first = pa.nulls(len(column), pa.string()).to_numpy(zero_copy_only=False)
-        first[listing] = column.flatten().take(pa.array(starts[listing])).to_numpy(
-            zero_copy_only=False)
+        first[listing] = (
+            column.flatten().take(pa.array(starts[listing])).to_numpy(zero_copy_only=False)
+        )
         first = pa.array(first, pa.string())
     listed = texts[task_index]
     position = pc.index_in(first, value_set=pa.array(listed, pa.string())).to_numpy(
-        zero_copy_only=False)
+        zero_copy_only=False
+    )
     has_task = ~first.is_null().to_numpy(zero_copy_only=False)
     unknown = has_task & np.isnan(position.astype(np.float64))
     if unknown.any():
-        raise DatasetError(f"{where}: episodes name tasks missing from the tasks table: " +
-                           _listing(f"episode {e}" for e in episode_index[unknown]))
+        raise DatasetError(
+            f"{where}: episodes name tasks missing from the tasks table: "
+            + _listing(f"episode {e}" for e in episode_index[unknown])
+        )
     result = np.full(episodes.num_rows, -1, np.int64)
     result[has_task] = task_index[position[has_task].astype(np.int64)]
     return result
-
-
-def _chunks_size(info: dict, root: str) -> int:
-    value = info.get("chunks_size", 1000)
-    if not isinstance(value, int) or value < 1:
-        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: chunks_size must be a "
-                           f"positive integer, got {value!r}")
-    return value
-
-
-def _format_paths(root: str, template: str, template_name: str, **columns) -> np.ndarray:
-    """Absolute paths from a path template of info.json, one per entry of the columns."""
-    n = len(next(iter(v for v in columns.values() if isinstance(v, np.ndarray))))
-    values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n)
-              for k, v in columns.items()}
-    try:
-        paths = [os.path.join(root, template.format(**dict(zip(values, row))))
-                 for row in zip(*values.values())]
-    except (KeyError, IndexError, ValueError) as e:
-        raise DatasetError(f"{os.path.join(root, 'meta', 'info.json')}: cannot fill "
-                           f"{template_name} {template!r}: {e!r}") from None
-    return np.array(paths, dtype=str)
 
 
 def _nonempty_file(path: str) -> bool:
@@ -555,7 +460,7 @@ def _nonempty_file(path: str) -> bool:
         return False
 
 
-def _check_files_exist(paths: np.ndarray, episode_index: Optional[np.ndarray], what: str):
+def _check_files_exist(paths: np.ndarray, episode_index: np.ndarray | None, what: str):
     """Raises ``what: <the absent or empty files>`` when any of ``paths`` is missing."""
     absent = [i for i, path in enumerate(paths) if not _nonempty_file(path)]
     if absent:
@@ -566,7 +471,7 @@ def _check_files_exist(paths: np.ndarray, episode_index: Optional[np.ndarray], w
         raise DatasetError(f"{what}: " + _listing(items))
 
 
-def _unique_in_order(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def _unique_in_order(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(position of each distinct key's first occurrence, in order; each entry's group)."""
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
@@ -595,7 +500,7 @@ def _ranges(values: np.ndarray) -> str:
 # Parquet columns
 
 
-def _readable_columns(meta: LeRobotMetadata) -> Dict[str, Tuple[str, Tuple[int, ...]]]:
+def readable_columns(meta: LeRobotMetadata) -> dict[str, tuple[str, tuple[int, ...]]]:
     """Column name -> (numpy dtype, per-row shape) of every column read_columns can load."""
     readable = {}
     for name, feature in meta.features.items():
@@ -647,19 +552,22 @@ def _check_schemas(paths: np.ndarray) -> None:
             if field.name not in schema.names:
                 differences.append(f"column {field.name!r} missing")
             elif not schema.field(field.name).type.equals(field.type):
-                differences.append(f"column {field.name!r} is {schema.field(field.name).type}, "
-                                   f"not {field.type}")
-        differences += [f"extra column {name!r}" for name in schema.names
-                        if name not in reference.names]
+                differences.append(
+                    f"column {field.name!r} is {schema.field(field.name).type}, not {field.type}"
+                )
+        differences += [
+            f"extra column {name!r}" for name in schema.names if name not in reference.names
+        ]
         if not differences:
             differences.append("columns in a different order")
         offenders.append(f"{path} ({'; '.join(differences)})")
     if offenders:
-        raise DatasetError(f"data files differ in schema from the first one, {paths[0]}: " +
-                           _listing(offenders))
+        raise DatasetError(
+            f"data files differ in schema from the first one, {paths[0]}: " + _listing(offenders)
+        )
 
 
-def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str, np.ndarray]:
+def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str, np.ndarray]:
     """The columns ``names`` of every data file, concatenated into preallocated arrays."""
     out = {}
     for name in names:
@@ -673,12 +581,13 @@ def _load_columns(meta: LeRobotMetadata, names: List[str], readable) -> Dict[str
         missing = [name for name in names if name not in schema_names]
         if missing:
             raise DatasetError(f"data file {path} lacks the columns {missing}")
-        table = _read_parquet_table(path, "data file", columns=names)
+        table = read_parquet_table(path, "data file", columns=names)
         if table.num_rows != stop - start:
             episodes = meta.episode_index[meta.episode_data_file == f]
             raise DatasetError(
                 f"data file {path} has {table.num_rows} rows, but its episodes "
-                f"{_ranges(episodes)} have {stop - start} in the metadata")
+                f"{_ranges(episodes)} have {stop - start} in the metadata"
+            )
         for name in names:
             _fill(out[name][start:stop], table.column(name), name, path)
 
@@ -690,16 +599,23 @@ def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> 
     if column.null_count:
         raise DatasetError(f"data file {path}: column {name!r} has missing values")
     if target.ndim == 1:
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-                or pa.types.is_boolean(column.type)):
+        if not (
+            pa.types.is_integer(column.type)
+            or pa.types.is_floating(column.type)
+            or pa.types.is_boolean(column.type)
+        ):
             raise DatasetError(f"data file {path}: column {name!r} is {column.type}, not numbers")
         target[:] = column.to_numpy()
         return
     dim = target.shape[1]
-    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
-            or pa.types.is_fixed_size_list(column.type)):
-        raise DatasetError(f"data file {path}: column {name!r} is {column.type}, "
-                           f"not a list of {dim} numbers")
+    if not (
+        pa.types.is_list(column.type)
+        or pa.types.is_large_list(column.type)
+        or pa.types.is_fixed_size_list(column.type)
+    ):
+        raise DatasetError(
+            f"data file {path}: column {name!r} is {column.type}, not a list of {dim} numbers"
+        )
     row = 0
     for chunk in column.chunks:
         if chunk.values.null_count:
@@ -707,14 +623,16 @@ def _fill(target: np.ndarray, column: pa.ChunkedArray, name: str, path: str) -> 
         lengths = pc.list_value_length(chunk).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != dim)
         if bad.size:
-            raise DatasetError(f"data file {path}: column {name!r} has {lengths[bad[0]]} values "
-                               f"in row {row + bad[0]} of the file, info.json says {dim}")
+            raise DatasetError(
+                f"data file {path}: column {name!r} has {lengths[bad[0]]} values "
+                f"in row {row + bad[0]} of the file, info.json says {dim}"
+            )
         values = chunk.flatten().to_numpy(zero_copy_only=False)
-        target[row:row + len(chunk)] = values.reshape(len(chunk), dim)
+        target[row : row + len(chunk)] = values.reshape(len(chunk), dim)
         row += len(chunk)
 
 
-def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance_s: float):
+def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance_s: float):
     rows = np.arange(meta.num_frames, dtype=np.int64)
 
     def file_of(row: int) -> str:
@@ -727,10 +645,13 @@ def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance
         backwards = np.flatnonzero(np.diff(index) <= 0)
         if backwards.size:
             r = int(backwards[0]) + 1
-            raise DatasetError(f"rows are not ordered by index: in {file_of(r)}, index "
-                               f"{index[r]} follows {index[r - 1]} (dataset row {r})")
-        raise DatasetError(f"index does not count the rows: dataset row {r} in {file_of(r)} has "
-                           f"index {index[r]}")
+            raise DatasetError(
+                f"rows are not ordered by index: in {file_of(r)}, index "
+                f"{index[r]} follows {index[r - 1]} (dataset row {r})"
+            )
+        raise DatasetError(
+            f"index does not count the rows: dataset row {r} in {file_of(r)} has index {index[r]}"
+        )
 
     starts = meta.dataset_from_index
     episode_of_row = np.repeat(np.arange(meta.num_episodes), meta.length)
@@ -745,7 +666,9 @@ def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance
     def describe(episodes: np.ndarray, detail) -> str:
         return _listing(
             f"episode {meta.episode_index[e]} ({detail(e)}; "
-            f"{meta.data_files[meta.episode_data_file[e]]})" for e in episodes)
+            f"{meta.data_files[meta.episode_data_file[e]]})"
+            for e in episodes
+        )
 
     episode_col = columns["episode_index"]
     listed, counts = np.unique(episode_col, return_counts=True)
@@ -756,9 +679,14 @@ def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance
     bad = np.flatnonzero(misplaced | (found != meta.length))
     if bad.size:
         raise DatasetError(
-            "episode rows do not match the episode lengths: " + describe(
-                bad, lambda e: f"{found[e]} rows carry its episode_index, its length is "
-                               f"{meta.length[e]}"))
+            "episode rows do not match the episode lengths: "
+            + describe(
+                bad,
+                lambda e: (
+                    f"{found[e]} rows carry its episode_index, its length is {meta.length[e]}"
+                ),
+            )
+        )
 
     timestamp = columns["timestamp"].astype(np.float64)
     first = np.zeros(meta.num_episodes)
@@ -769,11 +697,14 @@ def _check_rows(meta: LeRobotMetadata, columns: Dict[str, np.ndarray], tolerance
         worst = np.zeros(meta.num_episodes)
         np.maximum.at(worst, episode_of_row[bad_rows], error[bad_rows])
         raise DatasetError(
-            f"timestamps inconsistent with fps {meta.fps:g} (beyond {tolerance_s:g} s): " +
-            describe(offenders(bad_rows), lambda e: f"off by up to {worst[e]:.6f} s"))
+            f"timestamps inconsistent with fps {meta.fps:g} (beyond {tolerance_s:g} s): "
+            + describe(offenders(bad_rows), lambda e: f"off by up to {worst[e]:.6f} s")
+        )
 
     if "frame_index" in columns:
         bad = offenders(np.flatnonzero(columns["frame_index"] != offset_in_episode))
         if bad.size:
-            raise DatasetError("frame_index does not count 0, 1, ... within episodes: " +
-                               describe(bad, lambda e: "wrong frame_index"))
+            raise DatasetError(
+                "frame_index does not count 0, 1, ... within episodes: "
+                + describe(bad, lambda e: "wrong frame_index")
+            )

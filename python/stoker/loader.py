@@ -12,6 +12,9 @@ function of (seed, epoch, rank, world size) alone, whatever ``threads`` is; each
 new order. Arrays point into the loader's batch buffers (zero-copy, through DLPack for torch);
 a buffer goes back to the loader's bounded pool when the batch's arrays are released.
 
+Tools that time the consumer's side (``stoker.profile``) plug in as a :class:`LoaderObserver`,
+told of every wait for a batch and every batch handed over.
+
 Sample ids are split between ranks as ``torch.utils.data.DistributedSampler`` splits them;
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialized, else to
 the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
@@ -20,7 +23,9 @@ the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, Optional
+import time
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +33,11 @@ from stoker import _core
 from stoker.transforms import Transforms
 
 _STATE_VERSION = 1
-torch = None  # imported by the first Loader: PyTorch is optional, and slow to import
+# What the native loader's next() returns: arrays by name, each sample's row and episode, the
+# epoch and the batch's index in it.
+_NativeBatch = tuple[dict[str, Any], np.ndarray, np.ndarray, int, int]
+# The torch module, imported by the first Loader: PyTorch is optional, and slow to import.
+torch: Any = None
 
 
 def _import_torch():
@@ -46,14 +55,19 @@ def _distributed_defaults(rank, world_size):
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     found_rank, found_world = 0, 1
-    if _import_torch() is not None and torch.distributed.is_available() and \
-            torch.distributed.is_initialized():
+    if (
+        _import_torch() is not None
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+    ):
         found_rank, found_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     elif "WORLD_SIZE" in os.environ:
         found_rank = int(os.environ.get("RANK", "0"))
         found_world = int(os.environ["WORLD_SIZE"])
-    return (found_rank if rank is None else int(rank),
-            found_world if world_size is None else int(world_size))
+    return (
+        found_rank if rank is None else int(rank),
+        found_world if world_size is None else int(world_size),
+    )
 
 
 def _load_cuda_runtime() -> None:
@@ -68,6 +82,62 @@ def _load_cuda_runtime() -> None:
             if "libcudart.so" in os.path.basename(path):
                 os.environ["STOKER_CUDART"] = path
                 return
+
+
+class LoaderObserver:
+    """Sees a :class:`Loader`'s iterations from the consumer's side; register one with
+    :meth:`Loader.add_observer`.
+
+    Each method does nothing by default: override those you need. They are called on the
+    consumer's thread, inside its ``next()`` on the loader's iterator, so keep them short.
+    ``now`` is ``time.perf_counter()`` at the event, the same for every observer.
+
+    For one iteration the calls are: :meth:`iteration_started`, then per batch
+    :meth:`wait_started` and :meth:`batch_received`, and :meth:`iteration_ended` once, whether
+    the iteration finished (after a last :meth:`wait_started` that gets no batch), broke off,
+    or failed.
+    """
+
+    def iteration_started(self, now: float) -> None:
+        """The consumer asked for the first batch of an iteration."""
+
+    def wait_started(self, now: float) -> None:
+        """The consumer asked for the next batch: its wait (``data_wait``) begins."""
+
+    def batch_received(self, batch: dict[str, Any], now: float) -> None:
+        """The batch is ready and about to be handed to the consumer: the wait ends. Do not
+        keep the batch: its buffers go back to the loader's pool when it is released."""
+
+    def iteration_ended(self, now: float) -> None:
+        """The iteration finished, broke off or failed: no batch of it follows."""
+
+
+def _observed(
+    batches: Generator[dict[str, Any], None, None], observers: Sequence[LoaderObserver]
+) -> Generator[dict[str, Any], None, None]:
+    """``batches``, with ``observers`` told of the iteration's events."""
+    now = time.perf_counter()
+    for observer in observers:
+        observer.iteration_started(now)
+    try:
+        while True:
+            now = time.perf_counter()
+            for observer in observers:
+                observer.wait_started(now)
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            now = time.perf_counter()
+            for observer in observers:
+                observer.batch_received(batch, now)
+            yield batch
+            del batch  # the consumer alone decides how long a batch lives
+    finally:
+        batches.close()
+        now = time.perf_counter()
+        for observer in observers:
+            observer.iteration_ended(now)
 
 
 class Loader:
@@ -104,12 +174,25 @@ class Loader:
     Thread-safety: one iteration at a time; starting a new one ends the previous one.
     """
 
-    def __init__(self, dataset, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 threads: Optional[int] = None, prefetch: int = 2, drop_last: bool = False,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
-                 transforms: Optional[Transforms] = None, device=None,
-                 on_error: str = "raise", max_replacements: int = 8, output: str = "auto",
-                 balance: bool = False):
+    def __init__(
+        self,
+        dataset,
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        threads: int | None = None,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        transforms: Transforms | None = None,
+        device=None,
+        on_error: str = "raise",
+        max_replacements: int = 8,
+        output: str = "auto",
+        balance: bool = False,
+    ):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
@@ -136,14 +219,23 @@ class Loader:
             raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
         self.device = self._check_device(device)
 
-        self._arguments = dict(shuffle=shuffle, seed=seed, threads=threads, prefetch=prefetch,
-                               drop_last=drop_last, rank=rank, world_size=world_size,
-                               transforms=transforms, device=device, on_error=on_error,
-                               max_replacements=max_replacements, output=output,
-                               balance=balance)
+        self._arguments = dict(
+            shuffle=shuffle,
+            seed=seed,
+            threads=threads,
+            prefetch=prefetch,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            transforms=transforms,
+            device=device,
+            on_error=on_error,
+            max_replacements=max_replacements,
+            output=output,
+            balance=balance,
+        )
         self.dataset = dataset
         self.batch_size = int(batch_size)
-        self.threads = int(threads) if threads is not None else None
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
@@ -151,32 +243,39 @@ class Loader:
         self.transforms = transforms
         self.on_error = on_error
         spec = dataset.spec
-        keys = dataset._keys
-        offsets = [np.ascontiguousarray(dataset._offsets[name], dtype=np.int64) if timed
-                   else np.zeros(0, np.int64) for name, _, timed in keys]
+        keys = dataset.item_keys
         self._core = _core.Loader(
-            dataset.index._core, [name for name, _, _ in keys], [s for _, s, _ in keys], offsets,
-            batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, rank=self.rank,
-            world_size=self.world_size, drop_last=self.drop_last,
-            threads=0 if threads is None else int(threads), prefetch=int(prefetch),
-            on_error=on_error, max_replacements=int(max_replacements),
+            dataset.index.native,
+            [key.name for key in keys],
+            [key.source for key in keys],
+            [key.offsets for key in keys],
+            batch_size=self.batch_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            drop_last=self.drop_last,
+            threads=0 if threads is None else int(threads),
+            prefetch=int(prefetch),
+            on_error=on_error,
+            max_replacements=int(max_replacements),
             pinned_memory=self.device is not None,
             costs=dataset.sample_costs() if self.balance else None,
-            **transforms.core_arguments(spec.size, spec.layout))
-        columns = dataset.index._columns
-        self._squeezed = {name for name, source, _ in keys
-                          if source in columns and columns[source][1] == 1}
+            **transforms.core_arguments(spec.size, spec.layout),
+        )
+        self._threads = int(self._core.stats()["threads"])
+        # Scalar columns come out of the native loader with a trailing axis of 1.
+        index = dataset.index
+        self._squeezed = {
+            key.name
+            for key in keys
+            if key.source in index.column_names and index.column_shape(key.source) == ()
+        }
         self._keys = keys
-        meta = dataset.meta
-        self._episode_index = np.asarray(meta.episode_index, dtype=np.int64)
-        self._task_index = np.asarray(meta.task_index, dtype=np.int64)
-        self._tasks = [str(t) for t in meta.tasks]
-        self._episode_from_row = np.asarray(dataset.index.episode_table()["from_row"],
-                                            dtype=np.int64)
         self._epoch = 0
         self._batch = 0
         self._run = 0
-        self._observer = None
+        self._observers: list[LoaderObserver] = []
 
     # ---- Iteration --------------------------------------------------------------------------
 
@@ -184,13 +283,39 @@ class Loader:
         """Batches per epoch for this rank."""
         return self._core.batches_per_epoch
 
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         host = self._host_batches()
         batches = host if self.device is None else self._on_device(host)
-        if self._observer is not None:  # stoker.profile: times each wait and each step
-            from stoker.doctor import _TimedIterator
-            batches = _TimedIterator(batches, self._observer)
+        if self._observers:
+            batches = _observed(batches, tuple(self._observers))
         return batches
+
+    def add_observer(self, observer: LoaderObserver) -> None:
+        """Tells ``observer`` of the events of every iteration that starts from now on (see
+        :class:`LoaderObserver`). Observers are fixed when an iteration starts."""
+        if not isinstance(observer, LoaderObserver):
+            raise TypeError(f"observer must be a stoker.LoaderObserver, got {type(observer)}")
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: LoaderObserver) -> None:
+        """Stops telling ``observer`` of the iterations that start from now on. Raises
+        ``ValueError`` when it is not registered."""
+        self._observers.remove(observer)
+
+    @property
+    def threads(self) -> int:
+        """The worker threads building batches (the ``threads`` argument, or the cores this
+        process may run on)."""
+        return self._threads
+
+    @property
+    def fields(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """The arrays of a batch, as built: name -> (dtype, shape), ``shape[0]`` being the
+        batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
+        return {
+            name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
+            for name, dtype, shape in self._core.fields
+        }
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
@@ -203,29 +328,46 @@ class Loader:
     def epoch(self) -> int:
         return self._epoch
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
         process) continues with exactly the batches that had not been delivered."""
-        return {"version": _STATE_VERSION, "epoch": self._epoch, "batch": self._batch,
-                "seed": self.seed, "shuffle": self.shuffle, "balance": self.balance,
-                "batch_size": self.batch_size,
-                "drop_last": self.drop_last, "rank": self.rank, "world_size": self.world_size,
-                "num_samples": len(self.dataset)}
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "batch": self._batch,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "balance": self.balance,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "num_samples": len(self.dataset),
+        }
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown loader state version {state.get('version')!r}")
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "balance", "batch_size", "drop_last", "world_size",
-                    "num_samples"):
+        for key in (
+            "seed",
+            "shuffle",
+            "balance",
+            "batch_size",
+            "drop_last",
+            "world_size",
+            "num_samples",
+        ):
             if state.get(key) != mine[key]:
-                raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this loader "
-                                 f"has {key}={mine[key]!r}; the remaining batches would differ")
+                raise ValueError(
+                    f"the state was saved with {key}={state.get(key)!r}, this loader "
+                    f"has {key}={mine[key]!r}; the remaining batches would differ"
+                )
         if not 0 <= int(state["batch"]) <= len(self):
             raise ValueError(f"state batch {state['batch']} is outside [0, {len(self)}]")
         self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
 
-    def stats(self) -> Dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
         blocked in ``next``) with its p50 / p95 / max, the ready-queue depth, decoder work,
         skipped samples with their reasons, and the memory bound of the batch pool."""
@@ -234,11 +376,10 @@ class Loader:
         s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
         s["data_wait_p95"] = float(np.percentile(wait, 95)) if len(wait) else 0.0
         s["data_wait_max"] = float(wait.max()) if len(wait) else 0.0
-        s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"],
-                                                         s["buffers_allocated"])
+        s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"], s["buffers_allocated"])
         return s
 
-    def with_options(self, **changes) -> "Loader":
+    def with_options(self, **changes) -> Loader:
         """A new loader over the same dataset with the same arguments except ``changes``
         (e.g. ``threads=4``), starting at epoch 0."""
         arguments = dict(self._arguments, **changes)
@@ -259,9 +400,11 @@ class Loader:
             core.stop()
 
     def __repr__(self) -> str:
-        return (f"Loader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
-                f"seed={self.seed}, rank={self.rank}/{self.world_size}, "
-                f"{len(self)} batches per epoch)")
+        return (
+            f"Loader({self.dataset!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+            f"seed={self.seed}, rank={self.rank}/{self.world_size}, "
+            f"{len(self)} batches per epoch)"
+        )
 
     # ---- Internals --------------------------------------------------------------------------
 
@@ -278,33 +421,34 @@ class Loader:
             while self._batch < len(self):
                 got = core.next(self._torch)
                 if run != self._run:
-                    raise RuntimeError("another iteration of this loader started; one "
-                                       "iteration at a time")
+                    raise RuntimeError(
+                        "another iteration of this loader started; one iteration at a time"
+                    )
                 if got is None:
                     raise RuntimeError("the loader was closed during iteration")
+                arrays, samples, episodes, _, _ = cast(_NativeBatch, got)
                 self._batch += 1
-                yield self._item(*got)
+                yield self._item(arrays, samples, episodes)
             self._epoch, self._batch = self._epoch + 1, 0
             completed = True
         finally:
             if run == self._run and not completed:
                 core.stop()
 
-    def _item(self, arrays, samples, episodes, epoch, index) -> Dict[str, Any]:
-        item: Dict[str, Any] = {}
-        for name, _, timed in self._keys:
-            value = arrays[name]
-            item[name] = value[..., 0] if name in self._squeezed else value
-            if timed:
-                item[f"{name}_is_pad"] = arrays[f"{name}_is_pad"]
-        defaults = {"index": samples, "episode_index": self._episode_index[episodes],
-                    "frame_index": samples - self._episode_from_row[episodes],
-                    "task_index": self._task_index[episodes]}
-        for name, value in defaults.items():
-            if name not in item:
-                item[name] = torch.from_numpy(value) if self._torch else value
-        tasks = self._task_index[episodes]
-        item["task"] = [self._tasks[t] if 0 <= t < len(self._tasks) else "" for t in tasks]
+    def _item(
+        self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray
+    ) -> dict[str, Any]:
+        item: dict[str, Any] = {}
+        for key in self._keys:
+            value = arrays[key.name]
+            item[key.name] = value[..., 0] if key.name in self._squeezed else value
+            if key.timed:
+                item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
+        row_keys = self.dataset.row_keys(samples, episodes, skip=item)
+        task = row_keys.pop("task")
+        for name, value in row_keys.items():
+            item[name] = torch.from_numpy(value) if self._torch else value
+        item["task"] = task
         return item
 
     def _check_device(self, device):
@@ -332,8 +476,12 @@ class Loader:
         try:
             for host in host_batches:
                 with torch.cuda.stream(stream):
-                    moved = {k: v.to(self.device, non_blocking=True)
-                             if isinstance(v, torch.Tensor) else v for k, v in host.items()}
+                    moved = {
+                        k: v.to(self.device, non_blocking=True)
+                        if isinstance(v, torch.Tensor)
+                        else v
+                        for k, v in host.items()
+                    }
                 copied = stream.record_event()
                 copying.append((copied, host))
                 del host

@@ -17,7 +17,8 @@ An empty dataset gives an empty epoch for the samplers that only order samples; 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,8 +29,15 @@ _MAX_SEED = 2**64 - 1
 _MAX_INT64 = 2**63 - 1
 _CHUNK = 8192  # ids fetched per call while iterating
 
-__all__ = ["DistributedSampler", "LoadBalancedSampler", "RandomSampler", "Sampler",
-           "SequentialSampler", "WeightedSampler", "expand_group_weights"]
+__all__ = [
+    "DistributedSampler",
+    "LoadBalancedSampler",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "WeightedSampler",
+    "expand_group_weights",
+]
 
 
 class Sampler:
@@ -60,29 +68,32 @@ class Sampler:
         self._position = 0
         self._generation += 1
 
-    def state_dict(self) -> Dict[str, int]:
+    def state_dict(self) -> dict[str, int]:
         """``{"epoch": e, "position": p}``: restoring it continues with the identical remainder."""
         return {"epoch": self._epoch, "position": self._position}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict` (of a sampler built with the same arguments)."""
         if not isinstance(state, dict) or set(state) != {"epoch", "position"}:
-            raise ValueError("state must be a dict with keys 'epoch' and 'position', "
-                             f"got {state!r}")
+            raise ValueError(
+                f"state must be a dict with keys 'epoch' and 'position', got {state!r}"
+            )
         epoch = _check_int("epoch", state["epoch"], 0, _MAX_EPOCH)
         position = _check_int("position", state["position"], 0, len(self))
         self._epoch, self._position = epoch, position
         self._generation += 1
 
-    def indices(self, epoch: Optional[int] = None, *, start: int = 0,
-                count: Optional[int] = None) -> np.ndarray:
+    def indices(
+        self, epoch: int | None = None, *, start: int = 0, count: int | None = None
+    ) -> np.ndarray:
         """The ids at positions [start, start + count) of an epoch (default: the current
         epoch, all of it) for this rank, as int64, in order. Computed in C++ with the GIL
         released; does not change the sampler's state."""
         epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
         start = _check_int("start", start, 0, len(self))
-        count = len(self) - start if count is None else _check_int("count", count, 0,
-                                                                   len(self) - start)
+        count = (
+            len(self) - start if count is None else _check_int("count", count, 0, len(self) - start)
+        )
         return self._core.fill(epoch, start, count)
 
     def __iter__(self) -> Iterator[int]:
@@ -99,8 +110,10 @@ class Sampler:
             self._position = 0
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(len={len(self)}, epoch={self._epoch}, "
-                f"position={self._position})")
+        return (
+            f"{type(self).__name__}(len={len(self)}, epoch={self._epoch}, "
+            f"position={self._position})"
+        )
 
 
 class DistributedSampler(Sampler):
@@ -117,19 +130,34 @@ class DistributedSampler(Sampler):
             order's tail, leaving floor(num_samples / world_size) per rank.
     """
 
-    def __init__(self, num_samples: Union[int, Any], *, rank: int = 0, world_size: int = 1,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+    def __init__(
+        self,
+        num_samples: int | Any,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ):
         n = _check_size(num_samples)
         world_size, rank = _check_partition(rank, world_size)
-        super().__init__(_core.DistributedSampler(n, _check_bool("shuffle", shuffle),
-                                                  _check_seed(seed), rank, world_size,
-                                                  _check_bool("drop_last", drop_last)))
+        super().__init__(
+            _core.DistributedSampler(
+                n,
+                _check_bool("shuffle", shuffle),
+                _check_seed(seed),
+                rank,
+                world_size,
+                _check_bool("drop_last", drop_last),
+            )
+        )
 
 
 class SequentialSampler(DistributedSampler):
     """0, 1, ..., num_samples - 1, every epoch."""
 
-    def __init__(self, num_samples: Union[int, Any]):
+    def __init__(self, num_samples: int | Any):
         super().__init__(num_samples, shuffle=False)
 
 
@@ -138,7 +166,7 @@ class RandomSampler(DistributedSampler):
     draws with replacement use :class:`WeightedSampler` with equal weights). The order is
     computed position by position, never stored, so any size is fine."""
 
-    def __init__(self, num_samples: Union[int, Any], *, seed: int = 0):
+    def __init__(self, num_samples: int | Any, *, seed: int = 0):
         super().__init__(num_samples, shuffle=True, seed=seed)
 
 
@@ -156,9 +184,16 @@ class WeightedSampler(Sampler):
             ceil (or, with drop_last, floor) of num_samples / world_size draws.
     """
 
-    def __init__(self, weights: Union[Sequence[float], np.ndarray], *,
-                 num_samples: Optional[int] = None, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, drop_last: bool = False):
+    def __init__(
+        self,
+        weights: Sequence[float] | np.ndarray,
+        *,
+        num_samples: int | None = None,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+    ):
         weights = _check_values("weights", weights)
         if weights.size == 0:
             raise ValueError("weights is empty: cannot draw from an empty dataset")
@@ -169,8 +204,16 @@ class WeightedSampler(Sampler):
         if num_samples is not None:
             num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
         world_size, rank = _check_partition(rank, world_size)
-        super().__init__(_core.WeightedSampler(weights, num_samples, _check_seed(seed), rank,
-                                               world_size, _check_bool("drop_last", drop_last)))
+        super().__init__(
+            _core.WeightedSampler(
+                weights,
+                num_samples,
+                _check_seed(seed),
+                rank,
+                world_size,
+                _check_bool("drop_last", drop_last),
+            )
+        )
 
 
 class LoadBalancedSampler(Sampler):
@@ -187,19 +230,34 @@ class LoadBalancedSampler(Sampler):
         rank, world_size, shuffle, seed, drop_last: as :class:`DistributedSampler`.
     """
 
-    def __init__(self, costs: Union[Sequence[float], np.ndarray], *, batch_size: int,
-                 rank: int = 0, world_size: int = 1, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(
+        self,
+        costs: Sequence[float] | np.ndarray,
+        *,
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ):
         costs = _check_values("costs", costs)
         batch_size = _check_int("batch_size", batch_size, 1, _MAX_INT64)
         world_size, rank = _check_partition(rank, world_size)
         self.batch_size = batch_size
-        super().__init__(_core.LoadBalancedSampler(costs, batch_size,
-                                                   _check_bool("shuffle", shuffle),
-                                                   _check_seed(seed), rank, world_size,
-                                                   _check_bool("drop_last", drop_last)))
+        super().__init__(
+            _core.LoadBalancedSampler(
+                costs,
+                batch_size,
+                _check_bool("shuffle", shuffle),
+                _check_seed(seed),
+                rank,
+                world_size,
+                _check_bool("drop_last", drop_last),
+            )
+        )
 
-    def imbalance(self, epoch: Optional[int] = None) -> Dict[str, Any]:
+    def imbalance(self, epoch: int | None = None) -> dict[str, Any]:
         """How uneven the ranks' step costs are in an epoch (default: the current one), before
         (dealt round-robin, as :class:`DistributedSampler` does) and after balancing.
 
@@ -209,12 +267,12 @@ class LoadBalancedSampler(Sampler):
         than perfectly balanced ones). 1.0 is perfect balance.
         """
         epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
-        return self._core.report(epoch)
+        return cast(_core.LoadBalancedSampler, self._core).report(epoch)
 
 
-def expand_group_weights(weights: Union[Sequence[float], np.ndarray],
-                         sizes: Union[Sequence[int], np.ndarray], *,
-                         mode: str = "total") -> np.ndarray:
+def expand_group_weights(
+    weights: Sequence[float] | np.ndarray, sizes: Sequence[int] | np.ndarray, *, mode: str = "total"
+) -> np.ndarray:
     """Per-sample weights (float64) from weights of groups of consecutive samples (episodes,
     datasets), for :class:`WeightedSampler`.
 
@@ -235,8 +293,9 @@ def expand_group_weights(weights: Union[Sequence[float], np.ndarray],
     if mode == "total" and ((sizes_array == 0) & (weights > 0)).any():
         group = int(np.flatnonzero((sizes_array == 0) & (weights > 0))[0])
         raise ValueError(f"group {group} is empty but has a positive weight")
-    return _core.expand_group_weights(weights, np.ascontiguousarray(sizes_array, dtype=np.int64),
-                                      mode == "per_sample")
+    return _core.expand_group_weights(
+        weights, np.ascontiguousarray(sizes_array, dtype=np.int64), mode == "per_sample"
+    )
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> int:

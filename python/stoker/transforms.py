@@ -13,8 +13,8 @@ count, and every frame of one camera in one sample gets the same crop and flip.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
 
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 INTERPOLATIONS = ("bilinear", "area")
@@ -69,16 +69,16 @@ class Transforms:
         interpolation: ``"bilinear"`` (default) or ``"area"``.
     """
 
-    resize: Optional[Tuple[int, int]] = None
-    center_crop: Optional[Tuple[int, int]] = None
-    random_resized_crop: Optional[Tuple[int, int]] = None
-    scale: Tuple[float, float] = (0.08, 1.0)
-    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    resize: tuple[int, int] | None = None
+    center_crop: tuple[int, int] | None = None
+    random_resized_crop: tuple[int, int] | None = None
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
     hflip: float = 0.0
-    mean: Optional[Sequence[float]] = None
-    std: Optional[Sequence[float]] = None
+    mean: Sequence[float] | None = None
+    std: Sequence[float] | None = None
     dtype: str = "uint8"
-    layout: Optional[str] = None
+    layout: str | None = None
     interpolation: str = "bilinear"
 
     def __post_init__(self):
@@ -100,7 +100,7 @@ class Transforms:
         set_(self, "dtype", dtype_name(self.dtype))
         if (self.mean is None) != (self.std is None):
             raise ValueError("give both mean and std, or neither")
-        if self.mean is not None:
+        if self.mean is not None and self.std is not None:
             if self.dtype == "uint8":
                 raise ValueError("mean/std normalization needs a float dtype")
             for name in ("mean", "std"):
@@ -124,8 +124,16 @@ class Transforms:
         elif self.random_resized_crop:
             crop, crop_size, resize = "random_resized", self.random_resized_crop, None
         layout = self.layout or spec_layout
-        return dict(resize=tuple(resize) if resize else None, crop=crop, crop_size=crop_size,
-                    scale=self.scale, ratio=self.ratio, hflip=self.hflip, mean=self.mean,
-                    std=self.std, dtype=self.dtype,
-                    layout="NCHW" if layout == "TCHW" else "NHWC",
-                    interpolation=self.interpolation)
+        return dict(
+            resize=tuple(resize) if resize else None,
+            crop=crop,
+            crop_size=crop_size,
+            scale=self.scale,
+            ratio=self.ratio,
+            hflip=self.hflip,
+            mean=self.mean,
+            std=self.std,
+            dtype=self.dtype,
+            layout="NCHW" if layout == "TCHW" else "NHWC",
+            interpolation=self.interpolation,
+        )

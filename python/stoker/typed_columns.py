@@ -29,8 +29,9 @@ and the path inside the value.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,13 +54,13 @@ class _Scalar:
 
 @dataclass(frozen=True)
 class _List:
-    element: Optional[object]
-    length: Optional[int]
+    element: object | None
+    length: int | None
 
 
 @dataclass(frozen=True)
 class _Object:
-    fields: Tuple[Tuple[str, object], ...]  # in the first row's key order
+    fields: tuple[tuple[str, object], ...]  # in the first row's key order
 
 
 class _Mismatch(Exception):
@@ -71,8 +72,9 @@ class _Mismatch(Exception):
 
 def _describe(t) -> str:
     if isinstance(t, _Scalar):
-        return {"bool": "a boolean", "int": "an integer", "float": "a number",
-                "str": "a string"}[t.kind]
+        return {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string"}[
+            t.kind
+        ]
     if isinstance(t, _List):
         return "a list"
     if isinstance(t, _Object):
@@ -128,8 +130,13 @@ def _unify(a, b, path: str):
                 parts.append("lacks " + ", ".join(repr(k) for k in missing))
             if extra:
                 parts.append("has the extra keys " + ", ".join(repr(k) for k in extra))
-            raise _Mismatch(path, " and ".join(parts) + " (earlier rows have " +
-                            ", ".join(repr(k) for k in keys_a) + ")")
+            raise _Mismatch(
+                path,
+                " and ".join(parts)
+                + " (earlier rows have "
+                + ", ".join(repr(k) for k in keys_a)
+                + ")",
+            )
         return _Object(tuple((k, _unify(t, keys_b[k], f"{path}.{k}")) for k, t in a.fields))
     raise _Mismatch(path, f"is {_describe(b)}, but {_describe(a)} in earlier rows")
 
@@ -141,11 +148,11 @@ def _unify(a, b, path: str):
 @dataclass(frozen=True)
 class _Leaf:
     name: str
-    keys: Tuple[str, ...]  # object keys from the column's root to this leaf
+    keys: tuple[str, ...]  # object keys from the column's root to this leaf
     type: object  # the leaf's type, lists of objects already pushed inside
 
 
-def _leaves(t, name: str, keys: Tuple[str, ...] = ()) -> List[_Leaf]:
+def _leaves(t, name: str, keys: tuple[str, ...] = ()) -> list[_Leaf]:
     if isinstance(t, _Object):
         out = []
         for key, child in t.fields:
@@ -153,8 +160,10 @@ def _leaves(t, name: str, keys: Tuple[str, ...] = ()) -> List[_Leaf]:
         return out
     if isinstance(t, _List) and _holds_object(t):
         # A list of objects becomes one list per key: push the list inside the object.
-        return [_Leaf(leaf.name, leaf.keys, _List(leaf.type, t.length))
-                for leaf in _leaves(t.element, name, keys)]
+        return [
+            _Leaf(leaf.name, leaf.keys, _List(leaf.type, t.length))
+            for leaf in _leaves(t.element, name, keys)
+        ]
     return [_Leaf(name, keys, t)]
 
 
@@ -164,7 +173,7 @@ def _holds_object(t) -> bool:
     return isinstance(t, _Object)
 
 
-def _extract(value, keys: Tuple[str, ...]):
+def _extract(value, keys: tuple[str, ...]):
     """The part of `value` a leaf with object path `keys` holds (lists mapped element-wise)."""
     if not keys:
         return value
@@ -173,7 +182,7 @@ def _extract(value, keys: Tuple[str, ...]):
     return _extract(value[keys[0]], keys[1:])
 
 
-def _numeric_shape(t) -> Optional[Tuple[Tuple[Optional[int], ...], str]]:
+def _numeric_shape(t) -> tuple[tuple[int | None, ...], str] | None:
     """(dims, element kind) of a list nest of numbers or booleans, or None when it holds
     strings or is not a list."""
     dims = []
@@ -200,19 +209,22 @@ class TypedColumn:
 
     source: str
     # Flattened column name -> (Arrow type as text, LeRobot feature shape, JSON shape or None).
-    columns: Dict[str, Tuple[str, List[int], Optional[List[Optional[int]]]]] = field(
-        default_factory=dict)
+    columns: dict[str, tuple[str, list[int], list[int | None] | None]] = field(default_factory=dict)
     # Flattened column name -> why it stays JSON text.
-    kept_as_json: Dict[str, str] = field(default_factory=dict)
+    kept_as_json: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {"source": self.source,
-                "columns": {name: {"type": t, "shape": shape, "json_shape": json_shape}
-                            for name, (t, shape, json_shape) in self.columns.items()},
-                "kept_as_json": dict(self.kept_as_json)}
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "columns": {
+                name: {"type": t, "shape": shape, "json_shape": json_shape}
+                for name, (t, shape, json_shape) in self.columns.items()
+            },
+            "kept_as_json": dict(self.kept_as_json),
+        }
 
 
-def json_candidates(table: pa.Table) -> List[str]:
+def json_candidates(table: pa.Table) -> list[str]:
     """String columns whose first non-null value is a JSON object or array."""
     names = []
     for name in table.column_names:
@@ -233,8 +245,9 @@ def json_candidates(table: pa.Table) -> List[str]:
     return names
 
 
-def convert_json_columns(table: pa.Table, names: Sequence[str], *,
-                         row_label=None) -> Tuple[pa.Table, List[TypedColumn], Dict[str, dict]]:
+def convert_json_columns(
+    table: pa.Table, names: Sequence[str], *, row_label=None
+) -> tuple[pa.Table, list[TypedColumn], dict[str, dict]]:
     """Replaces each JSON column in ``names`` by its typed, flattened columns, at its place.
 
     ``row_label(r)`` describes row r in errors (default: "row r"). Returns the new table, what
@@ -244,8 +257,8 @@ def convert_json_columns(table: pa.Table, names: Sequence[str], *,
         TypedColumnError: a row that is not JSON or does not match the structure of the others.
     """
     label = row_label or (lambda r: f"row {r}")
-    typed: List[TypedColumn] = []
-    features: Dict[str, dict] = {}
+    typed: list[TypedColumn] = []
+    features: dict[str, dict] = {}
     for name in names:
         if name not in table.column_names:
             raise ValueError(f"no column {name!r} to convert; the columns are {table.column_names}")
@@ -261,11 +274,12 @@ def convert_json_columns(table: pa.Table, names: Sequence[str], *,
             except _Mismatch as e:
                 raise TypedColumnError(
                     f"column {name!r}: {label(r)} does not match the structure of the rows "
-                    f"before it: {e.path} {e.why}") from None
+                    f"before it: {e.path} {e.why}"
+                ) from None
         if value_type is None:
             continue  # no rows
         result = TypedColumn(name)
-        arrays: List[Tuple[str, pa.Array]] = []
+        arrays: list[tuple[str, pa.Array]] = []
         for leaf in _leaves(value_type, name):
             leaf_values = [_extract(v, leaf.keys) for v in values]
             array, feature, json_shape, why = _leaf_array(leaf, leaf_values)
@@ -286,21 +300,23 @@ def convert_json_columns(table: pa.Table, names: Sequence[str], *,
     return table, typed, features
 
 
-def _parse(name: str, texts: List[Optional[str]], label) -> List[Any]:
+def _parse(name: str, texts: list[str | None], label) -> list[Any]:
     values = []
     for r, text in enumerate(texts):
         if text is None:
-            raise TypedColumnError(f"column {name!r}: {label(r)} is null; typed columns need a "
-                                   "value in every row")
+            raise TypedColumnError(
+                f"column {name!r}: {label(r)} is null; typed columns need a value in every row"
+            )
         try:
             values.append(json.loads(text))
         except ValueError as e:
-            raise TypedColumnError(f"column {name!r}: {label(r)} is not JSON ({e}): "
-                                   f"{text[:80]!r}") from None
+            raise TypedColumnError(
+                f"column {name!r}: {label(r)} is not JSON ({e}): {text[:80]!r}"
+            ) from None
     return values
 
 
-def _leaf_array(leaf: _Leaf, values: List[Any]):
+def _leaf_array(leaf: _Leaf, values: list[Any]):
     """(Arrow array, LeRobot feature, JSON shape, why kept as JSON or None) of one leaf."""
     t = leaf.type
     if isinstance(t, _Scalar):
@@ -314,12 +330,17 @@ def _leaf_array(leaf: _Leaf, values: List[Any]):
         why = "lists of strings cannot be LeRobot tensors"
     else:
         dims, kind = numeric
-        if all(d is not None and d > 0 for d in dims):
-            size = int(np.prod(dims))
-            flat = np.asarray(values, dtype=_NUMPY[kind]).reshape(len(values) * size)
+        fixed = [d for d in dims if d is not None and d > 0]
+        if len(fixed) == len(dims):
+            size = int(np.prod(fixed))
+            flat: np.ndarray = np.asarray(values, dtype=_NUMPY[kind]).reshape(len(values) * size)
             array = pa.FixedSizeListArray.from_arrays(pa.array(flat, _ARROW[kind]), size)
-            feature = {"dtype": _FEATURE_DTYPE[kind], "shape": [size], "names": None}
-            return array, feature, list(dims) if len(dims) > 1 else None, None
+            feature: dict[str, Any] = {
+                "dtype": _FEATURE_DTYPE[kind],
+                "shape": [size],
+                "names": None,
+            }
+            return array, feature, fixed if len(fixed) > 1 else None, None
         if all(d is not None and d > 0 for d in dims[1:]):
             arrow_type = _ARROW[kind]
             for d in reversed(dims[1:]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,14 +30,16 @@ class VideoReader:
         frame_table: a saved frame table of this same file.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], *, threads: int = 1,
-                 frame_table: Optional[bytes] = None):
+    def __init__(
+        self, path: str | os.PathLike, *, threads: int = 1, frame_table: bytes | None = None
+    ):
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
         if frame_table is not None and not isinstance(frame_table, (bytes, bytearray)):
             raise TypeError("frame_table must be bytes from VideoReader.frame_table")
-        self._reader = _core.VideoReader(os.fspath(path), threads,
-                                         None if frame_table is None else bytes(frame_table))
+        self._reader = _core.VideoReader(
+            os.fspath(path), threads, None if frame_table is None else bytes(frame_table)
+        )
         self._pts = self._reader.pts()
         self._pts.flags.writeable = False
         self._is_key = self._reader.is_key().view(np.bool_)
@@ -92,14 +94,19 @@ class VideoReader:
         """The frame table in a versioned binary form, for ``VideoReader(..., frame_table=)``."""
         return self._reader.frame_table()
 
-    def frame_at(self, seconds: float, *, tolerance: Optional[float] = None) -> int:
+    def frame_at(self, seconds: float, *, tolerance: float | None = None) -> int:
         """Index of the frame shown at ``seconds`` (the nearest pts)."""
         return self._reader.frame_at(float(seconds), tolerance)
 
-    def get_frames(self, indices: Union[Sequence[int], np.ndarray], *,
-                   size: Optional[Tuple[int, int]] = None, layout: str = "NHWC",
-                   interpolation: str = "bilinear",
-                   out: Optional[np.ndarray] = None) -> np.ndarray:
+    def get_frames(
+        self,
+        indices: Sequence[int] | np.ndarray,
+        *,
+        size: tuple[int, int] | None = None,
+        layout: str = "NHWC",
+        interpolation: str = "bilinear",
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Frames ``indices`` (any order, repeats allowed) as uint8 RGB.
 
         Returns an array of shape [N, H, W, 3] (``layout="NHWC"``) or [N, 3, H, W]
@@ -115,15 +122,21 @@ class VideoReader:
         index_array = np.ascontiguousarray(index_array, dtype=np.int64)
         height, width, channels_first, area = self._output_options(size, layout, interpolation)
         out = self._output(len(index_array), height, width, channels_first, out)
-        self._reader.get_frames(index_array, out.reshape(-1) if out.size else out, height, width,
-                                channels_first, area)
+        self._reader.get_frames(
+            index_array, out.reshape(-1) if out.size else out, height, width, channels_first, area
+        )
         return out
 
-    def get_frames_at(self, seconds: Union[Sequence[float], np.ndarray], *,
-                      tolerance: Optional[float] = None,
-                      size: Optional[Tuple[int, int]] = None, layout: str = "NHWC",
-                      interpolation: str = "bilinear",
-                      out: Optional[np.ndarray] = None) -> np.ndarray:
+    def get_frames_at(
+        self,
+        seconds: Sequence[float] | np.ndarray,
+        *,
+        tolerance: float | None = None,
+        size: tuple[int, int] | None = None,
+        layout: str = "NHWC",
+        interpolation: str = "bilinear",
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """The frame shown at each time in ``seconds`` (nearest pts), like :meth:`get_frames`.
 
         With ``tolerance``, a time farther than that from every pts raises
@@ -134,21 +147,30 @@ class VideoReader:
             raise ValueError(f"tolerance must be non-negative, got {tolerance!r}")
         height, width, channels_first, area = self._output_options(size, layout, interpolation)
         out = self._output(len(time_array), height, width, channels_first, out)
-        self._reader.get_frames_at(time_array, None if tolerance is None else float(tolerance),
-                                   out.reshape(-1) if out.size else out, height, width,
-                                   channels_first, area)
+        self._reader.get_frames_at(
+            time_array,
+            None if tolerance is None else float(tolerance),
+            out.reshape(-1) if out.size else out,
+            height,
+            width,
+            channels_first,
+            area,
+        )
         return out
 
     def __repr__(self) -> str:
-        return (f"VideoReader({self.path!r}, codec={self.codec!r}, {self.width}x{self.height}, "
-                f"{self.num_frames} frames at {self.fps:.3f} fps)")
+        return (
+            f"VideoReader({self.path!r}, codec={self.codec!r}, {self.width}x{self.height}, "
+            f"{self.num_frames} frames at {self.fps:.3f} fps)"
+        )
 
     def _output_options(self, size, layout, interpolation):
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
         if interpolation not in _INTERPOLATIONS:
-            raise ValueError(f"interpolation must be one of {_INTERPOLATIONS}, "
-                             f"got {interpolation!r}")
+            raise ValueError(
+                f"interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}"
+            )
         if size is None:
             height, width = self.height, self.width
         else:

@@ -1,8 +1,10 @@
 """Writers of tiny but real LeRobot datasets (v2.1 and v3.0) for the tests.
 
-The layout, metadata files and Parquet columns follow LeRobot's conventions; videos are
-encoded with the ffmpeg program using LeRobot's settings (libsvtav1, g=2, crf 30, yuv420p, or
-libx264 with the same g / crf), with a fast preset and tiny frames.
+v3.0 datasets are written with stoker's own writer (:mod:`stoker.lerobot_format`, which
+``stoker etl`` uses); stoker writes no v2.1, so v2.1 sources are written here, at the paths
+:mod:`stoker.lerobot_format` reads. Videos are encoded with the ffmpeg program using LeRobot's
+settings (libsvtav1, g=2, crf 30, yuv420p, or libx264 with the same g / crf), with a fast preset
+and tiny frames.
 
 Everything a test may want to check is encoded in the data:
 
@@ -36,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stoker import lerobot_format
+
 DEFAULT_CAMERA = "observation.images.top"
 TASKS = ("pick up the cube", "push the cube to the left")
 
@@ -49,7 +53,6 @@ _ENCODERS = {
     "h264": ["-c:v", "libx264", "-preset", "veryfast", "-g", "2", "-crf", "30",
              "-pix_fmt", "yuv420p"],
 }
-_CODEC_NAMES = {"av1": "av1", "h264": "h264"}
 
 
 @dataclass
@@ -118,14 +121,15 @@ def write_v21(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
     tasks, episode_task = _tasks_for(len(lengths))
     written = WrittenDataset(root, "v2.1", lengths, fps, list(cameras), list(tasks),
                              episode_task)
-    data_template = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-    video_template = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+    data_template, video_template = lerobot_format.V21_DATA_PATH, lerobot_format.V21_VIDEO_PATH
 
     start = 0
     for e, n in enumerate(lengths):
         path = os.path.join(root, data_template.format(episode_chunk=e // chunks_size,
                                                        episode_index=e))
-        _write_rows(path, [e], [n], start, fps, episode_task, state_dim, action_dim, list_type)
+        rows = _rows([e], [n], start, fps, episode_task, state_dim, action_dim, list_type)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(rows, path)
         written.data_paths.append(path)
         start += n
 
@@ -140,16 +144,21 @@ def write_v21(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
         written.video_paths[camera] = paths
         written.from_timestamp[camera] = np.zeros(len(lengths))
 
-    _write_jsonl(os.path.join(root, "meta", "episodes.jsonl"), [
+    _write_jsonl(os.path.join(root, lerobot_format.V21_EPISODES_PATH), [
         {"episode_index": e, "tasks": [tasks[episode_task[e]]], "length": n}
         for e, n in enumerate(lengths)])
-    _write_jsonl(os.path.join(root, "meta", "tasks.jsonl"),
+    _write_jsonl(os.path.join(root, lerobot_format.V21_TASKS_PATH),
                  [{"task_index": t, "task": text} for t, text in enumerate(tasks)])
-    info = _info("v2.1", lengths, len(tasks), fps, cameras, codec, size, state_dim, action_dim,
-                 chunks_size, data_template, video_template)
-    info["total_videos"] = len(lengths) * len(cameras)
-    info["total_chunks"] = (len(lengths) - 1) // chunks_size + 1 if lengths else 0
-    _write_json(os.path.join(root, "meta", "info.json"), info)
+    info = {
+        "codebase_version": "v2.1", "robot_type": "stoker_test",
+        "total_episodes": len(lengths), "total_frames": int(sum(lengths)),
+        "total_tasks": len(tasks), "total_videos": len(lengths) * len(cameras),
+        "total_chunks": (len(lengths) - 1) // chunks_size + 1 if lengths else 0,
+        "chunks_size": chunks_size, "fps": fps, "splits": {"train": f"0:{len(lengths)}"},
+        "data_path": data_template, "video_path": video_template if cameras else None,
+        "features": _features(cameras, fps, codec, size, state_dim, action_dim),
+    }
+    lerobot_format.write_info(root, info)
     return written
 
 
@@ -183,28 +192,12 @@ def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
     tasks, episode_task = _tasks_for(len(lengths))
     written = WrittenDataset(root, "v3.0", lengths, fps, list(cameras), list(tasks),
                              episode_task)
-    data_template = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-    video_template = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-    episodes_template = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-    starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
-    def place(n):
-        return {"chunk_index": n // chunks_size, "file_index": n % chunks_size}
-
-    records = {"episode_index": list(range(len(lengths))),
-               "tasks": [[tasks[t]] for t in episode_task], "length": lengths,
-               "data/chunk_index": [], "data/file_index": [],
-               "dataset_from_index": starts[:-1].tolist(), "dataset_to_index": starts[1:].tolist()}
-
-    groups = _groups(len(lengths), episodes_per_file)
-    for n, group in enumerate(groups):
-        path = os.path.join(root, data_template.format(**place(n)))
-        _write_rows(path, group, [lengths[e] for e in group], int(starts[group[0]]), fps,
-                    episode_task, state_dim, action_dim, list_type)
-        for e in group:
-            records["data/chunk_index"].append(place(n)["chunk_index"])
-            records["data/file_index"].append(place(n)["file_index"])
-            written.data_paths.append(path)
+    data_file = _file_numbers(len(lengths), episodes_per_file)
+    rows = _rows(range(len(lengths)), lengths, 0, fps, episode_task, state_dim, action_dim,
+                 list_type)
+    paths = lerobot_format.write_data(root, rows, lengths, data_file, chunks_size)
+    written.data_paths = [paths[n] for n in data_file]
 
     encoded = _encode_episodes(lengths, fps, codec, size, mark_episodes, cache_dir, progress,
                                content)
@@ -215,46 +208,36 @@ def write_v30(root, episodes: Sequence[int], cameras: Sequence[str] = (DEFAULT_C
         durations = [probed[path] for path in encoded]
     else:
         raise ValueError(f'offsets must be "nominal" or "probed", got {offsets!r}')
+    videos = {}
     for camera in cameras:
-        per_file = (video_episodes_per_file or {}).get(camera, episodes_per_file)
-        columns = {k: [] for k in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")}
-        paths = []
-        for n, group in enumerate(_groups(len(lengths), per_file)):
-            path = os.path.join(root, video_template.format(video_key=camera, **place(n)))
-            _concat([encoded[e] for e in group], path)
-            duration = 0.0
+        file = _file_numbers(len(lengths),
+                             (video_episodes_per_file or {}).get(camera, episodes_per_file))
+        from_timestamp, to_timestamp = np.zeros(len(lengths)), np.zeros(len(lengths))
+        for number in np.unique(file):
+            group = np.flatnonzero(file == number)
+            _concat([encoded[e] for e in group],
+                    lerobot_format.file_path(root, lerobot_format.VIDEO_PATH, int(number),
+                                             chunks_size, video_key=camera))
+            duration = 0.0  # the running sum of the file's episodes' durations
             for e in group:
-                columns["chunk_index"].append(place(n)["chunk_index"])
-                columns["file_index"].append(place(n)["file_index"])
-                columns["from_timestamp"].append(duration)
+                from_timestamp[e] = duration
                 duration += durations[e]
-                columns["to_timestamp"].append(duration)
-                paths.append(path)
-        for k, values in columns.items():
-            records[f"videos/{camera}/{k}"] = values
-        written.video_paths[camera] = paths
-        written.from_timestamp[camera] = np.array(columns["from_timestamp"])
+                to_timestamp[e] = duration
+        videos[camera] = lerobot_format.EpisodeVideos(file, from_timestamp, to_timestamp)
+        written.video_paths[camera] = [
+            lerobot_format.file_path(root, lerobot_format.VIDEO_PATH, n, chunks_size,
+                                     video_key=camera) for n in file]
+        written.from_timestamp[camera] = from_timestamp
 
-    table = pa.table({
-        k: pa.array(v, pa.list_(pa.string()) if k == "tasks" else
-                    pa.float64() if k.endswith("_timestamp") else pa.int64())
-        for k, v in records.items()})
-    for n, group in enumerate(groups):
-        meta_columns = {"meta/episodes/chunk_index": [place(n)["chunk_index"]] * len(group),
-                        "meta/episodes/file_index": [place(n)["file_index"]] * len(group)}
-        part = table.slice(group[0], len(group))
-        for k, v in meta_columns.items():
-            part = part.append_column(k, pa.array(v, pa.int64()))
-        path = os.path.join(root, episodes_template.format(**place(n)))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        pq.write_table(part, path)
-
-    _write_tasks_parquet(os.path.join(root, "meta", "tasks.parquet"), tasks)
-    info = _info("v3.0", lengths, len(tasks), fps, cameras, codec, size, state_dim, action_dim,
-                 chunks_size, data_template, video_template)
-    info["data_files_size_in_mb"] = 100
-    info["video_files_size_in_mb"] = 500
-    _write_json(os.path.join(root, "meta", "info.json"), info)
+    columns = lerobot_format.episode_columns(lengths, [[tasks[t]] for t in episode_task],
+                                             data_file, videos, chunks_size)
+    lerobot_format.write_episodes(root, columns, chunks_size, file_of_episode=data_file)
+    lerobot_format.write_tasks(root, tasks)
+    lerobot_format.write_info(root, lerobot_format.v30_info(
+        {"robot_type": "stoker_test", "fps": fps},
+        features=_features(cameras, fps, codec, size, state_dim, action_dim),
+        num_episodes=len(lengths), num_frames=int(sum(lengths)), num_tasks=len(tasks),
+        chunks_size=chunks_size, has_videos=bool(cameras)))
     return written
 
 
@@ -268,15 +251,16 @@ def _tasks_for(num_episodes: int) -> Tuple[List[str], List[int]]:
     return list(TASKS[:count]), [e % count for e in range(num_episodes)]
 
 
-def _groups(count: int, per_group: int) -> List[List[int]]:
-    if per_group < 1:
-        raise ValueError(f"episodes per file must be positive, got {per_group}")
-    return [list(range(i, min(i + per_group, count))) for i in range(0, count, per_group)]
+def _file_numbers(count: int, per_file: int) -> np.ndarray:
+    """The file of each of ``count`` episodes when files hold ``per_file`` episodes each."""
+    if per_file < 1:
+        raise ValueError(f"episodes per file must be positive, got {per_file}")
+    return np.arange(count, dtype=np.int64) // per_file
 
 
-def _write_rows(path, episodes, lengths, start, fps, episode_task, state_dim, action_dim,
-                list_type):
-    """One data Parquet file holding ``episodes`` back to back, rows numbered from ``start``."""
+def _rows(episodes, lengths, start, fps, episode_task, state_dim, action_dim,
+          list_type) -> pa.Table:
+    """The data rows of ``episodes`` back to back, numbered from ``start``."""
     episode = np.repeat(np.asarray(episodes, np.int64), lengths)
     frame = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]) if lengths else \
         np.zeros(0, np.int64)
@@ -289,7 +273,7 @@ def _write_rows(path, episodes, lengths, start, fps, episode_task, state_dim, ac
         offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * values.shape[1])
         return pa.ListArray.from_arrays(offsets, flat)
 
-    table = pa.table({
+    return pa.table({
         "observation.state": vectors(state_values(episode, frame, state_dim)),
         "action": vectors(action_values(episode, frame, action_dim)),
         "timestamp": pa.array((frame / fps).astype(np.float32)),
@@ -299,33 +283,10 @@ def _write_rows(path, episodes, lengths, start, fps, episode_task, state_dim, ac
         "task_index": pa.array(np.asarray(episode_task, np.int64)[episode]
                                if rows else np.zeros(0, np.int64)),
     })
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path)
 
 
-def _write_tasks_parquet(path, tasks):
-    """meta/tasks.parquet as pandas writes LeRobot's table: task texts as the index."""
-    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()),
-                      "__index_level_0__": pa.array(tasks, pa.string())})
-    pandas_meta = {
-        "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
-                            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-             "numpy_type": "int64", "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode",
-             "numpy_type": "object", "metadata": None}],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    table = table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path)
-
-
-def _info(version, lengths, num_tasks, fps, cameras, codec, size, state_dim, action_dim,
-          chunks_size, data_template, video_template):
+def _features(cameras, fps, codec, size, state_dim, action_dim) -> dict:
+    """info.json's features: state and action vectors, the cameras, LeRobot's default columns."""
     height, width = size
     features = {
         "observation.state": {"dtype": "float32", "shape": [state_dim],
@@ -334,29 +295,12 @@ def _info(version, lengths, num_tasks, fps, cameras, codec, size, state_dim, act
                    "names": [f"joint_{j}" for j in range(action_dim)]},
     }
     for camera in cameras:
-        features[camera] = {
-            "dtype": "video", "shape": [height, width, 3],
-            "names": ["height", "width", "channels"],
-            "info": {"video.height": height, "video.width": width,
-                     "video.codec": _CODEC_NAMES[codec], "video.pix_fmt": "yuv420p",
-                     "video.is_depth_map": False, "video.fps": fps, "video.channels": 3,
-                     "has_audio": False}}
+        features[camera] = lerobot_format.video_feature(
+            {"dtype": "video", "info": {"video.fps": fps}}, height, width, codec)
     features["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
     for name in ("frame_index", "episode_index", "index", "task_index"):
         features[name] = {"dtype": "int64", "shape": [1], "names": None}
-    return {
-        "codebase_version": version, "robot_type": "stoker_test",
-        "total_episodes": len(lengths), "total_frames": int(sum(lengths)),
-        "total_tasks": num_tasks, "chunks_size": chunks_size, "fps": fps,
-        "splits": {"train": f"0:{len(lengths)}"}, "data_path": data_template,
-        "video_path": video_template if cameras else None, "features": features,
-    }
-
-
-def _write_json(path, value):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=4)
+    return features
 
 
 def _write_jsonl(path, rows):
@@ -504,7 +448,7 @@ def add_json_column(written: WrittenDataset, name: str = "annotation", value=ann
     with open(info_path, encoding="utf-8") as f:
         info = json.load(f)
     info["features"][name] = {"dtype": "string", "shape": [1], "names": None}
-    _write_json(info_path, info)
+    lerobot_format.write_info(written.root, info)
 
 
 def corrupt_media_data(path: str) -> None:

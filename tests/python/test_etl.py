@@ -16,7 +16,7 @@ import pytest
 
 import lerobot_datasets
 import stoker
-from stoker import etl
+from stoker import etl, lerobot_format
 from stoker.typed_columns import TypedColumnError, convert_json_columns
 
 SIZE = (32, 48)  # (height, width) of the materialized frames
@@ -63,7 +63,8 @@ def test_round_trip_keeps_frames_times_and_rows(written, tmp_path):
     assert json.load(open(os.path.join(dst, etl.REPORT_PATH)))["verified"] is True
 
     # One file per episode and camera, starting at 0, lasting the episode.
-    episodes = pq.read_table(os.path.join(dst, etl.EPISODES_PATH)).to_pydict()
+    episodes = pq.read_table(lerobot_format.file_path(
+        dst, lerobot_format.EPISODES_PATH, 0, info["chunks_size"])).to_pydict()
     for camera in written.cameras:
         assert episodes[f"videos/{camera}/from_timestamp"] == [0.0] * len(written.lengths)
         for e, n in enumerate(written.lengths):

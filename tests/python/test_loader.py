@@ -385,3 +385,75 @@ def test_balanced_ranks_get_equal_work_per_step(lerobot_v30):
     state = Loader(ds, batch_size=3, balance=True).state_dict()
     with pytest.raises(ValueError, match="balance"):
         Loader(ds, batch_size=3).load_state_dict(state)
+
+
+def test_an_observer_sees_every_wait_and_batch_and_the_end(lerobot_v30):
+    class Recorder(stoker.LoaderObserver):
+        def __init__(self):
+            self.events = []
+
+        def iteration_started(self, now):
+            self.events.append(("start", now, None))
+
+        def wait_started(self, now):
+            self.events.append(("wait", now, None))
+
+        def batch_received(self, batch, now):
+            self.events.append(("batch", now, as_numpy(batch["index"]).copy()))
+
+        def iteration_ended(self, now):
+            self.events.append(("end", now, None))
+
+    loader = Loader(dataset(lerobot_v30), batch_size=4, shuffle=False, threads=2)
+    recorder = Recorder()
+    loader.add_observer(recorder)
+    delivered = [as_numpy(batch["index"]).copy() for batch in loader]
+    kinds = [kind for kind, _, _ in recorder.events]
+    # A last wait finds no batch: the epoch is over.
+    assert kinds == ["start"] + ["wait", "batch"] * len(loader) + ["wait", "end"]
+    times = [now for _, now, _ in recorder.events]
+    assert times == sorted(times)
+    seen = [index for kind, _, index in recorder.events if kind == "batch"]
+    assert all(np.array_equal(a, b) for a, b in zip(seen, delivered))
+
+    recorder.events.clear()
+    for k, _ in enumerate(loader):
+        if k == 1:
+            break  # breaking off ends the iteration at once
+    assert [kind for kind, _, _ in recorder.events] == ["start", "wait", "batch", "wait",
+                                                        "batch", "end"]
+
+    loader.remove_observer(recorder)
+    recorder.events.clear()
+    next(iter(loader))
+    assert recorder.events == []
+    with pytest.raises(ValueError):
+        loader.remove_observer(recorder)
+    with pytest.raises(TypeError, match="LoaderObserver"):
+        loader.add_observer(object())
+
+
+def test_public_keys_fields_and_threads(lerobot_v30):
+    ds = dataset(lerobot_v30)
+    top = lerobot_v30.cameras[0]
+    keys = {key.name: key for key in ds.item_keys}
+    assert keys["wrist_past"].source == lerobot_v30.cameras[1] and keys["wrist_past"].timed
+    assert keys["action"].offsets.tolist() == [0, 1, 2]
+    assert not keys["timestamp"].timed and keys["timestamp"].offsets.size == 0
+    with pytest.raises(ValueError):
+        keys["action"].offsets[0] = 5  # read-only
+    assert ds.index.column_shape("timestamp") == () and ds.index.column_shape("action") == (6,)
+
+    loader = Loader(ds, batch_size=4, threads=3, output="numpy")
+    assert loader.threads == 3
+    assert Loader(ds, batch_size=4).threads == len(os.sched_getaffinity(0))
+    batch = next(iter(loader))
+    for name, (dtype, shape) in loader.fields.items():
+        assert (str(batch[name].dtype), batch[name].shape) == (dtype, shape), name
+    assert loader.fields[top][1] == (4, 2, 3, 64, 64)
+
+    rows = ds.row_keys([0, 7], [0, 1])
+    assert rows["index"].tolist() == [0, 7] and rows["frame_index"].tolist() == [0, 2]
+    assert rows["task"] == [lerobot_v30.tasks[t] for t in lerobot_v30.episode_task[:2]]
+    assert set(ds.row_keys([0], [0], skip={"index", "task"})) == {
+        "episode_index", "frame_index", "task_index", "task"}

@@ -1,0 +1,79 @@
+"""Files as stoker writes them into datasets: atomically. And JSON files read with checks.
+
+Every file is written under a temporary name in its folder, flushed to disk, then renamed to its
+final name, so a file with its final name is always complete whatever interrupts the writer (a
+crash, Ctrl-C, a full disk). A temporary left behind ends in ``.partial``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stoker._core import DatasetError
+
+
+def read_json(path: str, what: str = "meta file") -> dict[str, Any]:
+    """The JSON object in file ``path``.
+
+    Raises:
+        stoker.DatasetError: naming ``what`` and the file, when it is missing, unreadable, not
+            JSON, or holds something else than an object.
+    """
+    if not os.path.isfile(path):
+        raise DatasetError(f"missing {what} {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"cannot read {what} {path}: {e}") from None
+    if not isinstance(value, dict):
+        raise DatasetError(f"{what} {path} does not hold a JSON object")
+    return value
+
+
+def write_json(path: str, value: Any) -> None:
+    """Writes ``value`` as indented JSON, atomically."""
+
+    def write(temporary: str) -> None:
+        with open(temporary, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=4)
+            f.write("\n")
+
+    _atomic(path, write)
+
+
+def write_parquet(table: pa.Table, path: str) -> None:
+    """Writes ``table`` as a Parquet file, atomically."""
+    _atomic(path, lambda temporary: pq.write_table(table, temporary))
+
+
+def copy_file(source: str, path: str) -> None:
+    """Copies file ``source`` to ``path``, atomically."""
+    _atomic(path, lambda temporary: shutil.copyfile(source, temporary))
+
+
+def remove_file(path: str) -> None:
+    """Removes a file; one that is not there is not an error."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _atomic(path: str, write: Callable[[str], object]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.partial"
+    try:
+        write(temporary)
+        with open(temporary, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        remove_file(temporary)
+        raise
