@@ -39,6 +39,9 @@ struct EncoderOptions {
   int threads = 1;
 };
 
+/// `options` with its codec's defaults in place of the "default" values: crf -1 and preset "".
+EncoderOptions with_codec_defaults(EncoderOptions options);
+
 /// OK when `options` can encode height x width pictures: both positive, even (4:2:0 chroma)
 /// and at most 16384, at least 64 for kAV1 (SVT-AV1's minimum); gop and threads at least 1;
 /// crf -1 or in the codec's range. Errors (kInvalidArgument) say which and why.

@@ -1,4 +1,11 @@
-// The one place where a core Status becomes a Python exception.
+// The one place where a core Status becomes a Python exception, by its StatusCode:
+//
+//   kInvalidArgument                       stoker.InvalidArgumentError (a ValueError)
+//   kInternal                              stoker.InternalError (a bug in stoker)
+//   kNotFound, kCorruptData, kUnsupported, stoker.DecodeError for calls on videos,
+//   kIoError                               stoker.DatasetError for datasets and loaders
+//
+// Every exception is a stoker.Error; the message is the status's, naming what failed.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -9,21 +16,20 @@
 
 namespace stoker::python {
 
-/// What a failing call raises: a stoker.Error subclass, or ValueError for calls whose every
-/// failure is a bad argument (the Python wrappers check arguments first; this is the backstop).
-enum class ErrorKind { kDecode, kDataset, kArgument };
+/// What a call works on, which names the exception of its data errors.
+enum class Area { kVideo, kDataset };
 
 /// Creates stoker.Error and its subclasses in module `m`.
 void register_errors(nanobind::module_& m);
 
-/// Raises the ErrorKind's exception with the status's message when !status.ok().
+/// Raises the exception of the status's code (see above) when !status.ok().
 /// REQUIRES: the GIL is held.
-void raise_if_error(const Status& status, ErrorKind kind);
+void raise_if_error(const Status& status, Area area);
 
 /// The result's value, or raise_if_error() of its status.
 template <typename T>
-T value_or_raise(Result<T> result, ErrorKind kind) {
-  raise_if_error(result.status(), kind);
+T value_or_raise(Result<T> result, Area area) {
+  raise_if_error(result.status(), area);
   return std::move(result).value();
 }
 

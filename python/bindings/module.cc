@@ -6,19 +6,23 @@
 #include "errors.h"
 
 namespace stoker::python {
+void register_core(nanobind::module_& m);
 void register_dataset(nanobind::module_& m);
 void register_etl(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_pipeline(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
+void register_transform(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_core, m) {
   m.doc() = "stoker's C++ core";
   stoker::python::register_errors(m);
+  stoker::python::register_core(m);
   stoker::python::register_media(m);
   stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);
+  stoker::python::register_transform(m);
   stoker::python::register_pipeline(m);
   stoker::python::register_etl(m);
 }

@@ -144,7 +144,7 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
     status = EpisodeIndex::build(source, path, options, &report);
   }
   if (relay.error.has_value()) throw std::move(*relay.error);
-  raise_if_error(status, ErrorKind::kDataset);
+  raise_if_error(status, Area::kDataset);
   nb::dict result;
   result["seconds"] = report.seconds;
   result["max_drift_s"] = owned_array(std::move(report.max_drift_s));
@@ -156,7 +156,7 @@ IndexHandle open_index(const std::string& path) {
     nb::gil_scoped_release release;
     return EpisodeIndex::open(path);
   }();
-  raise_if_error(index.status().with_context("index '" + path + "'"), ErrorKind::kDataset);
+  raise_if_error(index.status().with_context("index '" + path + "'"), Area::kDataset);
   return IndexHandle{std::move(index).value()};
 }
 
@@ -327,7 +327,7 @@ void register_dataset(nb::module_& m) {
               status = table.status();
               if (status.ok()) bytes = (*table)->serialize();
             }
-            raise_if_error(status, ErrorKind::kDataset);
+            raise_if_error(status, Area::kDataset);
             return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
           },
           nb::arg("video"))
@@ -344,28 +344,33 @@ void register_dataset(nb::module_& m) {
           "A read-only [rows, dim] view of a column in the mapped file; it keeps the index "
           "alive.");
 
+  nb::class_<WindowKey>(m, "WindowKey")
+      .def(
+          "__init__",
+          [](WindowKey* key, std::string name, std::string source, Int64s offsets) {
+            new (key) WindowKey{.name = std::move(name),
+                                .source = std::move(source),
+                                .offsets = to_vector<int64_t>(offsets)};
+          },
+          nb::arg("name"), nb::arg("source"), nb::arg("offsets"))
+      .def_ro("name", &WindowKey::name)
+      .def_ro("source", &WindowKey::source)
+      .def_ro("offsets", &WindowKey::offsets)
+      .doc() =
+      "One output key of a window: its name, the camera or column it reads, and its offsets in "
+      "rows (empty: the sample's own row, without a time axis).";
+
   nb::class_<WindowPlanner>(m, "WindowPlanner")
-      .def(nb::new_([](const IndexHandle& index, const std::vector<std::string>& names,
-                       const std::vector<std::string>& sources, std::vector<Int64s> offsets) {
-             if (names.size() != sources.size() || names.size() != offsets.size()) {
-               throw nb::value_error("names, sources and offsets differ in length");
-             }
-             std::vector<WindowKey> keys;
-             for (size_t k = 0; k < names.size(); ++k) {
-               keys.push_back({.name = names[k],
-                               .source = sources[k],
-                               .offsets = to_vector<int64_t>(offsets[k])});
-             }
-             auto planner = WindowPlanner::create(index.index, std::move(keys));
-             raise_if_error(planner.status(), ErrorKind::kDataset);
-             return std::move(planner).value();
+      .def(nb::new_([](const IndexHandle& index, std::vector<WindowKey> keys) {
+             return value_or_raise(WindowPlanner::create(index.index, std::move(keys)),
+                                   Area::kDataset);
            }),
-           nb::arg("index"), nb::arg("names"), nb::arg("sources"), nb::arg("offsets"))
+           nb::arg("index"), nb::arg("keys"))
       .def(
           "plan",
           [](const WindowPlanner& planner, int64_t row) {
             WindowPlan plan;
-            raise_if_error(planner.plan(row, &plan), ErrorKind::kDataset);
+            raise_if_error(planner.plan(row, &plan), Area::kDataset);
             nb::list reads;
             for (WindowPlan::Read& read : plan.reads) {
               nb::dict r;
@@ -399,7 +404,7 @@ void register_dataset(nb::module_& m) {
                 if (status.ok()) costs[k] = *cost;
               }
             }
-            raise_if_error(status, ErrorKind::kDataset);
+            raise_if_error(status, Area::kDataset);
             return owned_array(std::move(costs));
           },
           nb::arg("rows"), "Estimated decode cost of each sample (see WindowPlanner::cost).");

@@ -21,29 +21,9 @@ namespace nb = nanobind;
 namespace stoker::python {
 namespace {
 
-VideoCodec codec_of(const std::string& name) {
-  if (name == "h264") return VideoCodec::kH264;
-  if (name == "av1") return VideoCodec::kAV1;
-  raise_if_error(Status(StatusCode::kInvalidArgument,
-                        "codec must be \"h264\" or \"av1\", got \"" + name + "\""),
-                 ErrorKind::kArgument);
-  return VideoCodec::kH264;
-}
-
 nb::dict transcode(const std::string& source, std::optional<nb::bytes> frame_table,
-                   int64_t first_frame, int64_t num_frames, const std::string& target, int height,
-                   int width, const std::string& codec, int gop, int crf, const std::string& preset,
-                   bool fast_decode, bool area, int threads, int chunk_frames) {
-  TranscodeOptions options{.height = height,
-                           .width = width,
-                           .encoder = {.codec = codec_of(codec),
-                                       .gop = gop,
-                                       .crf = crf,
-                                       .preset = preset,
-                                       .fast_decode = fast_decode,
-                                       .threads = threads},
-                           .interpolation = area ? Interpolation::kArea : Interpolation::kBilinear,
-                           .chunk_frames = chunk_frames};
+                   int64_t first_frame, int64_t num_frames, const std::string& target,
+                   const TranscodeOptions& options) {
   std::optional<std::string> table_bytes;
   if (frame_table.has_value()) table_bytes.emplace(frame_table->c_str(), frame_table->size());
   Result<TranscodeResult> result = [&]() -> Result<TranscodeResult> {
@@ -59,9 +39,7 @@ nb::dict transcode(const std::string& source, std::optional<nb::bytes> frame_tab
                             VideoReader::open(source, std::move(reader_options)));
     return transcode_frames(*reader, first_frame, num_frames, target, options);
   }();
-  raise_if_error(result.status(), result.status().code() == StatusCode::kInvalidArgument
-                                      ? ErrorKind::kArgument
-                                      : ErrorKind::kDecode);
+  raise_if_error(result.status(), Area::kVideo);
   nb::dict out;
   out["frames"] = result->frames;
   out["bytes"] = result->bytes;
@@ -74,10 +52,17 @@ nb::dict transcode(const std::string& source, std::optional<nb::bytes> frame_tab
 }  // namespace
 
 void register_etl(nb::module_& m) {
+  nb::class_<TranscodeOptions>(m, "TranscodeOptions")
+      .def(nb::init<>())
+      .def_rw("height", &TranscodeOptions::height)
+      .def_rw("width", &TranscodeOptions::width)
+      .def_rw("encoder", &TranscodeOptions::encoder)
+      .def_rw("interpolation", &TranscodeOptions::interpolation)
+      .def_rw("chunk_frames", &TranscodeOptions::chunk_frames)
+      .doc() = "One transcode: output size, encoder, resampling (see stoker/transcode.h).";
+
   m.def("transcode", &transcode, nb::arg("source"), nb::arg("frame_table").none(),
-        nb::arg("first_frame"), nb::arg("num_frames"), nb::arg("target"), nb::arg("height"),
-        nb::arg("width"), nb::arg("codec"), nb::arg("gop"), nb::arg("crf"), nb::arg("preset"),
-        nb::arg("fast_decode"), nb::arg("area"), nb::arg("threads"), nb::arg("chunk_frames"),
+        nb::arg("first_frame"), nb::arg("num_frames"), nb::arg("target"), nb::arg("options"),
         "Re-encodes frames [first_frame, first_frame + num_frames) of `source` into the MP4 "
         "`target` (atomically, checked), keeping their timestamps. Returns frames, bytes, "
         "duration, seconds and pts (float64 seconds from 0).");

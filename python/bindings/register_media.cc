@@ -1,13 +1,18 @@
-// Bindings for VideoReader. Arrays cross zero-copy: frames are written straight into the numpy
-// array the Python wrapper allocated (or the caller passed as out=).
+// Bindings for the media layer: VideoReader (over a file or bytes), how frames are written
+// (Layout, Interpolation) and the encoders' options. Arrays cross zero-copy: frames are written
+// straight into the numpy array the Python wrapper allocated (or the caller passed as out=).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 
+#include <vector>
+
 #include "arrays.h"
 #include "errors.h"
+#include "stoker/byte_source.h"
+#include "stoker/video_encoder.h"
 #include "stoker/video_reader.h"
 
 namespace nb = nanobind;
@@ -19,38 +24,86 @@ using Frames = nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu>;
 using Indices = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Seconds = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-std::unique_ptr<VideoReader> open_reader(const std::string& path, int threads,
-                                         std::optional<nb::bytes> frame_table) {
+// The options of an open: the threads, and the saved frame table, when given.
+VideoReaderOptions reader_options(const std::string& name, int threads,
+                                  const std::optional<nb::bytes>& frame_table) {
   VideoReaderOptions options{.threads = threads};
   if (frame_table.has_value()) {
     auto table = FrameTable::deserialize(
         std::span(static_cast<const uint8_t*>(static_cast<const void*>(frame_table->c_str())),
                   frame_table->size()));
-    raise_if_error(table.status().with_context("video '" + path + "'"), ErrorKind::kDecode);
+    raise_if_error(table.status().with_context("video '" + name + "'"), Area::kVideo);
     options.frame_table = std::move(table).value();
   }
+  return options;
+}
+
+std::unique_ptr<VideoReader> open_reader(const std::string& path, int threads,
+                                         std::optional<nb::bytes> frame_table) {
+  VideoReaderOptions options = reader_options(path, threads, frame_table);
   Result<std::unique_ptr<VideoReader>> reader = [&] {
     nb::gil_scoped_release release;
     return VideoReader::open(path, std::move(options));
   }();
-  raise_if_error(reader.status(), ErrorKind::kDecode);
-  return std::move(reader).value();
+  return value_or_raise(std::move(reader), Area::kVideo);
 }
 
-OutputOptions output_options(int height, int width, bool channels_first, bool area) {
-  return OutputOptions{.height = height,
-                       .width = width,
-                       .layout = channels_first ? Layout::kNCHW : Layout::kNHWC,
-                       .interpolation = area ? Interpolation::kArea : Interpolation::kBilinear};
+// A reader over a copy of `data`: the copy belongs to the reader (and its containers), so no
+// Python object is released from a decoding thread.
+std::unique_ptr<VideoReader> open_bytes(const std::string& name, nb::bytes data, int threads,
+                                        std::optional<nb::bytes> frame_table) {
+  VideoReaderOptions options = reader_options(name, threads, frame_table);
+  const auto* begin = static_cast<const uint8_t*>(static_cast<const void*>(data.c_str()));
+  std::vector<uint8_t> bytes(begin, begin + data.size());
+  Result<std::unique_ptr<VideoReader>> reader = [&] {
+    nb::gil_scoped_release release;
+    return VideoReader::open(memory_source(name, std::move(bytes)), std::move(options));
+  }();
+  return value_or_raise(std::move(reader), Area::kVideo);
 }
 
 }  // namespace
 
 void register_media(nb::module_& m) {
+  nb::enum_<Layout>(m, "Layout")
+      .value("NHWC", Layout::kNHWC, "[N, H, W, 3] interleaved RGB")
+      .value("NCHW", Layout::kNCHW, "[N, 3, H, W] planar RGB");
+  nb::enum_<Interpolation>(m, "Interpolation")
+      .value("bilinear", Interpolation::kBilinear)
+      .value("area", Interpolation::kArea);
+  nb::enum_<VideoCodec>(m, "VideoCodec")
+      .value("h264", VideoCodec::kH264, "libx264")
+      .value("av1", VideoCodec::kAV1, "libsvtav1");
+
+  nb::class_<EncoderOptions>(m, "EncoderOptions",
+                             "How stoker encodes video (see stoker/video_encoder.h); the "
+                             "defaults are the ETL's.")
+      .def(nb::init<>())
+      .def_rw("codec", &EncoderOptions::codec)
+      .def_rw("gop", &EncoderOptions::gop)
+      .def_rw("crf", &EncoderOptions::crf, "-1: 23 for H.264, 30 for AV1")
+      .def_rw("preset", &EncoderOptions::preset, "'': medium for libx264, 8 for libsvtav1")
+      .def_rw("fast_decode", &EncoderOptions::fast_decode)
+      .def_rw("threads", &EncoderOptions::threads)
+      .def("with_codec_defaults", &with_codec_defaults,
+           "A copy with the codec's crf and preset in place of -1 and ''.")
+      .def(
+          "check",
+          [](const EncoderOptions& options, int height, int width) {
+            raise_if_error(check_encoder_options(options, height, width), Area::kVideo);
+          },
+          nb::arg("height"), nb::arg("width"),
+          "Raises stoker.InvalidArgumentError unless these options can encode height x width "
+          "pictures.");
+
   nb::class_<VideoReader>(m, "VideoReader")
       .def(nb::new_(&open_reader), nb::arg("path"), nb::arg("threads") = 1,
            nb::arg("frame_table") = nb::none())
-      .def_prop_ro("path", &VideoReader::name)
+      .def_static("from_bytes", &open_bytes, nb::arg("name"), nb::arg("data"),
+                  nb::arg("threads") = 1, nb::arg("frame_table") = nb::none(),
+                  "A reader over a copy of `data` (a video held in memory), called `name` in "
+                  "messages.")
+      .def_prop_ro("name", &VideoReader::name, "The path, or the name given to bytes.")
       .def_prop_ro("codec", [](const VideoReader& r) { return r.frame_table().stream().codec; })
       .def_prop_ro("width", [](const VideoReader& r) { return r.frame_table().stream().width; })
       .def_prop_ro("height", [](const VideoReader& r) { return r.frame_table().stream().height; })
@@ -67,39 +120,45 @@ void register_media(nb::module_& m) {
       .def("frame_at",
            [](const VideoReader& r, double seconds, std::optional<double> tolerance) {
              Result<int64_t> frame = r.frame_at(seconds, tolerance);
-             raise_if_error(frame.status(), ErrorKind::kDecode);
+             raise_if_error(frame.status(), Area::kVideo);
              return *frame;
            })
       .def(
           "get_frames",
           [](const VideoReader& r, Indices indices, Frames out, int height, int width,
-             bool channels_first, bool area) {
+             Layout layout, Interpolation interpolation) {
             Status status;
             {
               nb::gil_scoped_release release;
               status = r.get_frames(std::span(indices.data(), indices.shape(0)),
-                                    output_options(height, width, channels_first, area),
+                                    OutputOptions{.height = height,
+                                                  .width = width,
+                                                  .layout = layout,
+                                                  .interpolation = interpolation},
                                     std::span(out.data(), out.size()));
             }
-            raise_if_error(status, ErrorKind::kDecode);
+            raise_if_error(status, Area::kVideo);
           },
           nb::arg("indices"), nb::arg("out"), nb::arg("height"), nb::arg("width"),
-          nb::arg("channels_first"), nb::arg("area"))
+          nb::arg("layout"), nb::arg("interpolation"))
       .def(
           "get_frames_at",
           [](const VideoReader& r, Seconds seconds, std::optional<double> tolerance, Frames out,
-             int height, int width, bool channels_first, bool area) {
+             int height, int width, Layout layout, Interpolation interpolation) {
             Status status;
             {
               nb::gil_scoped_release release;
               status = r.get_frames_at(std::span(seconds.data(), seconds.shape(0)), tolerance,
-                                       output_options(height, width, channels_first, area),
+                                       OutputOptions{.height = height,
+                                                     .width = width,
+                                                     .layout = layout,
+                                                     .interpolation = interpolation},
                                        std::span(out.data(), out.size()));
             }
-            raise_if_error(status, ErrorKind::kDecode);
+            raise_if_error(status, Area::kVideo);
           },
           nb::arg("seconds"), nb::arg("tolerance").none(), nb::arg("out"), nb::arg("height"),
-          nb::arg("width"), nb::arg("channels_first"), nb::arg("area"));
+          nb::arg("width"), nb::arg("layout"), nb::arg("interpolation"));
 }
 
 }  // namespace stoker::python

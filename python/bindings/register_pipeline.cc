@@ -4,16 +4,16 @@
 // batch with the GIL released.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
-#include <array>
-#include <optional>
+#include <memory>
+#include <vector>
 
 #include "arrays.h"
 #include "errors.h"
@@ -24,9 +24,6 @@ namespace nb = nanobind;
 
 namespace stoker::python {
 namespace {
-
-using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 template <typename Framework>
 nb::object field_array(const Batch& batch, size_t f, nb::handle owner) {
@@ -103,127 +100,42 @@ nb::dict stats_dict(const LoaderStats& s) {
   return d;
 }
 
-CropMode crop_mode(const std::string& name) {
-  if (name == "none") return CropMode::kNone;
-  if (name == "center") return CropMode::kCenter;
-  if (name == "random_resized") return CropMode::kRandomResized;
-  throw nb::value_error(("unknown crop mode '" + name + "'").c_str());
-}
-
-DType image_dtype(const std::string& name) {
-  if (name == "uint8") return DType::kUint8;
-  if (name == "float16") return DType::kFloat16;
-  if (name == "bfloat16") return DType::kBFloat16;
-  if (name == "float32") return DType::kFloat32;
-  throw nb::value_error(("unknown image dtype '" + name + "'").c_str());
-}
-
-std::unique_ptr<Loader> make_loader(
-    const IndexHandle& index, const std::vector<std::string>& names,
-    const std::vector<std::string>& sources, std::vector<Int64s> offsets, int64_t batch_size,
-    bool shuffle, uint64_t seed, int64_t rank, int64_t world_size, bool drop_last, int threads,
-    int prefetch, const std::string& on_error, int max_replacements,
-    std::optional<std::pair<int, int>> resize, const std::string& crop,
-    std::pair<int, int> crop_size, std::pair<double, double> scale, std::pair<double, double> ratio,
-    double hflip, std::optional<std::array<float, 3>> mean, std::optional<std::array<float, 3>> std,
-    const std::string& dtype, const std::string& layout, const std::string& interpolation,
-    bool pinned_memory, std::optional<Doubles> costs) {
-  if (names.size() != sources.size() || names.size() != offsets.size()) {
-    throw nb::value_error("names, sources and offsets differ in length");
-  }
-  std::vector<WindowKey> keys;
-  for (size_t k = 0; k < names.size(); ++k) {
-    keys.push_back({.name = names[k],
-                    .source = sources[k],
-                    .offsets = std::vector<int64_t>(offsets[k].data(),
-                                                    offsets[k].data() + offsets[k].shape(0))});
-  }
-  if (on_error != "raise" && on_error != "skip") {
-    throw nb::value_error("on_error must be 'raise' or 'skip'");
-  }
-  if (layout != "NCHW" && layout != "NHWC") throw nb::value_error("layout must be NCHW or NHWC");
-  if (interpolation != "bilinear" && interpolation != "area") {
-    throw nb::value_error("interpolation must be 'bilinear' or 'area'");
-  }
-  TransformOptions t{
-      .crop = crop_mode(crop),
-      .crop_height = crop_size.first,
-      .crop_width = crop_size.second,
-      .scale_min = scale.first,
-      .scale_max = scale.second,
-      .ratio_min = ratio.first,
-      .ratio_max = ratio.second,
-      .hflip_probability = hflip,
-      .dtype = image_dtype(dtype),
-      .layout = layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC,
-      .interpolation = interpolation == "area" ? Interpolation::kArea : Interpolation::kBilinear};
-  if (resize) std::tie(t.resize_height, t.resize_width) = *resize;
-  if (mean.has_value() != std.has_value()) throw nb::value_error("give both mean and std");
-  if (mean) {
-    t.normalize = true;
-    t.mean = *mean;
-    t.std = *std;
-  }
-  auto transform = value_or_raise(ImageTransform::create(t), ErrorKind::kArgument);
-  // With per-sample costs, ranks get equal decode work per step (LoadBalancedSampler); else
-  // DistributedSampler's split.
-  std::shared_ptr<const sampling::Sampler> sampler;
-  if (costs.has_value()) {
-    if (static_cast<int64_t>(costs->shape(0)) != index.index->num_rows()) {
-      throw nb::value_error("costs needs one value per sample");
-    }
-    sampler =
-        value_or_raise(sampling::LoadBalancedSampler::create(
-                           std::span(costs->data(), costs->shape(0)), {.batch_size = batch_size,
-                                                                       .shuffle = shuffle,
-                                                                       .seed = seed,
-                                                                       .rank = rank,
-                                                                       .world_size = world_size,
-                                                                       .drop_last = drop_last}),
-                       ErrorKind::kArgument);
-  } else {
-    sampler = value_or_raise(
-        sampling::DistributedSampler::create(index.index->num_rows(), {.shuffle = shuffle,
-                                                                       .seed = seed,
-                                                                       .rank = rank,
-                                                                       .world_size = world_size,
-                                                                       .drop_last = drop_last}),
-        ErrorKind::kArgument);
-  }
-  LoaderOptions options{.batch_size = batch_size,
-                        .threads = threads,
-                        .prefetch = prefetch,
-                        .drop_last = drop_last,
-                        .seed = seed,
-                        .on_error = on_error == "skip" ? ErrorPolicy::kSkip : ErrorPolicy::kRaise,
-                        .max_replacements = max_replacements,
-                        .pinned_memory = pinned_memory};
+std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<WindowKey> keys,
+                                    std::shared_ptr<const sampling::Sampler> sampler,
+                                    const TransformOptions& transform_options,
+                                    const LoaderOptions& options) {
+  auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
   Result<std::unique_ptr<Loader>> loader = [&] {
     nb::gil_scoped_release release;  // reads the cameras' first frame tables
-    return Loader::create(index.index, std::move(keys),
-                          std::shared_ptr<const sampling::Sampler>(std::move(sampler)),
-                          std::move(transform), options);
+    return Loader::create(index.index, std::move(keys), std::move(sampler), std::move(transform),
+                          options);
   }();
-  const StatusCode code = loader.status().code();
-  raise_if_error(loader.status(),
-                 code == StatusCode::kInvalidArgument || code == StatusCode::kUnsupported
-                     ? ErrorKind::kArgument
-                     : ErrorKind::kDataset);
-  return std::move(loader).value();
+  return value_or_raise(std::move(loader), Area::kDataset);
 }
 
 }  // namespace
 
 void register_pipeline(nb::module_& m) {
+  nb::enum_<ErrorPolicy>(m, "ErrorPolicy")
+      .value("raise_error", ErrorPolicy::kRaise)  // "raise" is a Python keyword
+      .value("skip", ErrorPolicy::kSkip);
+
+  nb::class_<LoaderOptions>(m, "LoaderOptions")
+      .def(nb::init<>())
+      .def_rw("batch_size", &LoaderOptions::batch_size)
+      .def_rw("threads", &LoaderOptions::threads, "0: usable_cores()")
+      .def_rw("prefetch", &LoaderOptions::prefetch)
+      .def_rw("drop_last", &LoaderOptions::drop_last)
+      .def_rw("seed", &LoaderOptions::seed)
+      .def_rw("on_error", &LoaderOptions::on_error)
+      .def_rw("max_replacements", &LoaderOptions::max_replacements)
+      .def_rw("pinned_memory", &LoaderOptions::pinned_memory)
+      .doc() = "How a Loader batches (see stoker/loader.h); the defaults are C++'s.";
+
   nb::class_<Loader>(m, "Loader")
-      .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("names"), nb::arg("sources"),
-           nb::arg("offsets"), nb::kw_only(), nb::arg("batch_size"), nb::arg("shuffle"),
-           nb::arg("seed"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
-           nb::arg("threads"), nb::arg("prefetch"), nb::arg("on_error"),
-           nb::arg("max_replacements"), nb::arg("resize").none(), nb::arg("crop"),
-           nb::arg("crop_size"), nb::arg("scale"), nb::arg("ratio"), nb::arg("hflip"),
-           nb::arg("mean").none(), nb::arg("std").none(), nb::arg("dtype"), nb::arg("layout"),
-           nb::arg("interpolation"), nb::arg("pinned_memory"), nb::arg("costs").none())
+      .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
+           nb::arg("transform"), nb::arg("options"),
+           "Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.")
       .def_prop_ro("batches_per_epoch", &Loader::batches_per_epoch)
       .def_prop_ro("pipeline_depth", &Loader::pipeline_depth)
       .def_prop_ro(
@@ -244,7 +156,7 @@ void register_pipeline(nb::module_& m) {
               nb::gil_scoped_release release;
               status = loader.start(epoch, batch, epochs);
             }
-            raise_if_error(status, ErrorKind::kArgument);
+            raise_if_error(status, Area::kDataset);
           },
           nb::arg("epoch"), nb::arg("batch"), nb::arg("epochs") = 1,
           "Starts a run at (epoch, batch) for `epochs` epochs (0: until stop()).")
@@ -257,7 +169,7 @@ void register_pipeline(nb::module_& m) {
               nb::gil_scoped_release release;
               return loader.next();
             }();
-            raise_if_error(batch.status(), ErrorKind::kDataset);
+            raise_if_error(batch.status(), Area::kDataset);
             if (*batch == nullptr) return nb::none();
             return batch_to_python(std::move(batch).value(), torch);
           },

@@ -20,12 +20,10 @@ using namespace stoker::sampling;
 using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-// Every sampling error is bad input (kInvalidArgument), which Python spells ValueError.
-void raise_if_invalid(const Status& status) { raise_if_error(status, ErrorKind::kArgument); }
-
+// Every sampling error is bad input (kInvalidArgument): stoker.InvalidArgumentError.
 template <typename T>
 T value_or_raise(Result<T> result) {
-  return python::value_or_raise(std::move(result), ErrorKind::kArgument);
+  return python::value_or_raise(std::move(result), Area::kDataset);
 }
 
 nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int64_t start,
@@ -37,7 +35,7 @@ nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int
     nb::gil_scoped_release release;
     status = sampler.fill(epoch, start, ids);
   }
-  raise_if_invalid(status);
+  raise_if_error(status, Area::kDataset);
   return owned_array(std::move(ids));
 }
 

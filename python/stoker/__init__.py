@@ -7,7 +7,14 @@ datasets and :class:`Loader` to batch them on native threads into zero-copy tens
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
 """
 
-from stoker._core import DatasetError, DecodeError, Error
+from stoker._core import (
+    DatasetError,
+    DecodeError,
+    Error,
+    InternalError,
+    InvalidArgumentError,
+    usable_cores,
+)
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
@@ -32,6 +39,8 @@ __all__ = [
     "EpisodeIndex",
     "Error",
     "IndexReport",
+    "InternalError",
+    "InvalidArgumentError",
     "ItemKey",
     "LeRobotDataset",
     "LoadBalancedSampler",
@@ -49,5 +58,6 @@ __all__ = [
     "load_index",
     "profile",
     "synthetic_step",
+    "usable_cores",
 ]
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """stoker's C++ core"""
 
 from collections.abc import Callable, Sequence
+import enum
 from typing import Annotated
 
 import numpy
@@ -20,11 +21,122 @@ class DatasetError(Error):
     A dataset is malformed or inconsistent; the message names the episode, camera and file.
     """
 
+class InvalidArgumentError(Error, ValueError):
+    """
+    A call asked for something impossible (an index out of range, a bad option); also a ValueError.
+    """
+
+class InternalError(Error):
+    """
+    A bug in stoker: one of its own invariants did not hold. Please report it with the message.
+    """
+
+class DType(enum.Enum):
+    """The element type of stoker's arrays (numpy/torch names)."""
+
+    uint8 = 0
+
+    bool = 1
+
+    int64 = 2
+
+    float16 = 3
+
+    bfloat16 = 4
+
+    float32 = 5
+
+    float64 = 6
+
+def usable_cores() -> int:
+    """
+    The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets, job schedulers); what stoker sizes its thread pools by.
+    """
+
+class Layout(enum.Enum):
+    NHWC = 0
+    """[N, H, W, 3] interleaved RGB"""
+
+    NCHW = 1
+    """[N, 3, H, W] planar RGB"""
+
+class Interpolation(enum.Enum):
+    bilinear = 0
+
+    area = 1
+
+class VideoCodec(enum.Enum):
+    h264 = 0
+    """libx264"""
+
+    av1 = 1
+    """libsvtav1"""
+
+class EncoderOptions:
+    """
+    How stoker encodes video (see stoker/video_encoder.h); the defaults are the ETL's.
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def codec(self) -> VideoCodec: ...
+
+    @codec.setter
+    def codec(self, arg: VideoCodec, /) -> None: ...
+
+    @property
+    def gop(self) -> int: ...
+
+    @gop.setter
+    def gop(self, arg: int, /) -> None: ...
+
+    @property
+    def crf(self) -> int:
+        """-1: 23 for H.264, 30 for AV1"""
+
+    @crf.setter
+    def crf(self, arg: int, /) -> None: ...
+
+    @property
+    def preset(self) -> str:
+        """'': medium for libx264, 8 for libsvtav1"""
+
+    @preset.setter
+    def preset(self, arg: str, /) -> None: ...
+
+    @property
+    def fast_decode(self) -> bool: ...
+
+    @fast_decode.setter
+    def fast_decode(self, arg: bool, /) -> None: ...
+
+    @property
+    def threads(self) -> int: ...
+
+    @threads.setter
+    def threads(self, arg: int, /) -> None: ...
+
+    def with_codec_defaults(self) -> EncoderOptions:
+        """A copy with the codec's crf and preset in place of -1 and ''."""
+
+    def check(self, height: int, width: int) -> None:
+        """
+        Raises stoker.InvalidArgumentError unless these options can encode height x width pictures.
+        """
+
 class VideoReader:
     def __init__(self, path: str, threads: int = 1, frame_table: bytes | None = None) -> None: ...
 
+    @staticmethod
+    def from_bytes(name: str, data: bytes, threads: int = 1, frame_table: bytes | None = None) -> VideoReader:
+        """
+        A reader over a copy of `data` (a video held in memory), called `name` in messages.
+        """
+
     @property
-    def path(self) -> str: ...
+    def name(self) -> str:
+        """The path, or the name given to bytes."""
 
     @property
     def codec(self) -> str: ...
@@ -52,9 +164,9 @@ class VideoReader:
 
     def frame_at(self, arg0: float, arg1: float | None, /) -> int: ...
 
-    def get_frames(self, indices: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, channels_first: bool, area: bool) -> None: ...
+    def get_frames(self, indices: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation) -> None: ...
 
-    def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, channels_first: bool, area: bool) -> None: ...
+    def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation) -> None: ...
 
 def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None) -> dict:
     """
@@ -109,8 +221,24 @@ class EpisodeIndex:
         A read-only [rows, dim] view of a column in the mapped file; it keeps the index alive.
         """
 
+class WindowKey:
+    """
+    One output key of a window: its name, the camera or column it reads, and its offsets in rows (empty: the sample's own row, without a time axis).
+    """
+
+    def __init__(self, name: str, source: str, offsets: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def offsets(self) -> list[int]: ...
+
 class WindowPlanner:
-    def __init__(self, index: EpisodeIndex, names: Sequence[str], sources: Sequence[str], offsets: Sequence[Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]) -> None: ...
+    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey]) -> None: ...
 
     def plan(self, row: int) -> dict:
         """
@@ -141,8 +269,180 @@ class LoadBalancedSampler(Sampler):
 
 def expand_group_weights(weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], per_sample: bool) -> NDArray[numpy.float64]: ...
 
+class CropMode(enum.Enum):
+    none = 0
+
+    center = 1
+
+    random_resized = 2
+
+class TransformOptions:
+    """
+    Resize, crop, flip, normalization, dtype and layout of a camera's frames.
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def resize_height(self) -> int: ...
+
+    @resize_height.setter
+    def resize_height(self, arg: int, /) -> None: ...
+
+    @property
+    def resize_width(self) -> int: ...
+
+    @resize_width.setter
+    def resize_width(self, arg: int, /) -> None: ...
+
+    @property
+    def crop(self) -> CropMode: ...
+
+    @crop.setter
+    def crop(self, arg: CropMode, /) -> None: ...
+
+    @property
+    def crop_height(self) -> int: ...
+
+    @crop_height.setter
+    def crop_height(self, arg: int, /) -> None: ...
+
+    @property
+    def crop_width(self) -> int: ...
+
+    @crop_width.setter
+    def crop_width(self, arg: int, /) -> None: ...
+
+    @property
+    def scale_min(self) -> float: ...
+
+    @scale_min.setter
+    def scale_min(self, arg: float, /) -> None: ...
+
+    @property
+    def scale_max(self) -> float: ...
+
+    @scale_max.setter
+    def scale_max(self, arg: float, /) -> None: ...
+
+    @property
+    def ratio_min(self) -> float: ...
+
+    @ratio_min.setter
+    def ratio_min(self, arg: float, /) -> None: ...
+
+    @property
+    def ratio_max(self) -> float: ...
+
+    @ratio_max.setter
+    def ratio_max(self, arg: float, /) -> None: ...
+
+    @property
+    def hflip_probability(self) -> float: ...
+
+    @hflip_probability.setter
+    def hflip_probability(self, arg: float, /) -> None: ...
+
+    @property
+    def normalize(self) -> bool: ...
+
+    @normalize.setter
+    def normalize(self, arg: bool, /) -> None: ...
+
+    @property
+    def mean(self) -> list[float]: ...
+
+    @mean.setter
+    def mean(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def std(self) -> list[float]: ...
+
+    @std.setter
+    def std(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def dtype(self) -> DType: ...
+
+    @dtype.setter
+    def dtype(self, arg: DType, /) -> None: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @layout.setter
+    def layout(self, arg: Layout, /) -> None: ...
+
+    @property
+    def interpolation(self) -> Interpolation: ...
+
+    @interpolation.setter
+    def interpolation(self, arg: Interpolation, /) -> None: ...
+
+class ErrorPolicy(enum.Enum):
+    raise_error = 0
+
+    skip = 1
+
+class LoaderOptions:
+    """How a Loader batches (see stoker/loader.h); the defaults are C++'s."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @batch_size.setter
+    def batch_size(self, arg: int, /) -> None: ...
+
+    @property
+    def threads(self) -> int:
+        """0: usable_cores()"""
+
+    @threads.setter
+    def threads(self, arg: int, /) -> None: ...
+
+    @property
+    def prefetch(self) -> int: ...
+
+    @prefetch.setter
+    def prefetch(self, arg: int, /) -> None: ...
+
+    @property
+    def drop_last(self) -> bool: ...
+
+    @drop_last.setter
+    def drop_last(self, arg: bool, /) -> None: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @seed.setter
+    def seed(self, arg: int, /) -> None: ...
+
+    @property
+    def on_error(self) -> ErrorPolicy: ...
+
+    @on_error.setter
+    def on_error(self, arg: ErrorPolicy, /) -> None: ...
+
+    @property
+    def max_replacements(self) -> int: ...
+
+    @max_replacements.setter
+    def max_replacements(self, arg: int, /) -> None: ...
+
+    @property
+    def pinned_memory(self) -> bool: ...
+
+    @pinned_memory.setter
+    def pinned_memory(self, arg: bool, /) -> None: ...
+
 class Loader:
-    def __init__(self, index: EpisodeIndex, names: Sequence[str], sources: Sequence[str], offsets: Sequence[Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]], *, batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool, threads: int, prefetch: int, on_error: str, max_replacements: int, resize: tuple[int, int] | None, crop: str, crop_size: tuple[int, int], scale: tuple[float, float], ratio: tuple[float, float], hflip: float, mean: Sequence[float] | None, std: Sequence[float] | None, dtype: str, layout: str, interpolation: str, pinned_memory: bool, costs: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)] | None) -> None: ...
+    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:
+        """
+        Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.
+        """
 
     @property
     def batches_per_epoch(self) -> int: ...
@@ -177,7 +477,44 @@ class Loader:
 
     def reset_stats(self) -> None: ...
 
-def transcode(source: str, frame_table: bytes | None, first_frame: int, num_frames: int, target: str, height: int, width: int, codec: str, gop: int, crf: int, preset: str, fast_decode: bool, area: bool, threads: int, chunk_frames: int) -> dict:
+class TranscodeOptions:
+    """
+    One transcode: output size, encoder, resampling (see stoker/transcode.h).
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def height(self) -> int: ...
+
+    @height.setter
+    def height(self, arg: int, /) -> None: ...
+
+    @property
+    def width(self) -> int: ...
+
+    @width.setter
+    def width(self, arg: int, /) -> None: ...
+
+    @property
+    def encoder(self) -> EncoderOptions: ...
+
+    @encoder.setter
+    def encoder(self, arg: EncoderOptions, /) -> None: ...
+
+    @property
+    def interpolation(self) -> Interpolation: ...
+
+    @interpolation.setter
+    def interpolation(self, arg: Interpolation, /) -> None: ...
+
+    @property
+    def chunk_frames(self) -> int: ...
+
+    @chunk_frames.setter
+    def chunk_frames(self, arg: int, /) -> None: ...
+
+def transcode(source: str, frame_table: bytes | None, first_frame: int, num_frames: int, target: str, options: TranscodeOptions) -> dict:
     """
     Re-encodes frames [first_frame, first_frame + num_frames) of `source` into the MP4 `target` (atomically, checked), keeping their timestamps. Returns frames, bytes, duration, seconds and pts (float64 seconds from 0).
     """

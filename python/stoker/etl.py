@@ -63,8 +63,8 @@ from stoker.video import VideoReader
 __all__ = ["EtlReport", "materialize", "add_arguments", "main"]
 
 CODECS = ("h264", "av1")
-DEFAULT_GOP = 10
-DEFAULT_CRF = {"h264": 23, "av1": 30}
+# The encoder's defaults are C++'s (stoker/video_encoder.h).
+DEFAULT_GOP = _core.EncoderOptions().gop
 TIME_TOLERANCE_S = 1e-6  # how far an output frame's time may be from its source frame's
 
 REPORT_PATH = "meta/stoker_etl_report.json"
@@ -187,16 +187,8 @@ def materialize(
     """
     started = time.monotonic()
     height, width = _parse_size(size)
-    if codec not in CODECS:
-        raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
-    if not isinstance(gop, int) or gop < 1:
-        raise ValueError(f"gop must be a positive integer, got {gop!r}")
-    max_crf = 51 if codec == "h264" else 63
-    crf = DEFAULT_CRF[codec] if crf is None else crf
-    if not isinstance(crf, int) or not 0 <= crf <= max_crf:
-        raise ValueError(f"crf must be an integer in [0, {max_crf}] for {codec}, got {crf!r}")
-    if codec == "av1" and min(height, width) < 64:
-        raise ValueError(f"AV1 (SVT-AV1) needs frames of at least 64x64, got {width}x{height}")
+    encoder = _encoder_options(codec, gop, crf, preset, fast_decode)
+    encoder.check(height, width)
     if on_error not in ("raise", "skip"):
         raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
     if interpolation not in ("bilinear", "area"):
@@ -205,7 +197,7 @@ def materialize(
         raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
     verbose = progress is True
     if workers is None:
-        workers = _cpu_count()
+        workers = _core.usable_cores()
     elif not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     src = os.path.abspath(os.fspath(src))
@@ -229,10 +221,10 @@ def materialize(
     options = {
         "size": [height, width],
         "codec": codec,
-        "gop": gop,
-        "crf": crf,
-        "preset": preset or "",
-        "fast_decode": bool(fast_decode),
+        "gop": encoder.gop,
+        "crf": encoder.with_codec_defaults().crf,
+        "preset": encoder.preset,
+        "fast_decode": encoder.fast_decode,
         "cameras": cameras,
         "interpolation": interpolation,
         "on_error": on_error,
@@ -303,11 +295,22 @@ def _parse_size(size) -> tuple[int, int]:
     return height, width
 
 
-def _cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+def _encoder_options(codec, gop, crf, preset, fast_decode) -> _core.EncoderOptions:
+    """The C++ encoder options of the arguments; None leaves C++'s default."""
+    if codec not in CODECS:
+        raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
+    for name, value in (("gop", gop), ("crf", crf)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    encoder = _core.EncoderOptions()
+    encoder.codec = getattr(_core.VideoCodec, codec)
+    if gop is not None:
+        encoder.gop = gop
+    if crf is not None:
+        encoder.crf = crf
+    encoder.preset = preset or ""
+    encoder.fast_decode = bool(fast_decode)
+    return encoder
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,7 +485,12 @@ def _run_units(
     unit starts, the running ones finish, and the error is raised."""
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
-    height, width = options["size"]
+    transcode = _core.TranscodeOptions()
+    transcode.height, transcode.width = options["size"]
+    transcode.encoder = _encoder_options(
+        options["codec"], options["gop"], options["crf"], options["preset"], options["fast_decode"]
+    )
+    transcode.interpolation = getattr(_core.Interpolation, options["interpolation"])
     tables: dict[int, bytes] = {}
 
     def run(unit: _Unit) -> dict:
@@ -491,21 +499,7 @@ def _run_units(
             table = tables[unit.video] = index.frame_table(unit.video)
         os.makedirs(os.path.dirname(unit.target), exist_ok=True)
         return _core.transcode(
-            unit.source,
-            table,
-            unit.first_frame,
-            unit.frames,
-            unit.target,
-            height,
-            width,
-            options["codec"],
-            options["gop"],
-            options["crf"],
-            options["preset"],
-            options["fast_decode"],
-            options["interpolation"] == "area",
-            1,
-            32,
+            unit.source, table, unit.first_frame, unit.frames, unit.target, transcode
         )
 
     callback: Callable[[int, int], None] | None = None

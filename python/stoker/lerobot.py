@@ -125,6 +125,11 @@ class ItemKey(NamedTuple):
     timed: bool
     offsets: np.ndarray
 
+    @property
+    def native(self) -> _core.WindowKey:
+        """The key as the native planner and loader take it."""
+        return _core.WindowKey(self.name, self.source, np.ascontiguousarray(self.offsets, np.int64))
+
 
 class LeRobotDataset:
     """A LeRobot dataset folder (codebase v2.1 or v3.0), read by stoker.
@@ -163,10 +168,7 @@ class LeRobotDataset:
         self.spec = spec if spec is not None else WindowSpec()
         self._item_keys = self._resolve_keys()
         self._planner = _core.WindowPlanner(
-            self.index.native,
-            [k.name for k in self._item_keys],
-            [k.source for k in self._item_keys],
-            [k.offsets for k in self._item_keys],
+            self.index.native, [key.native for key in self._item_keys]
         )
         self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
         self._task_texts = [str(text) for text in self.meta.tasks]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from stoker import lerobot_format
+from stoker import _core, lerobot_format
 from stoker._core import DatasetError
 from stoker.lerobot_format import (
     DEFAULT_COLUMNS,
@@ -529,7 +529,7 @@ def _parallel(function, items) -> list:
     items = list(items)
     if len(items) < 2:
         return [function(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(items), _core.usable_cores())) as pool:
         return list(pool.map(function, items))
 
 

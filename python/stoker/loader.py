@@ -30,9 +30,11 @@ from typing import Any, cast
 import numpy as np
 
 from stoker import _core
+from stoker.sampling import DistributedSampler, LoadBalancedSampler, Sampler, _check_seed
 from stoker.transforms import Transforms
 
 _STATE_VERSION = 1
+_ERROR_POLICIES = {"raise": _core.ErrorPolicy.raise_error, "skip": _core.ErrorPolicy.skip}
 # What the native loader's next() returns: arrays by name, each sample's row and episode, the
 # epoch and the batch's index in it.
 _NativeBatch = tuple[dict[str, Any], np.ndarray, np.ndarray, int, int]
@@ -146,7 +148,7 @@ class Loader:
     Args:
         dataset: the dataset; its ``spec`` gives the window.
         batch_size: samples per batch.
-        shuffle: a new random order each epoch (else dataset order).
+        shuffle: a new random order each epoch (else dataset order). Default: True.
         seed: keys the order, the random transforms and the replacements of skipped samples.
         threads: worker threads; default: the cores this process may run on.
         prefetch: batches in the pipeline ahead of the consumer, ready or being built.
@@ -165,6 +167,12 @@ class Loader:
         balance: give every rank the same decode work in each step
             (:class:`stoker.LoadBalancedSampler` over ``dataset.sample_costs()``) instead of
             DistributedSampler's split; with one rank it only reorders inside each batch.
+        sampler: any stoker sampler over the dataset's samples (a
+            :class:`stoker.WeightedSampler` over episodes, for instance) instead of the order
+            ``shuffle``, ``balance``, ``rank`` and ``world_size`` describe; the sampler's own
+            rank and world size apply. Batches are its ids in order, as deterministic and
+            resumable as the default order; ``seed`` still keys the transforms and
+            replacements.
 
     Threads: they start with the first iteration and keep building batches across epoch
     boundaries, so the next epoch's first batch is ready when its loop starts. They end when
@@ -179,7 +187,7 @@ class Loader:
         dataset,
         batch_size: int,
         *,
-        shuffle: bool = True,
+        shuffle: bool | None = None,
         seed: int = 0,
         threads: int | None = None,
         prefetch: int = 2,
@@ -192,6 +200,7 @@ class Loader:
         max_replacements: int = 8,
         output: str = "auto",
         balance: bool = False,
+        sampler: Sampler | None = None,
     ):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -199,7 +208,7 @@ class Loader:
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         if not isinstance(prefetch, (int, np.integer)) or prefetch < 1:
             raise ValueError(f"prefetch must be a positive integer, got {prefetch!r}")
-        if on_error not in ("raise", "skip"):
+        if on_error not in _ERROR_POLICIES:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if output not in ("auto", "torch", "numpy"):
             raise ValueError(f"output must be 'auto', 'torch' or 'numpy', got {output!r}")
@@ -214,9 +223,6 @@ class Loader:
         self._torch = torch is not None and output != "numpy"
         if transforms.dtype == "bfloat16" and not self._torch:
             raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
-        self.rank, self.world_size = _distributed_defaults(rank, world_size)
-        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
         self.device = self._check_device(device)
 
         self._arguments = dict(
@@ -233,35 +239,35 @@ class Loader:
             max_replacements=max_replacements,
             output=output,
             balance=balance,
+            sampler=sampler,
         )
         self.dataset = dataset
         self.batch_size = int(batch_size)
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
+        self.seed = _check_seed(seed)
         self.drop_last = bool(drop_last)
         self.balance = bool(balance)
         self.transforms = transforms
         self.on_error = on_error
+        self.sampler = self._sampler(sampler, shuffle, rank, world_size)
+        self.rank, self.world_size = self.sampler.rank, self.sampler.world_size
+        self.shuffle = bool(self.sampler.config.get("shuffle", False))
         spec = dataset.spec
         keys = dataset.item_keys
+        options = _core.LoaderOptions()
+        options.batch_size = self.batch_size
+        options.threads = 0 if threads is None else int(threads)
+        options.prefetch = int(prefetch)
+        options.drop_last = self.drop_last
+        options.seed = self.seed
+        options.on_error = _ERROR_POLICIES[on_error]
+        options.max_replacements = int(max_replacements)
+        options.pinned_memory = self.device is not None
         self._core = _core.Loader(
             dataset.index.native,
-            [key.name for key in keys],
-            [key.source for key in keys],
-            [key.offsets for key in keys],
-            batch_size=self.batch_size,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            rank=self.rank,
-            world_size=self.world_size,
-            drop_last=self.drop_last,
-            threads=0 if threads is None else int(threads),
-            prefetch=int(prefetch),
-            on_error=on_error,
-            max_replacements=int(max_replacements),
-            pinned_memory=self.device is not None,
-            costs=dataset.sample_costs() if self.balance else None,
-            **transforms.core_arguments(spec.size, spec.layout),
+            [key.native for key in keys],
+            self.sampler.native,
+            transforms.core_options(spec.size, spec.layout),
+            options,
         )
         self._threads = int(self._core.stats()["threads"])
         # Scalar columns come out of the native loader with a trailing axis of 1.
@@ -343,21 +349,18 @@ class Loader:
             "rank": self.rank,
             "world_size": self.world_size,
             "num_samples": len(self.dataset),
+            "sampler": self.sampler.config,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unknown loader state version {state.get('version')!r}")
         mine = self.state_dict()
-        for key in (
-            "seed",
-            "shuffle",
-            "balance",
-            "batch_size",
-            "drop_last",
-            "world_size",
-            "num_samples",
-        ):
+        # States saved before samplers were recorded have no "sampler": shuffle and balance
+        # describe their order.
+        keys = ["seed", "shuffle", "balance", "batch_size", "drop_last", "world_size"]
+        keys += ["num_samples"] + (["sampler"] if "sampler" in state else [])
+        for key in keys:
             if state.get(key) != mine[key]:
                 raise ValueError(
                     f"the state was saved with {key}={state.get(key)!r}, this loader "
@@ -407,6 +410,49 @@ class Loader:
         )
 
     # ---- Internals --------------------------------------------------------------------------
+
+    def _sampler(self, sampler, shuffle, rank, world_size) -> Sampler:
+        """The order: the sampler given, checked against the dataset and the other arguments,
+        or the one ``shuffle``, ``balance``, ``rank`` and ``world_size`` describe."""
+        if sampler is None:
+            rank, world_size = _distributed_defaults(rank, world_size)
+            shuffle = True if shuffle is None else shuffle
+            if self.balance:
+                return LoadBalancedSampler(
+                    self.dataset.sample_costs(),
+                    batch_size=self.batch_size,
+                    rank=rank,
+                    world_size=world_size,
+                    shuffle=shuffle,
+                    seed=self.seed,
+                    drop_last=self.drop_last,
+                )
+            return DistributedSampler(
+                len(self.dataset),
+                rank=rank,
+                world_size=world_size,
+                shuffle=shuffle,
+                seed=self.seed,
+                drop_last=self.drop_last,
+            )
+        if not isinstance(sampler, Sampler):
+            raise TypeError(f"sampler must be a stoker sampler, got {type(sampler).__name__}")
+        if self.balance or shuffle is not None:
+            raise ValueError(
+                "a sampler decides the order: give sampler= without shuffle= or balance="
+            )
+        if sampler.dataset_size != len(self.dataset):
+            raise ValueError(
+                f"the sampler draws from {sampler.dataset_size} samples, the dataset has "
+                f"{len(self.dataset)}"
+            )
+        for name, given, its in (
+            ("rank", rank, sampler.rank),
+            ("world_size", world_size, sampler.world_size),
+        ):
+            if given is not None and int(given) != its:
+                raise ValueError(f"{name}={given}, but the sampler's {name} is {its}")
+        return sampler
 
     def _host_batches(self):
         self._run += 1

@@ -16,6 +16,7 @@ An empty dataset gives an empty epoch for the samplers that only order samples; 
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
@@ -41,13 +42,41 @@ __all__ = [
 
 
 class Sampler:
-    """What every stoker sampler offers. Not constructed directly."""
+    """What every stoker sampler offers. Not constructed directly.
 
-    def __init__(self, core: _core.Sampler):
+    Besides iterating, a sampler can drive a :class:`stoker.Loader` (``sampler=``): the loader
+    reads the order by (epoch, position) from the same C++ sampler, with its own iteration
+    state, so the batches are a function of the sampler's arguments and the epoch alone.
+    """
+
+    def __init__(
+        self,
+        core: _core.Sampler,
+        *,
+        dataset_size: int,
+        rank: int,
+        world_size: int,
+        config: dict[str, Any],
+    ):
         self._core = core
         self._epoch = 0
         self._position = 0
         self._generation = 0  # bumped by set_epoch / load_state_dict: running iterators stop
+        self.dataset_size = dataset_size
+        self.rank = rank
+        self.world_size = world_size
+        self._config = {"kind": type(self).__name__, **config}
+
+    @property
+    def native(self) -> _core.Sampler:
+        """The C++ sampler, which a :class:`stoker.Loader` draws its ids from."""
+        return self._core
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What determines the order, as plain values (arrays by their SHA-1): two samplers
+        with equal configs give the same ids. A loader's ``state_dict`` keeps it."""
+        return dict(self._config)
 
     def __len__(self) -> int:
         """Ids this rank visits per epoch."""
@@ -142,15 +171,14 @@ class DistributedSampler(Sampler):
     ):
         n = _check_size(num_samples)
         world_size, rank = _check_partition(rank, world_size)
+        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
+        drop_last = _check_bool("drop_last", drop_last)
         super().__init__(
-            _core.DistributedSampler(
-                n,
-                _check_bool("shuffle", shuffle),
-                _check_seed(seed),
-                rank,
-                world_size,
-                _check_bool("drop_last", drop_last),
-            )
+            _core.DistributedSampler(n, shuffle, seed, rank, world_size, drop_last),
+            dataset_size=n,
+            rank=rank,
+            world_size=world_size,
+            config={"shuffle": shuffle, "seed": seed, "drop_last": drop_last},
         )
 
 
@@ -204,15 +232,18 @@ class WeightedSampler(Sampler):
         if num_samples is not None:
             num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
         world_size, rank = _check_partition(rank, world_size)
+        seed, drop_last = _check_seed(seed), _check_bool("drop_last", drop_last)
         super().__init__(
-            _core.WeightedSampler(
-                weights,
-                num_samples,
-                _check_seed(seed),
-                rank,
-                world_size,
-                _check_bool("drop_last", drop_last),
-            )
+            _core.WeightedSampler(weights, num_samples, seed, rank, world_size, drop_last),
+            dataset_size=len(weights),
+            rank=rank,
+            world_size=world_size,
+            config={
+                "weights": _digest(weights),
+                "num_samples": num_samples,
+                "seed": seed,
+                "drop_last": drop_last,
+            },
         )
 
 
@@ -244,17 +275,23 @@ class LoadBalancedSampler(Sampler):
         costs = _check_values("costs", costs)
         batch_size = _check_int("batch_size", batch_size, 1, _MAX_INT64)
         world_size, rank = _check_partition(rank, world_size)
+        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
+        drop_last = _check_bool("drop_last", drop_last)
         self.batch_size = batch_size
         super().__init__(
             _core.LoadBalancedSampler(
-                costs,
-                batch_size,
-                _check_bool("shuffle", shuffle),
-                _check_seed(seed),
-                rank,
-                world_size,
-                _check_bool("drop_last", drop_last),
-            )
+                costs, batch_size, shuffle, seed, rank, world_size, drop_last
+            ),
+            dataset_size=len(costs),
+            rank=rank,
+            world_size=world_size,
+            config={
+                "costs": _digest(costs),
+                "batch_size": batch_size,
+                "shuffle": shuffle,
+                "seed": seed,
+                "drop_last": drop_last,
+            },
         )
 
     def imbalance(self, epoch: int | None = None) -> dict[str, Any]:
@@ -296,6 +333,10 @@ def expand_group_weights(
     return _core.expand_group_weights(
         weights, np.ascontiguousarray(sizes_array, dtype=np.int64), mode == "per_sample"
     )
+
+
+def _digest(values: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(values, dtype=np.float64).tobytes()).hexdigest()
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> int:

@@ -16,8 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from stoker import _core
+
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 INTERPOLATIONS = ("bilinear", "area")
+# The defaults are C++'s (stoker/image_transform.h), read once.
+_DEFAULTS = _core.TransformOptions()
 
 
 def _size(name, value):
@@ -72,14 +76,14 @@ class Transforms:
     resize: tuple[int, int] | None = None
     center_crop: tuple[int, int] | None = None
     random_resized_crop: tuple[int, int] | None = None
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    hflip: float = 0.0
+    scale: tuple[float, float] = (_DEFAULTS.scale_min, _DEFAULTS.scale_max)
+    ratio: tuple[float, float] = (_DEFAULTS.ratio_min, _DEFAULTS.ratio_max)
+    hflip: float = _DEFAULTS.hflip_probability
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
-    dtype: str = "uint8"
+    dtype: str = _DEFAULTS.dtype.name
     layout: str | None = None
-    interpolation: str = "bilinear"
+    interpolation: str = _DEFAULTS.interpolation.name
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -115,25 +119,27 @@ class Transforms:
         if self.interpolation not in INTERPOLATIONS:
             raise ValueError(f"interpolation must be one of {INTERPOLATIONS}")
 
-    def core_arguments(self, spec_size, spec_layout: str) -> dict:
-        """The keyword arguments of ``_core.Loader`` for these transforms and a dataset spec."""
+    def core_options(self, spec_size, spec_layout: str) -> _core.TransformOptions:
+        """These transforms as the C++ options, for a dataset spec's size and layout."""
+        options = _core.TransformOptions()
         resize = self.resize if self.resize else spec_size
-        crop, crop_size = "none", (0, 0)
         if self.center_crop:
-            crop, crop_size = "center", self.center_crop
+            options.crop = _core.CropMode.center
+            options.crop_height, options.crop_width = self.center_crop
         elif self.random_resized_crop:
-            crop, crop_size, resize = "random_resized", self.random_resized_crop, None
+            options.crop = _core.CropMode.random_resized
+            options.crop_height, options.crop_width = self.random_resized_crop
+            resize = None
+        if resize:
+            options.resize_height, options.resize_width = resize
+        options.scale_min, options.scale_max = self.scale
+        options.ratio_min, options.ratio_max = self.ratio
+        options.hflip_probability = self.hflip
+        if self.mean is not None and self.std is not None:
+            options.normalize = True
+            options.mean, options.std = self.mean, self.std
+        options.dtype = getattr(_core.DType, self.dtype)
         layout = self.layout or spec_layout
-        return dict(
-            resize=tuple(resize) if resize else None,
-            crop=crop,
-            crop_size=crop_size,
-            scale=self.scale,
-            ratio=self.ratio,
-            hflip=self.hflip,
-            mean=self.mean,
-            std=self.std,
-            dtype=self.dtype,
-            layout="NCHW" if layout == "TCHW" else "NHWC",
-            interpolation=self.interpolation,
-        )
+        options.layout = _core.Layout.NCHW if layout == "TCHW" else _core.Layout.NHWC
+        options.interpolation = getattr(_core.Interpolation, self.interpolation)
+        return options

@@ -1,4 +1,4 @@
-"""Frame-exact random access to one video file."""
+"""Frame-exact random access to one video: a file, or its bytes held in memory."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ import numpy as np
 
 from stoker import _core
 
-_LAYOUTS = ("NHWC", "NCHW")
-_INTERPOLATIONS = ("bilinear", "area")
+_LAYOUTS = {"NHWC": _core.Layout.NHWC, "NCHW": _core.Layout.NCHW}
+_INTERPOLATIONS = {"bilinear": _core.Interpolation.bilinear, "area": _core.Interpolation.area}
 
 
 class VideoReader:
     """Reads frames of one video (MP4, MKV, WebM, MOV) by index or by time.
 
-    Opening scans the file's packets once, without decoding, to build a frame table (the
+    The video is a file, or its bytes in memory (``bytes``, ``bytearray`` or ``memoryview``,
+    e.g. a member of a tar shard), decoded by the same code; bytes are copied once, and
+    ``name=`` names them in error messages.
+
+    Opening scans the video's packets once, without decoding, to build a frame table (the
     timestamps and keyframes of every frame). Pass ``frame_table=`` (bytes from
     :attr:`frame_table` of an earlier open) to skip that scan.
 
@@ -24,22 +28,34 @@ class VideoReader:
     container and decoder, and the GIL is released while it works.
 
     Args:
-        path: the video file.
+        source: the video file's path, or the video's bytes.
         threads: decoder threads per call. Default 1: parallelism comes from decoding many
             videos at once.
-        frame_table: a saved frame table of this same file.
+        frame_table: a saved frame table of this same video.
+        name: what messages call a video given as bytes; default ``"<memory>"``.
     """
 
     def __init__(
-        self, path: str | os.PathLike, *, threads: int = 1, frame_table: bytes | None = None
+        self,
+        source: str | os.PathLike | bytes | bytearray | memoryview,
+        *,
+        threads: int = 1,
+        frame_table: bytes | None = None,
+        name: str | None = None,
     ):
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
         if frame_table is not None and not isinstance(frame_table, (bytes, bytearray)):
             raise TypeError("frame_table must be bytes from VideoReader.frame_table")
-        self._reader = _core.VideoReader(
-            os.fspath(path), threads, None if frame_table is None else bytes(frame_table)
-        )
+        table = None if frame_table is None else bytes(frame_table)
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self._reader = _core.VideoReader.from_bytes(
+                name or "<memory>", bytes(source), threads, table
+            )
+        else:
+            if name is not None:
+                raise ValueError("name= is for videos given as bytes; a file is named by its path")
+            self._reader = _core.VideoReader(os.fspath(source), threads, table)
         self._pts = self._reader.pts()
         self._pts.flags.writeable = False
         self._is_key = self._reader.is_key().view(np.bool_)
@@ -47,7 +63,8 @@ class VideoReader:
 
     @property
     def path(self) -> str:
-        return self._reader.path
+        """The file's path, or the name of a video given as bytes."""
+        return self._reader.name
 
     @property
     def codec(self) -> str:
@@ -114,16 +131,19 @@ class VideoReader:
         ``size=(h, w)`` resizes (``interpolation``: ``"bilinear"`` or ``"area"``) while
         converting. ``out=`` is a C-contiguous uint8 array of that shape to write into.
 
-        Raises :class:`stoker.DecodeError` naming the file and frame on any failure.
+        Raises :class:`stoker.DecodeError` naming the file and frame when the video cannot
+        produce a frame, and :class:`stoker.InvalidArgumentError` (a ``ValueError``) for an
+        index out of range.
         """
         index_array = _as_index_array(indices, "indices")
         if index_array.size and index_array.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got dtype {index_array.dtype}")
         index_array = np.ascontiguousarray(index_array, dtype=np.int64)
-        height, width, channels_first, area = self._output_options(size, layout, interpolation)
-        out = self._output(len(index_array), height, width, channels_first, out)
+        height, width = self._output_size(size)
+        options = self._conversion(layout, interpolation)
+        out = self._output(len(index_array), height, width, layout == "NCHW", out)
         self._reader.get_frames(
-            index_array, out.reshape(-1) if out.size else out, height, width, channels_first, area
+            index_array, out.reshape(-1) if out.size else out, height, width, *options
         )
         return out
 
@@ -140,21 +160,21 @@ class VideoReader:
         """The frame shown at each time in ``seconds`` (nearest pts), like :meth:`get_frames`.
 
         With ``tolerance``, a time farther than that from every pts raises
-        :class:`stoker.DecodeError`; without, a time outside the video's span does.
+        :class:`stoker.InvalidArgumentError`; without, a time outside the video's span does.
         """
         time_array = np.ascontiguousarray(_as_index_array(seconds, "seconds"), dtype=np.float64)
         if tolerance is not None and not tolerance >= 0:
             raise ValueError(f"tolerance must be non-negative, got {tolerance!r}")
-        height, width, channels_first, area = self._output_options(size, layout, interpolation)
-        out = self._output(len(time_array), height, width, channels_first, out)
+        height, width = self._output_size(size)
+        options = self._conversion(layout, interpolation)
+        out = self._output(len(time_array), height, width, layout == "NCHW", out)
         self._reader.get_frames_at(
             time_array,
             None if tolerance is None else float(tolerance),
             out.reshape(-1) if out.size else out,
             height,
             width,
-            channels_first,
-            area,
+            *options,
         )
         return out
 
@@ -164,23 +184,26 @@ class VideoReader:
             f"{self.num_frames} frames at {self.fps:.3f} fps)"
         )
 
-    def _output_options(self, size, layout, interpolation):
+    @staticmethod
+    def _conversion(layout, interpolation):
         if layout not in _LAYOUTS:
-            raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+            raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if interpolation not in _INTERPOLATIONS:
             raise ValueError(
-                f"interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}"
+                f"interpolation must be one of {tuple(_INTERPOLATIONS)}, got {interpolation!r}"
             )
+        return _LAYOUTS[layout], _INTERPOLATIONS[interpolation]
+
+    def _output_size(self, size):
         if size is None:
-            height, width = self.height, self.width
-        else:
-            try:
-                height, width = (int(v) for v in size)
-            except (TypeError, ValueError):
-                raise ValueError(f"size must be (height, width), got {size!r}") from None
-            if height <= 0 or width <= 0:
-                raise ValueError(f"size must be positive, got {size!r}")
-        return height, width, layout == "NCHW", interpolation == "area"
+            return self.height, self.width
+        try:
+            height, width = (int(v) for v in size)
+        except (TypeError, ValueError):
+            raise ValueError(f"size must be (height, width), got {size!r}") from None
+        if height <= 0 or width <= 0:
+            raise ValueError(f"size must be positive, got {size!r}")
+        return height, width
 
     @staticmethod
     def _output(n, height, width, channels_first, out):

@@ -16,6 +16,13 @@ const char* encoder_name(VideoCodec codec) {
   return codec == VideoCodec::kAV1 ? "libsvtav1" : "libx264";
 }
 
+EncoderOptions with_codec_defaults(EncoderOptions options) {
+  const bool h264 = options.codec == VideoCodec::kH264;
+  if (options.crf == -1) options.crf = h264 ? 23 : 30;
+  if (options.preset.empty()) options.preset = h264 ? "medium" : "8";
+  return options;
+}
+
 Status check_encoder_options(const EncoderOptions& o, int height, int width) {
   constexpr int kMaxSide = 1 << 14;
   constexpr int kMinAv1Side = 64;  // SVT-AV1 refuses smaller pictures
@@ -45,11 +52,10 @@ namespace {
 using detail::check_av;
 
 // Sets the encoder's private options: preset, rate factor, a fixed keyframe interval.
-Status set_encoder_options(AVCodecContext* ctx, const EncoderOptions& o) {
-  const bool h264 = o.codec == VideoCodec::kH264;
-  const std::string preset = !o.preset.empty() ? o.preset : h264 ? "medium" : "8";
-  const std::string crf = std::to_string(o.crf != -1 ? o.crf : h264 ? 23 : 30);
-  if (h264) {
+Status set_encoder_options(AVCodecContext* ctx, const EncoderOptions& given) {
+  const EncoderOptions o = with_codec_defaults(given);
+  const std::string crf = std::to_string(o.crf);
+  if (o.codec == VideoCodec::kH264) {
     // No keyframes at scene cuts: a keyframe exactly every gop frames, so the decode cost of a
     // random frame is bounded and predictable.
     STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "x264-params", "scenecut=0", 0),
@@ -66,8 +72,8 @@ Status set_encoder_options(AVCodecContext* ctx, const EncoderOptions& o) {
     STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "svtav1-params", params.c_str(), 0),
                                     "cannot set svtav1-params " + params));
   }
-  STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "preset", preset.c_str(), 0),
-                                  "invalid preset '" + preset + "'"));
+  STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "preset", o.preset.c_str(), 0),
+                                  "invalid preset '" + o.preset + "'"));
   STOKER_RETURN_IF_ERROR(
       check_av(av_opt_set(ctx->priv_data, "crf", crf.c_str(), 0), "invalid crf " + crf));
   return Status();

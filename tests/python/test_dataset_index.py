@@ -328,9 +328,9 @@ def test_empty_dataset(lerobot_v21, lerobot_copy, tmp_path):
         pass
     with pytest.raises(DatasetError, match="empty dataset"):
         load(root)
-    # The core refuses it too.
+    # The core refuses it too: for the core, an empty source is a bad argument.
     none = np.zeros(0, np.int64)
-    with pytest.raises(DatasetError, match="no episodes"):
+    with pytest.raises(_core.InvalidArgumentError, match="no episodes"):
         _core.build_episode_index(
             str(tmp_path / "index.bin"), 30.0, none, none, none, np.zeros(0), [], [],
             np.zeros((0, 0), np.int64), np.zeros((0, 0)), [], [], 1e-4, 1, None)

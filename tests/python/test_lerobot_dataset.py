@@ -130,5 +130,5 @@ def test_sample_costs_feed_the_load_balancer(lerobot_v30):
     np.testing.assert_array_equal(wide.sample_costs([3, 1]), costs[[3, 1]])
     sampler = stoker.LoadBalancedSampler(costs, batch_size=2, rank=0, world_size=2, seed=0)
     assert len(sampler.indices()) == len(sampler)
-    with pytest.raises(stoker.DatasetError, match="out of range"):
+    with pytest.raises(stoker.InvalidArgumentError, match="out of range"):
         wide.sample_costs([len(wide)])

@@ -387,6 +387,57 @@ def test_balanced_ranks_get_equal_work_per_step(lerobot_v30):
         Loader(ds, batch_size=3).load_state_dict(state)
 
 
+def test_a_weighted_sampler_drives_the_loader(lerobot_v30):
+    ds = dataset(lerobot_v30, size=(32, 32))  # 5 episodes, 30 samples
+    # Episode 0 drawn as often as the four others together, whatever its length.
+    episode_weights = [4.0, 1.0, 1.0, 1.0, 1.0]
+    lengths = np.bincount(ds.index.episode_of_rows(np.arange(len(ds))))
+    weights = stoker.expand_group_weights(episode_weights, lengths)
+
+    def weighted(**kwargs):
+        return stoker.WeightedSampler(weights, num_samples=40, seed=7, **kwargs)
+
+    loader = Loader(ds, batch_size=4, seed=2, threads=2, sampler=weighted())
+    assert len(loader) == 10 and loader.rank == 0 and loader.world_size == 1
+    epoch = epoch_arrays(loader)
+    drawn = np.concatenate([b["index"] for b in epoch])
+    np.testing.assert_array_equal(drawn, weighted().indices(0))  # the sampler's ids, in order
+    episodes = np.concatenate([b["episode_index"] for b in epoch])
+    assert (episodes == 0).mean() > 0.3  # a fifth of the samples, drawn half the time
+    # The items are the dataset's own.
+    item = ds[int(drawn[5])]
+    np.testing.assert_array_equal(epoch[1]["action"][1], item["action"])
+
+    # Deterministic whatever the threads; resumable mid-epoch, in a new loader.
+    same = Loader(ds, batch_size=4, seed=2, threads=1, sampler=weighted())
+    assert same_batches(epoch_arrays(same), epoch)
+    interrupted = Loader(ds, batch_size=4, seed=2, threads=3, sampler=weighted())
+    it = iter(interrupted)
+    for _ in range(4):
+        next(it)
+    state = interrupted.state_dict()
+    del it, interrupted
+    resumed = Loader(ds, batch_size=4, seed=2, threads=2, sampler=weighted())
+    resumed.load_state_dict(state)
+    assert same_batches(epoch_arrays(resumed), epoch[4:])
+    with pytest.raises(ValueError, match="sampler"):  # another order: refused
+        other = stoker.WeightedSampler(weights, num_samples=40, seed=8)
+        Loader(ds, batch_size=4, seed=2, sampler=other).load_state_dict(state)
+
+    # Ranks split the draws; the sampler's rank is the loader's.
+    ranks = [Loader(ds, batch_size=4, seed=2, sampler=weighted(rank=r, world_size=2))
+             for r in range(2)]
+    assert [len(r) for r in ranks] == [5, 5]
+    with pytest.raises(ValueError, match="rank"):
+        Loader(ds, batch_size=4, rank=0, world_size=2, sampler=weighted(rank=1, world_size=2))
+    with pytest.raises(ValueError, match="without shuffle"):
+        Loader(ds, batch_size=4, shuffle=False, sampler=weighted())
+    with pytest.raises(ValueError, match="draws from 3 samples"):
+        Loader(ds, batch_size=4, sampler=stoker.WeightedSampler([1.0, 1.0, 1.0]))
+    with pytest.raises(TypeError, match="stoker sampler"):
+        Loader(ds, batch_size=4, sampler=range(30))
+
+
 def test_an_observer_sees_every_wait_and_batch_and_the_end(lerobot_v30):
     class Recorder(stoker.LoaderObserver):
         def __init__(self):

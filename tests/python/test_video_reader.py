@@ -153,21 +153,49 @@ def test_truncated_file(h264, tmp_path):
 
 
 def test_out_of_range_and_empty(h264):
+    # Asking for what is not there is an argument error: a stoker.Error that is a ValueError.
     reader = stoker.VideoReader(h264)
-    with pytest.raises(stoker.DecodeError, match=r"frame index 120 is out of range"):
+    with pytest.raises(stoker.InvalidArgumentError, match=r"frame index 120 is out of range"):
         reader.get_frames([0, 120])
-    with pytest.raises(stoker.DecodeError, match=r"frame index -1"):
+    with pytest.raises(ValueError, match=r"frame index -1"):
         reader.get_frames([-1])
-    with pytest.raises(stoker.DecodeError, match="empty index list"):
+    with pytest.raises(stoker.Error, match="empty index list"):
         reader.get_frames([])
 
 
 def test_timestamp_outside_tolerance(h264):
     reader = stoker.VideoReader(h264)
-    with pytest.raises(stoker.DecodeError, match=r"no frame within 0.0001 s"):
+    with pytest.raises(stoker.InvalidArgumentError, match=r"no frame within 0.0001 s"):
         reader.get_frames_at([0.05], tolerance=1e-4)
-    with pytest.raises(stoker.DecodeError, match="outside the video"):
+    with pytest.raises(stoker.InvalidArgumentError, match="outside the video"):
         reader.get_frames_at([60.0])
+
+
+def test_bytes_in_memory_read_like_the_file(h264):
+    data = open(h264, "rb").read()
+    from_file = stoker.VideoReader(h264)
+    in_memory = stoker.VideoReader(memoryview(data), name="clip-000.mp4")
+    assert in_memory.path == "clip-000.mp4"
+    assert in_memory.num_frames == from_file.num_frames
+    assert np.array_equal(in_memory.pts, from_file.pts)
+    picks = [from_file.num_frames - 1, 0, 37, 38, 5]
+    assert np.array_equal(in_memory.get_frames(picks), from_file.get_frames(picks))
+    assert np.array_equal(in_memory.get_frames(picks, size=(60, 80), layout="NCHW"),
+                          from_file.get_frames(picks, size=(60, 80), layout="NCHW"))
+    # A saved table skips the scan for bytes too.
+    again = stoker.VideoReader(data, frame_table=in_memory.frame_table, name="clip-000.mp4")
+    assert np.array_equal(again.get_frames([12]), from_file.get_frames([12]))
+
+
+def test_bad_bytes_name_the_video(h264):
+    data = open(h264, "rb").read()
+    with pytest.raises(stoker.DecodeError, match="clip-7.mp4"):
+        reader = stoker.VideoReader(data[: len(data) // 2], name="clip-7.mp4")
+        reader.get_frames([reader.num_frames - 1])
+    with pytest.raises(stoker.DecodeError, match="<memory>"):
+        stoker.VideoReader(b"not a video at all")
+    with pytest.raises(ValueError, match="name="):
+        stoker.VideoReader(h264, name="x")
 
 
 def test_argument_errors(h264):

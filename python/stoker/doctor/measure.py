@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from stoker import _core
 from stoker.doctor.report import Diagnosis, SweepPoint
 from stoker.doctor.verdict import conclude
 from stoker.loader import Loader, LoaderObserver
@@ -29,10 +30,6 @@ def synthetic_step(milliseconds: float) -> Callable[[Any], None]:
         time.sleep(seconds)
 
     return step
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def _sweep_counts(cores: int) -> list[int]:
@@ -273,13 +270,13 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
         )
         stages = _stage_seconds(stats, 0.0)
         work = sum(stages.values())
-        threads = stats["threads"] or _cores()
+        threads = stats["threads"] or _core.usable_cores()
         compute = 1 / float(np.median(steps)) if len(steps) else math.inf
         input_rate = threads / work if work > 0 else math.inf
         d = Diagnosis(
             batch_size=loader.batch_size,
             threads=threads,
-            cores=_cores(),
+            cores=_core.usable_cores(),
             compute_batches_per_s=compute,
             input_batches_per_s=input_rate,
             step_seconds=steps,
@@ -365,7 +362,7 @@ def diagnose(
     points = []
     if sweep:
         per_point = sweep_batches or max(8, steps // 4)
-        for threads in _sweep_counts(_cores()):
+        for threads in _sweep_counts(_core.usable_cores()):
             say(f"thread sweep: {threads} thread(s)")
             probe = loader.with_options(threads=threads, device=None)
             points.append(SweepPoint(threads, _input_rate(probe, per_point)))
@@ -374,7 +371,7 @@ def diagnose(
     d = Diagnosis(
         batch_size=loader.batch_size,
         threads=stats["threads"],
-        cores=_cores(),
+        cores=_core.usable_cores(),
         compute_batches_per_s=compute,
         input_batches_per_s=input_rate,
         step_seconds=np.asarray(step_times),
