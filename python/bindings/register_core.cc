@@ -1,7 +1,12 @@
-// Bindings for the core layer's shared facts: the element types (DType) and the cores this
-// process may use.
+// Bindings for the core layer's shared facts: the element types (DType), the cores this
+// process may use, and how a finished file is made durable.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
+#include <string>
+
+#include "core/file.h"
+#include "errors.h"
 #include "stoker/cores.h"
 #include "stoker/dtype.h"
 
@@ -22,6 +27,20 @@ void register_core(nb::module_& m) {
   m.def("usable_cores", &usable_cores,
         "The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets, job "
         "schedulers); what stoker sizes its thread pools by.");
+
+  m.def(
+      "commit_file",
+      [](const std::string& temporary, const std::string& path) {
+        Status status;
+        {
+          nb::gil_scoped_release release;
+          status = core::commit_file(temporary, path);
+        }
+        raise_if_error(status, Area::kDataset);
+      },
+      nb::arg("temporary"), nb::arg("path"),
+      "Makes the finished file `temporary` durable and renames it to `path` in the same folder "
+      "(fsync, rename, fsync of the folder), as stoker's C++ writes its own files.");
 }
 
 }  // namespace stoker::python

@@ -53,6 +53,11 @@ def usable_cores() -> int:
     The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets, job schedulers); what stoker sizes its thread pools by.
     """
 
+def commit_file(temporary: str, path: str) -> None:
+    """
+    Makes the finished file `temporary` durable and renames it to `path` in the same folder (fsync, rename, fsync of the folder), as stoker's C++ writes its own files.
+    """
+
 class Layout(enum.Enum):
     NHWC = 0
     """[N, H, W, 3] interleaved RGB"""

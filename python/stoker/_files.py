@@ -1,8 +1,10 @@
 """Files as stoker writes them into datasets: atomically. And JSON files read with checks.
 
-Every file is written under a temporary name in its folder, flushed to disk, then renamed to its
-final name, so a file with its final name is always complete whatever interrupts the writer (a
-crash, Ctrl-C, a full disk). A temporary left behind ends in ``.partial``.
+Every file is written under a temporary name in its folder, then flushed to disk and renamed to
+its final name, and the folder flushed, by the C++ core's ``commit_file`` (the one definition of
+a durable write, which the index and the transcoder use too): a file with its final name is
+always complete whatever interrupts the writer (a crash, Ctrl-C, a full disk). A temporary left
+behind ends in ``.partial``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stoker import _core
 from stoker._core import DatasetError
 
 
@@ -71,9 +74,7 @@ def _atomic(path: str, write: Callable[[str], object]) -> None:
     temporary = f"{path}.{os.getpid()}.partial"
     try:
         write(temporary)
-        with open(temporary, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
+        _core.commit_file(temporary, path)
     except BaseException:
         remove_file(temporary)
         raise
