@@ -98,6 +98,10 @@ def source_dataset(name: str, data_dir: Path) -> Path:
     return root
 
 
+# The ETL's H.264 encoder settings: C++'s defaults.
+ENCODER = stoker._core.EncoderOptions().with_codec_defaults()
+
+
 def measure(root: Path, threads: int, batches: int) -> dict:
     spec = stoker.WindowSpec(delta_indices={k: list(v) for k, v in loader_bench.WINDOWS.items()},
                              size=OUT_SIZE)
@@ -169,7 +173,7 @@ def main() -> int:
         f"16 actions; batches of {BATCH_SIZE}, {args.threads} threads, frames at "
         f"{OUT_SIZE[1]}x{OUT_SIZE[0]}",
         f"  etl: --size {OUT_SIZE[1]}x{OUT_SIZE[0]} --codec h264 --gop {args.gop} (crf "
-        f"{etl.DEFAULT_CRF['h264']}, preset medium)",
+        f"{ENCODER.crf}, preset {ENCODER.preset})",
         "  command: PYTHONPATH=python .venv/bin/python bench/etl_bench.py " +
         " ".join(sys.argv[1:]),
         "",
