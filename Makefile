@@ -9,15 +9,18 @@ BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
 CLANG_BUILD ?= build-clang
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-dev libavformat-dev \
-	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang
+	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang \
+	libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-lerobot lint bench \
-	build deps format stubs clean
+.PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \
+	lint bench build deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -49,7 +52,7 @@ build: deps $(BUILD)/build.ninja
 
 ## Tests ----------------------------------------------------------------------------------
 
-test: lint test-cpp test-sanitize test-thread-safety test-python
+test: lint test-cpp test-sanitize test-thread-safety test-fuzz test-python
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -94,6 +97,28 @@ test-thread-safety: deps
 	  2> $(CLANG_BUILD)/probe.log
 	grep -q "requires holding mutex" $(CLANG_BUILD)/probe.log
 
+# libFuzzer on each parser of untrusted bytes (the frame table, the episode index, a video's
+# container and decoder over bytes in memory), from seeds the C++ tests write: FUZZ_SECONDS
+# each (30 in `make test`; `make fuzz` runs 10 minutes each). A crash, a leak, undefined
+# behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/.
+FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz
+test-fuzz: build
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSTOKER_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+	STOKER_FUZZ_CORPUS=$(abspath $(FUZZ_BUILD))/seeds STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
+	  $(BUILD)/media_test --gtest_filter='FuzzSeeds.*' --gtest_brief=1
+	STOKER_FUZZ_CORPUS=$(abspath $(FUZZ_BUILD))/seeds STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
+	  $(BUILD)/dataset_test --gtest_filter='FuzzSeeds.*' --gtest_brief=1
+	for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_BUILD)/found/$$t; \
+	  if (cd $(FUZZ_BUILD) && ./$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	      -rss_limit_mb=4096 -print_final_stats=1 found/$$t seeds/$$t > $$t.log 2>&1); then \
+	    echo "$$t: $$(grep -E '^(#[0-9]+|stat::number_of_executed_units)' $(FUZZ_BUILD)/$$t.log | tail -n 1)"; \
+	  else tail -n 40 $(FUZZ_BUILD)/$$t.log; exit 1; fi; done
+
+fuzz:
+	$(MAKE) test-fuzz FUZZ_SECONDS=600
+
 # Parity with LeRobot's own LeRobotDataset. lerobot brings PyTorch and more, so it lives in its
 # own virtual environment; `make test` skips this comparison when lerobot is not importable.
 LEROBOT_VENV ?= .venv-lerobot
@@ -135,4 +160,5 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) python/stoker/_core*.so
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) \
+	  python/stoker/_core*.so

@@ -28,6 +28,13 @@ class ByteSource {
   const std::string& name() const { return name_; }
   /// Its length in bytes, fixed when it was opened.
   virtual int64_t size() const = 0;
+  /// When the bytes were last modified (nanoseconds since the epoch) as of opening; 0 when the
+  /// source cannot say. With size(), the version a saved frame table is checked against.
+  virtual int64_t mtime_ns() const { return 0; }
+  /// OK while the bytes are those the source opened; kCorruptData naming the source once they
+  /// changed (a file rewritten in place). Cheap enough for every read call: one fstat for a
+  /// file, nothing for bytes in memory.
+  virtual Status check_unchanged() const { return Status(); }
 
   /// Reads min(out.size(), size() - offset) bytes starting at `offset` into `out` and returns
   /// how many: fewer than out.size() only at the end, 0 at or past it. Errors (kIoError,

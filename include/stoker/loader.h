@@ -20,6 +20,11 @@
 // after the loader is gone, and its buffer returns to the pool when its last reference goes.
 // Thread-safety: start(), next() and stop() are for one consumer thread at a time; stats() may
 // be called from any thread.
+//
+// Fork: a loader belongs to the process that created it. In a child of fork() its threads and
+// locks are not usable: start() and next() fail (kInvalidArgument), stop() does nothing, and
+// destroying it leaves its memory to the parent's pages instead of joining threads that do not
+// exist. Create a new Loader in the child.
 #pragma once
 
 #include <cstdint>
@@ -179,7 +184,11 @@ class Loader {
  private:
   class Impl;
   explicit Loader(std::unique_ptr<Impl> impl);
+  /// Whether this process is a child forked after the loader was created.
+  bool forked() const;
+  Status refuse_if_forked() const;
   std::unique_ptr<Impl> impl_;
+  uint64_t fork_generation_;
 };
 
 }  // namespace stoker

@@ -16,12 +16,13 @@ namespace stoker {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // the caller asked for something impossible (index out of range, bad size)
-  kNotFound,         // a file or stream that should exist does not
-  kCorruptData,      // the bytes are not what their format promises (truncated, corrupted)
-  kUnsupported,      // valid input that stoker cannot handle (unknown codec, no timestamps)
-  kIoError,          // the operating system refused a read
-  kInternal,         // a stoker bug: an invariant did not hold
+  kInvalidArgument,    // the caller asked for something impossible (index out of range, bad size)
+  kNotFound,           // a file or stream that should exist does not
+  kCorruptData,        // the bytes are not what their format promises (truncated, corrupted)
+  kUnsupported,        // valid input that stoker cannot handle (unknown codec, no timestamps)
+  kIoError,            // the operating system refused a read
+  kInternal,           // a stoker bug: an invariant did not hold
+  kResourceExhausted,  // the system refused memory or threads (a limit, or too much asked)
 };
 
 /// Human-readable name of a code, e.g. "corrupt data".

@@ -15,6 +15,7 @@ PyObject* decode_error_type = nullptr;
 PyObject* dataset_error_type = nullptr;
 PyObject* invalid_argument_type = nullptr;
 PyObject* internal_error_type = nullptr;
+PyObject* resource_error_type = nullptr;
 
 PyObject* new_type(const char* name, const char* doc, PyObject* bases) {
   PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
@@ -45,16 +46,23 @@ void register_errors(nb::module_& m) {
       "stoker._core.InternalError",
       "A bug in stoker: one of its own invariants did not hold. Please report it with the message.",
       error_type);
+  nb::object memory_bases = nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_MemoryError));
+  resource_error_type = new_type(
+      "stoker._core.ResourceError",
+      "The system refused memory or threads that stoker asked for (a limit, or a configuration "
+      "asking for more than the machine has); also a MemoryError.",
+      memory_bases.ptr());
   m.attr("Error") = nb::steal(error_type);
   m.attr("DecodeError") = nb::steal(decode_error_type);
   m.attr("DatasetError") = nb::steal(dataset_error_type);
   m.attr("InvalidArgumentError") = nb::steal(invalid_argument_type);
   m.attr("InternalError") = nb::steal(internal_error_type);
+  m.attr("ResourceError") = nb::steal(resource_error_type);
   // For the tests of the map above: raises what a failure with this code raises.
   m.def(
       "_raise_status",
       [](int code, bool video, const std::string& message) {
-        if (code <= 0 || code > static_cast<int>(StatusCode::kInternal)) {
+        if (code <= 0 || code > static_cast<int>(StatusCode::kResourceExhausted)) {
           throw nb::value_error("not a failing StatusCode");
         }
         raise_if_error(Status(static_cast<StatusCode>(code), message),
@@ -72,6 +80,9 @@ void raise_if_error(const Status& status, Area area) {
       break;
     case StatusCode::kInternal:
       type = internal_error_type;
+      break;
+    case StatusCode::kResourceExhausted:
+      type = resource_error_type;
       break;
     case StatusCode::kOk:
     case StatusCode::kNotFound:

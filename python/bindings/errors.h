@@ -2,6 +2,7 @@
 //
 //   kInvalidArgument                       stoker.InvalidArgumentError (a ValueError)
 //   kInternal                              stoker.InternalError (a bug in stoker)
+//   kResourceExhausted                     stoker.ResourceError (a MemoryError)
 //   kNotFound, kCorruptData, kUnsupported, stoker.DecodeError for calls on videos,
 //   kIoError                               stoker.DatasetError for datasets and loaders
 //

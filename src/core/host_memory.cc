@@ -1,6 +1,7 @@
 #include "core/host_memory.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -18,7 +19,8 @@ class AlignedMemory final : public HostMemory {
     auto* memory =
         static_cast<uint8_t*>(std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment));
     if (memory == nullptr) {
-      return Status(StatusCode::kInternal, "cannot allocate " + std::to_string(bytes) + " bytes");
+      return Status(StatusCode::kResourceExhausted,
+                    "cannot allocate " + std::to_string(bytes) + " bytes");
     }
     return memory;
   }
@@ -84,6 +86,12 @@ Result<std::shared_ptr<const HostMemory>> HostMemory::create(bool pinned) {
   return Status(StatusCode::kUnsupported,
                 "pinned memory needs the CUDA runtime, and none could be loaded (tried " + tried +
                     "; set STOKER_CUDART to its path)");
+}
+
+size_t HostMemory::physical_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
 }
 
 }  // namespace stoker

@@ -16,6 +16,8 @@ const char* status_code_name(StatusCode code) {
       return "unsupported";
     case StatusCode::kIoError:
       return "I/O error";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
     case StatusCode::kInternal:
       return "internal error (a stoker bug)";
   }

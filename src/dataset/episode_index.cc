@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/byte_io.h"
+#include "core/crc32c.h"
 #include "core/file.h"
 #include "core/mutex.h"
 #include "stoker/cores.h"
@@ -23,7 +24,14 @@ using core::ByteReader;
 using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
-constexpr uint32_t kFormatVersion = 1;
+// Fuzzing builds read past wrong checksums, so that mutations reach the parser behind them.
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+constexpr bool kFuzzing = true;
+#else
+constexpr bool kFuzzing = false;
+#endif
+// 2: the file's size and CRC-32C checksums of the header and of everything after it.
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kMaxListed = 20;
 
 struct Section {
@@ -45,6 +53,9 @@ struct Header {
   Section row_episode, row_timestamp;
   Section episode_video, episode_first_frame, episode_drift;
   Section records;
+  uint64_t file_bytes;  // the whole file
+  uint32_t body_crc;    // of the bytes after the header
+  uint32_t header_crc;  // of the header, with this field 0
 };
 
 // Appends an array 8-byte aligned, so the mapped file can be read in place.
@@ -344,6 +355,11 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     records.pod<uint64_t>(section.bytes);
   }
   header.records = append_array<uint8_t>(w, records.buffer());
+  header.file_bytes = w.size();
+  header.body_crc = core::crc32c(std::span(w.buffer()).subspan(sizeof(Header)));
+  header.header_crc = 0;
+  header.header_crc =
+      core::crc32c(std::span(reinterpret_cast<const uint8_t*>(&header), sizeof(header)));
   std::memcpy(w.buffer().data(), &header, sizeof(header));
 
   STOKER_RETURN_IF_ERROR(
@@ -383,6 +399,23 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   if (header.version != kFormatVersion || header.header_bytes != sizeof(Header)) {
     return malformed("format version " + std::to_string(header.version) + ", this stoker reads " +
                      std::to_string(kFormatVersion));
+  }
+  // Every byte is checked before any is used: a damaged index is refused (and rebuilt by
+  // load_index), never read into wrong samples.
+  Header unchecked = header;
+  unchecked.header_crc = 0;
+  if (core::crc32c(std::span(reinterpret_cast<const uint8_t*>(&unchecked), sizeof(unchecked))) !=
+          header.header_crc &&
+      !kFuzzing) {
+    return malformed("the header's checksum does not match (the file was damaged)");
+  }
+  if (header.file_bytes != size && !kFuzzing) {
+    return malformed("it holds " + std::to_string(size) + " bytes, its header says " +
+                     std::to_string(header.file_bytes) + " (truncated or extended)");
+  }
+  if (core::crc32c(std::span(base + sizeof(Header), size - sizeof(Header))) != header.body_crc &&
+      !kFuzzing) {
+    return malformed("its checksum does not match (the file was damaged)");
   }
   const int64_t episodes = header.num_episodes;
   const int64_t rows = header.num_rows;

@@ -1,6 +1,7 @@
 #include "stoker/window_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 namespace stoker {
@@ -60,7 +61,12 @@ Status WindowPlanner::plan(int64_t row, WindowPlan* plan) const {
     const std::vector<int64_t>& offsets = keys_[k].offsets;
     const size_t steps = offsets.empty() ? 1 : offsets.size();
     for (size_t t = 0; t < steps; ++t) {
-      const int64_t wanted = row + (offsets.empty() ? 0 : offsets[t]);
+      const int64_t offset = offsets.empty() ? 0 : offsets[t];
+      int64_t wanted = 0;
+      if (__builtin_add_overflow(row, offset, &wanted)) {  // far outside: clamped all the same
+        wanted =
+            offset > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+      }
       const int64_t clamped = std::clamp(wanted, first, last);
       plan->rows.push_back(clamped);
       plan->pad.push_back(clamped != wanted ? 1 : 0);

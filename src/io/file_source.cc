@@ -12,13 +12,30 @@
 namespace stoker {
 namespace {
 
+int64_t mtime_of(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
 class FileSource final : public ByteSource {
  public:
-  FileSource(std::string path, int fd, int64_t size)
-      : ByteSource(std::move(path)), fd_(fd), size_(size) {}
+  FileSource(std::string path, int fd, int64_t size, int64_t mtime_ns)
+      : ByteSource(std::move(path)), fd_(fd), size_(size), mtime_ns_(mtime_ns) {}
   ~FileSource() override { ::close(fd_); }
 
   int64_t size() const override { return size_; }
+  int64_t mtime_ns() const override { return mtime_ns_; }
+
+  Status check_unchanged() const override {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+      return Status(StatusCode::kIoError, "cannot stat '" + name() + "': " + std::strerror(errno));
+    }
+    if (st.st_size == size_ && mtime_of(st) == mtime_ns_) return Status();
+    return Status(StatusCode::kCorruptData,
+                  "'" + name() + "' changed while it was open (" + std::to_string(size_) +
+                      " bytes then, " + std::to_string(st.st_size) +
+                      " now, and a new modification time): it was rewritten in place");
+  }
 
   Result<size_t> read_at(int64_t offset, std::span<uint8_t> out) const override {
     if (offset < 0) {
@@ -44,6 +61,7 @@ class FileSource final : public ByteSource {
  private:
   const int fd_;
   const int64_t size_;
+  const int64_t mtime_ns_;
 };
 
 }  // namespace
@@ -65,7 +83,8 @@ Result<std::unique_ptr<ByteSource>> open_file_source(const std::string& path) {
     ::close(fd);
     return Status(StatusCode::kInvalidArgument, "'" + path + "' is not a regular file");
   }
-  return std::unique_ptr<ByteSource>(new FileSource(path, fd, static_cast<int64_t>(st.st_size)));
+  return std::unique_ptr<ByteSource>(
+      new FileSource(path, fd, static_cast<int64_t>(st.st_size), mtime_of(st)));
 }
 
 }  // namespace stoker

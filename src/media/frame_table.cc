@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "core/byte_io.h"
+#include "core/crc32c.h"
+#include "media/detail/ffmpeg.h"
 
 namespace stoker {
 namespace {
@@ -14,10 +16,48 @@ using core::ByteReader;
 using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'F', 'T', 'B', 'L', '\0'};
-constexpr uint32_t kFormatVersion = 1;
+// Fuzzing builds read past a wrong checksum, so that mutations reach the parser behind it.
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+constexpr bool kFuzzing = true;
+#else
+constexpr bool kFuzzing = false;
+#endif
+// 2: a CRC-32C of everything before it closes the table.
+constexpr uint32_t kFormatVersion = 2;
+constexpr int kMaxSide = 1 << 14;
+constexpr size_t kMaxExtradata = 1 << 24;
+constexpr int kMaxVideoDelay = 64;
 
 Status malformed(const std::string& what) {
   return Status(StatusCode::kCorruptData, "frame table is malformed: " + what);
+}
+
+// What the decoder is built from must be something FFmpeg accepts: a table that passed its
+// checksum can still come from a buggy writer or a hand-made file, and values out of FFmpeg's
+// ranges can make a decoder assert instead of fail.
+Status check_stream(const VideoStreamInfo& s) {
+  if (avcodec_descriptor_get_by_name(s.codec.c_str()) == nullptr) {
+    return malformed("unknown codec '" + s.codec + "'");
+  }
+  if (s.width <= 0 || s.height <= 0 || s.width > kMaxSide || s.height > kMaxSide) {
+    return malformed("frame size " + std::to_string(s.width) + "x" + std::to_string(s.height) +
+                     " is out of range");
+  }
+  if (s.pixel_format != AV_PIX_FMT_NONE &&
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(s.pixel_format)) == nullptr) {
+    return malformed("unknown pixel format " + std::to_string(s.pixel_format));
+  }
+  if (s.color_range < 0 || s.color_range >= AVCOL_RANGE_NB || s.color_space < 0 ||
+      s.color_space >= AVCOL_SPC_NB) {
+    return malformed("colour range or space out of range");
+  }
+  if (s.sample_aspect_num < 0 || s.sample_aspect_den < 0 || s.bits_per_raw_sample < 0 ||
+      s.bits_per_raw_sample > 64 || s.video_delay < 0 || s.video_delay > kMaxVideoDelay ||
+      s.stream_index < 0) {
+    return malformed("stream parameters out of range");
+  }
+  if (s.extradata.size() > kMaxExtradata) return malformed("extradata too large");
+  return Status();
 }
 
 }  // namespace
@@ -141,21 +181,30 @@ std::vector<uint8_t> FrameTable::serialize() const {
     w.pod<int64_t>(p.duration);
     w.pod<uint8_t>(static_cast<uint8_t>((p.is_key ? 1 : 0) | (p.shown ? 2 : 0)));
   }
+  w.pod<uint32_t>(core::crc32c(w.buffer()));
   return w.take();
 }
 
-Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes);
+Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<const uint8_t> all) {
+  ByteReader header(all);
   char magic[sizeof(kMagic)];
-  if (!r.bytes(magic, sizeof(magic)) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+  if (!header.bytes(magic, sizeof(magic)) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
     return malformed("it does not start with the frame-table signature");
   }
   uint32_t version = 0;
-  if (!r.pod(&version)) return malformed("truncated header");
+  if (!header.pod(&version)) return malformed("truncated header");
   if (version != kFormatVersion) {
     return malformed("format version " + std::to_string(version) + ", expected " +
                      std::to_string(kFormatVersion));
   }
+  uint32_t stored_crc = 0;
+  if (all.size() < sizeof(kMagic) + 2 * sizeof(uint32_t)) return malformed("truncated");
+  const std::span<const uint8_t> bytes = all.first(all.size() - sizeof(stored_crc));
+  std::memcpy(&stored_crc, all.data() + bytes.size(), sizeof(stored_crc));
+  if (core::crc32c(bytes) != stored_crc && !kFuzzing) {
+    return malformed("its checksum does not match (the bytes were damaged)");
+  }
+  ByteReader r(bytes.subspan(sizeof(kMagic) + sizeof(version)));
   std::shared_ptr<FrameTable> table(new FrameTable());
   VideoStreamInfo& s = table->stream_;
   if (!r.pod(&table->file_size_) || !r.pod(&table->file_mtime_ns_) || !r.string(&s.codec, 64)) {
@@ -190,7 +239,7 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
     p.shown = flags & 2;
   }
   if (!r.at_end()) return malformed("trailing bytes after the packet list");
-  if (s.width <= 0 || s.height <= 0) return malformed("frame size is not positive");
+  STOKER_RETURN_IF_ERROR(check_stream(s));
   STOKER_RETURN_IF_ERROR(table->derive());
   return std::shared_ptr<const FrameTable>(std::move(table));
 }

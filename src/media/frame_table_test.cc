@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
+#include <string>
+#include <utility>
 
 namespace stoker {
 namespace {
@@ -117,11 +120,36 @@ TEST(FrameTable, DeserializeRejectsEveryTruncationAndRandomDamage) {
     auto result = FrameTable::deserialize(std::span(bytes.data(), size));
     EXPECT_FALSE(result.ok()) << "accepted a table cut to " << size << " bytes";
   }
+  // Every damaged byte is caught by the checksum: before it, damaged codec parameters reached
+  // the decoder, which could abort inside avcodec_send_packet.
   std::mt19937 rng(7);
   for (int trial = 0; trial < 500; ++trial) {
     std::vector<uint8_t> damaged = bytes;
-    damaged[rng() % damaged.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
-    (void)FrameTable::deserialize(damaged);  // must not crash or read out of bounds
+    const size_t at = rng() % damaged.size();
+    damaged[at] ^= static_cast<uint8_t>(1 + rng() % 255);
+    auto result = FrameTable::deserialize(damaged);
+    EXPECT_FALSE(result.ok()) << "accepted a table damaged at byte " << at;
+  }
+}
+
+// A table whose checksum holds can still come from a buggy writer: what the decoder would be
+// built from is checked against FFmpeg's ranges.
+TEST(FrameTable, DeserializeRefusesStreamParametersFFmpegWouldNotTake) {
+  const std::vector<std::pair<std::string, std::function<void(VideoStreamInfo&)>>> cases = {
+      {"unknown codec", [](VideoStreamInfo& s) { s.codec = "no-such-codec"; }},
+      {"out of range", [](VideoStreamInfo& s) { s.width = 1 << 20; }},
+      {"unknown pixel format", [](VideoStreamInfo& s) { s.pixel_format = 100000; }},
+      {"colour range", [](VideoStreamInfo& s) { s.color_space = 1000; }},
+      {"out of range", [](VideoStreamInfo& s) { s.video_delay = -3; }},
+  };
+  for (const auto& [says, damage] : cases) {
+    VideoStreamInfo info = stream_info();
+    damage(info);
+    auto table = FrameTable::create(info, open_gop_packets(), 1, 2);
+    ASSERT_TRUE(table.ok());
+    auto copy = FrameTable::deserialize((*table)->serialize());
+    ASSERT_FALSE(copy.ok()) << says;
+    EXPECT_NE(copy.status().message().find(says), std::string::npos) << copy.status().message();
   }
 }
 

@@ -1,5 +1,7 @@
 #include "media/media_cache.h"
 
+#include "core/fork.h"
+
 namespace stoker::media {
 namespace {
 
@@ -72,9 +74,27 @@ auto find_and_promote(List& list, const Key& key) {
 
 }  // namespace
 
+ThreadMediaCache::ThreadMediaCache() : fork_generation_(core::fork_generation()) {}
+
+// A child that exits without decoding still runs its copy's destructor.
+ThreadMediaCache::~ThreadMediaCache() { leave_behind_after_fork(); }
+
 ThreadMediaCache& ThreadMediaCache::current() {
   thread_local ThreadMediaCache cache;
+  cache.leave_behind_after_fork();
   return cache;
+}
+
+void ThreadMediaCache::leave_behind_after_fork() {
+  const uint64_t now = core::fork_generation();
+  if (now == fork_generation_) return;
+  // Closing them would join decoder threads that do not exist in this process, or free what
+  // the parent still uses through shared pages: they are released, unclosed.
+  for (ContainerEntry& entry : containers_) static_cast<void>(entry.container.release());
+  for (Decoder& decoder : decoders_) static_cast<void>(decoder.context.release());
+  containers_.clear();
+  decoders_.clear();
+  fork_generation_ = now;
 }
 
 Result<Container*> ThreadMediaCache::container(const std::string& key,
@@ -83,11 +103,25 @@ Result<Container*> ThreadMediaCache::container(const std::string& key,
                                                DecodeStats* stats) {
   drop_orphans();
   if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
+    // Bytes rewritten under an open container would decode into another video's frames.
+    Status unchanged = it->container->source()->check_unchanged();
+    if (!unchanged.ok()) {
+      containers_.erase(it);
+      return unchanged;
+    }
     return it->container.get();
   }
   std::shared_ptr<const ByteSource> source = held;
   if (source == nullptr) {
     STOKER_ASSIGN_OR_RETURN(source, open_file_source(path));
+    if (source->size() != table.file_size() ||
+        (table.file_mtime_ns() != 0 && source->mtime_ns() != table.file_mtime_ns())) {
+      return Status(StatusCode::kCorruptData,
+                    "'" + path + "' changed since its frame table was made (" +
+                        std::to_string(table.file_size()) + " bytes then, " +
+                        std::to_string(source->size()) +
+                        " now, or a new modification time): rebuild the index");
+    }
   }
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> opened,
                           Container::open(std::move(source), &table));

@@ -7,7 +7,9 @@
 //   finished reader's bytes are not kept alive by the cache.
 // - Decoders are keyed by their codec parameters and extradata, at most kMaxDecoders. Files with
 //   identical parameters (LeRobot's per-episode files) share one decoder, flushed between them.
-// Both are least-recently-used caches; evicting closes the handle.
+// Both are least-recently-used caches; evicting closes the handle. In a child process after
+// fork(), what the parent's thread had open is abandoned, never used nor closed (a decoder's
+// threads did not survive the fork), and the child opens its own.
 //
 // Ownership: the cache owns everything it hands out; returned pointers stay valid until the
 // next call to the same getter on the same thread.
@@ -58,7 +60,15 @@ class ThreadMediaCache {
 
   FrameConverter& converter() { return converter_; }
 
+  ThreadMediaCache();
+  ~ThreadMediaCache();
+  ThreadMediaCache(const ThreadMediaCache&) = delete;
+  ThreadMediaCache& operator=(const ThreadMediaCache&) = delete;
+
  private:
+  // Abandons what was opened before a fork, in the child of that fork.
+  void leave_behind_after_fork();
+
   struct ContainerEntry {
     std::string key;
     std::unique_ptr<Container> container;
@@ -69,6 +79,7 @@ class ThreadMediaCache {
   std::list<ContainerEntry> containers_;  // most recently used first
   std::list<Decoder> decoders_;           // most recently used first
   FrameConverter converter_;
+  uint64_t fork_generation_;  // of the process that opened what the lists hold
 };
 
 }  // namespace stoker::media

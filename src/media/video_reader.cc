@@ -368,6 +368,10 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
       return Status(StatusCode::kInvalidArgument,
                     context + ": " + stale_table(table->file_size(), identity->size));
     }
+    if (table->file_mtime_ns() != 0 && table->file_mtime_ns() != identity->mtime_ns) {
+      return Status(StatusCode::kInvalidArgument,
+                    context + ": the saved frame table is stale (the file was modified since)");
+    }
   } else {
     Result<std::unique_ptr<ByteSource>> source = open_file_source(path);
     if (!source.ok()) return source.status().with_context(context);
@@ -521,7 +525,20 @@ Status VideoReader::get_frames(std::span<const FrameRequest> requests, const Out
   auto [height, width] = output_size(options);
   DecodePass pass(*table_, **container, **decoder, cache.converter(), options, height, width,
                   requests, wanted, s);
-  return pass.run().with_context(context);
+  Status decoded = pass.run();
+  if (!decoded.ok() && source_ == nullptr) {
+    // A file replaced since it was indexed fails to decode: say so rather than "corrupt".
+    Result<core::FileIdentity> now = core::stat_file(name_);
+    if (!now.ok() || now->size != table_->file_size() ||
+        (table_->file_mtime_ns() != 0 && now->mtime_ns != table_->file_mtime_ns())) {
+      return Status(StatusCode::kCorruptData,
+                    context +
+                        ": the file changed since its frame table was made (rebuild the "
+                        "index); decoding it failed with: " +
+                        decoded.message());
+    }
+  }
+  return decoded.with_context(context);
 }
 
 Result<int64_t> VideoReader::frame_at(double seconds, std::optional<double> tolerance) const {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -155,6 +157,30 @@ TEST_P(FrameExact, BytesInMemoryGiveTheSameFrames) {
   auto again = VideoReader::open(source, {.frame_table = *table});
   ASSERT_TRUE(again.ok()) << again.status().message();
   expect_frames(**again, {n / 4, n - 2}, reference);
+}
+
+// Seeds for the fuzz targets of frame tables and of videos in memory (`make test-fuzz`),
+// written where $STOKER_FUZZ_CORPUS says: every frame-exact video under 256 KiB, and its table.
+TEST(FuzzSeeds, FrameTablesAndVideos) {
+  const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
+  if (corpus == nullptr) GTEST_SKIP() << "STOKER_FUZZ_CORPUS is not set";
+  const std::filesystem::path root(corpus);
+  std::filesystem::create_directories(root / "frame_table_fuzz");
+  std::filesystem::create_directories(root / "video_reader_fuzz");
+  for (const TestVideoSpec& spec : frame_exact_specs()) {
+    auto path = make_test_video(spec);
+    ASSERT_TRUE(path.ok()) << path.status().message();
+    auto reader = open_reader(*path);
+    ASSERT_NE(reader, nullptr);
+    const std::vector<uint8_t> table = reader->frame_table().serialize();
+    std::ofstream(root / "frame_table_fuzz" / spec.name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(table.data()),
+               static_cast<std::streamsize>(table.size()));
+    if (std::filesystem::file_size(*path) <= (256u << 10)) {
+      std::filesystem::copy_file(*path, root / "video_reader_fuzz" / spec.name,
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Videos, FrameExact, ::testing::ValuesIn(frame_exact_specs()),

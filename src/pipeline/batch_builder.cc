@@ -103,7 +103,7 @@ Status BatchBuilder::plan_slot(BatchWork& work, int64_t slot, int64_t row) {
   return Status();
 }
 
-std::vector<ReadGroup> BatchBuilder::group_reads(const BatchWork& work) {
+std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
   const Clock::time_point start = Clock::now();
   std::vector<Status> errors;
   {
@@ -119,15 +119,35 @@ std::vector<ReadGroup> BatchBuilder::group_reads(const BatchWork& work) {
   for (int64_t slot = 0; slot < work.batch->size(); ++slot) {
     if (!errors[slot].ok()) continue;
     const WindowPlan& plan = work.plans[slot];
-    for (size_t r = 0; r < plan.reads.size(); ++r) {
+    std::vector<Span> reads;
+    Status fits;
+    for (size_t r = 0; r < plan.reads.size() && fits.ok(); ++r) {
       const WindowPlan::Read& read = plan.reads[r];
       Result<const VideoReader*> reader = reader_of(read.video_file);
-      if (!reader.ok()) continue;  // plan_slot opened it already
+      if (!reader.ok()) break;  // plan_slot opened it already
       const FrameTable& table = (*reader)->frame_table();
+      // The index's frames must exist in the table before they index into it.
+      for (int64_t frame : read.frames) {
+        if (frame < 0 || frame >= table.num_frames()) {
+          fits = Status(StatusCode::kCorruptData,
+                        "the index places it at frame " + std::to_string(frame) + " of '" +
+                            (*reader)->name() + "', which has " +
+                            std::to_string(table.num_frames()) + " frames")
+                     .with_context(describe_read(work, plan.row, read.camera));
+          break;
+        }
+      }
+      if (!fits.ok()) break;
       const int64_t lowest = *std::min_element(read.frames.begin(), read.frames.end());
       int64_t last = 0;
       for (int64_t frame : read.frames) last = std::max(last, table.packet_of_frame(frame));
-      spans.push_back({read.video_file, table.sync_packet_of_frame(lowest), last, {slot, r}});
+      reads.push_back({read.video_file, table.sync_packet_of_frame(lowest), last, {slot, r}});
+    }
+    if (fits.ok()) {
+      spans.insert(spans.end(), reads.begin(), reads.end());
+    } else {
+      core::MutexLock lock(&work.errors_mutex);
+      work.slot_errors[slot] = fits;
     }
   }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {

@@ -42,7 +42,8 @@ struct BatchWork {
 
   const uint32_t epoch;
   const int64_t index;  // the batch's number in its epoch
-  const std::shared_ptr<PooledBatch> batch;
+  // Given up when the batch is delivered, so that only its consumer keeps its buffer.
+  std::shared_ptr<PooledBatch> batch;
   std::vector<WindowPlan> plans;        // per slot
   std::vector<FrameGeometry> geometry;  // [slot * num_cameras + camera]
   std::vector<SkipRecord> skips;        // the slots replaced by finish()
@@ -80,8 +81,9 @@ class BatchBuilder {
   /// Draws the ids of `work`'s batch from the sampler and plans every slot; a slot that
   /// cannot be planned gets its error in slot_errors. Errors: the sampler's.
   Status plan(BatchWork& work);
-  /// The reads of every planned slot, grouped for one decoder pass each.
-  std::vector<ReadGroup> group_reads(const BatchWork& work);
+  /// The reads of every planned slot, grouped for one decoder pass each. A slot whose frames
+  /// are not in their video (a damaged index) gets its error instead.
+  std::vector<ReadGroup> group_reads(BatchWork& work);
   /// Decodes `group` into its slots; the slots whose reads fail get their errors.
   void decode_group(BatchWork& work, const ReadGroup& group);
   /// Settles the failed slots by the error policy: the first failure under kRaise; under kSkip,

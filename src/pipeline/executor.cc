@@ -1,12 +1,26 @@
 #include "pipeline/executor.h"
 
+#include <system_error>
 #include <utility>
 
 namespace stoker::pipeline {
 
-Executor::Executor(int threads) {
-  workers_.reserve(threads);
-  for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+Result<std::unique_ptr<Executor>> Executor::create(int threads) {
+  std::unique_ptr<Executor> executor(new Executor());
+  try {
+    executor->workers_.reserve(threads);
+    for (int t = 0; t < threads; ++t) {
+      executor->workers_.emplace_back([raw = executor.get()] { raw->work(); });
+    }
+  } catch (const std::exception& error) {  // std::system_error (EAGAIN), std::bad_alloc
+    const size_t started = executor->workers_.size();
+    executor.reset();  // joins the threads that did start
+    return Status(StatusCode::kResourceExhausted,
+                  "cannot start thread " + std::to_string(started + 1) + " of " +
+                      std::to_string(threads) + ": " + error.what() +
+                      " (fewer threads, or a higher limit on processes and memory, would do)");
+  }
+  return executor;
 }
 
 Executor::~Executor() {

@@ -9,17 +9,21 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <thread>
 #include <vector>
 
 #include "core/mutex.h"
+#include "stoker/status.h"
 
 namespace stoker::pipeline {
 
 class Executor {
  public:
-  explicit Executor(int threads);
+  /// Starts `threads` threads. Errors (kResourceExhausted): the system refused a thread; the
+  /// ones already started are joined first.
+  static Result<std::unique_ptr<Executor>> create(int threads);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -37,6 +41,7 @@ class Executor {
       return priority != other.priority ? priority > other.priority : sequence > other.sequence;
     }
   };
+  Executor() = default;
   void work() EXCLUDES(mutex_);
 
   core::Mutex mutex_;

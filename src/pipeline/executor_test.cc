@@ -1,9 +1,13 @@
 #include "pipeline/executor.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <vector>
 
@@ -13,7 +17,9 @@ namespace {
 TEST(Executor, RunsEveryTaskOnItsThreads) {
   std::atomic<int> ran{0};
   {
-    Executor executor(4);
+    auto created = Executor::create(4);
+    ASSERT_TRUE(created.ok());
+    Executor& executor = **created;
     EXPECT_EQ(executor.threads(), 4);
     std::atomic<int> submitted{0};
     for (int k = 0; k < 1000; ++k) {
@@ -31,7 +37,9 @@ TEST(Executor, LowestPriorityFirstThenFirstComeFirstServed) {
   std::atomic<bool> release{false};
   std::atomic<int> done{0};
   {
-    Executor executor(1);
+    auto created = Executor::create(1);
+    ASSERT_TRUE(created.ok());
+    Executor& executor = **created;
     // Hold the only thread so that the queue fills before anything else runs.
     executor.submit(-1, [&] {
       while (!release) std::this_thread::yield();
@@ -54,7 +62,9 @@ TEST(Executor, DestructionDropsQueuedTasksAndJoins) {
   std::atomic<int> ran{0};
   std::atomic<bool> started{false};
   {
-    Executor executor(1);
+    auto created = Executor::create(1);
+    ASSERT_TRUE(created.ok());
+    Executor& executor = **created;
     executor.submit(0, [&] {
       started = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -65,6 +75,35 @@ TEST(Executor, DestructionDropsQueuedTasksAndJoins) {
   }
   EXPECT_EQ(ran, 1);  // the running task finished; the queued ones were dropped
 }
+
+// Sanitizers reserve terabytes of address space, so a limit on it is only testable without them.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(Executor, ThreadsTheSystemRefusesAreAnErrorNotACrash) {
+  // In a child, so that the address-space limit stays there: 1500 threads need 12 GB of
+  // stacks, far over the 1 GB allowed beyond what the process has now.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    std::ifstream status("/proc/self/statm");
+    size_t pages = 0;
+    status >> pages;
+    limit.rlim_cur = pages * static_cast<size_t>(sysconf(_SC_PAGESIZE)) + (size_t{1} << 30);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    auto executor = Executor::create(1500);
+    if (executor.ok()) _exit(4);
+    const Status& error = executor.status();
+    const bool named = error.message().find("cannot start thread") != std::string::npos &&
+                       error.message().find("of 1500") != std::string::npos;
+    _exit(error.code() == StatusCode::kResourceExhausted && named ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+#endif
 
 }  // namespace
 }  // namespace stoker::pipeline

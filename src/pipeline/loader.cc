@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 
+#include "core/fork.h"
 #include "core/host_memory.h"
 #include "core/mutex.h"
 #include "pipeline/batch_builder.h"
@@ -66,7 +67,9 @@ class Loader::Impl {
     if (epochs < 0) return Status(StatusCode::kInvalidArgument, "loader: epochs must be >= 0");
     stop();
     core::MutexLock lock(&mutex_);
-    executor_ = std::make_unique<pipeline::Executor>(threads_);
+    Result<std::unique_ptr<pipeline::Executor>> executor = pipeline::Executor::create(threads_);
+    if (!executor.ok()) return executor.status().with_context("loader");
+    executor_ = std::move(executor).value();
     next_start_ = next_deliver_ = static_cast<int64_t>(epoch) * batches_ + batch;
     run_end_ = epochs == 0 ? std::numeric_limits<int64_t>::max()
                            : (static_cast<int64_t>(epoch) + epochs) * batches_;
@@ -118,7 +121,8 @@ class Loader::Impl {
     for (SkipRecord& skip : job->work.skips) {
       if (skips_.size() < kMaxSkipRecords) skips_.push_back(std::move(skip));
     }
-    std::shared_ptr<const Batch> batch = job->work.batch;
+    // The job may outlive delivery in a worker's last task: it must not keep the buffer.
+    std::shared_ptr<const Batch> batch = std::move(job->work.batch);
     if (next_deliver_ >= run_end_) end_run();  // the run's last: its threads can go
     return batch;
   }
@@ -172,8 +176,21 @@ class Loader::Impl {
 
   // ---- Scheduling (consumer thread, under mutex_) ----------------------------------------
 
-  // Starts batches until `prefetch` are in the pipeline.
+  // Starts batches until `prefetch` are in the pipeline. Memory the system refuses fails the
+  // batch that needed it, delivered in order like any other failure.
   void schedule() REQUIRES(mutex_) {
+    try {
+      schedule_batches();
+    } catch (const std::bad_alloc&) {
+      jobs_.push_back(InFlight{.job = nullptr,
+                               .ready = true,
+                               .error = Status(StatusCode::kResourceExhausted,
+                                               "loader: out of memory starting a batch")});
+      next_start_ = run_end_;  // nothing after the failure starts
+    }
+  }
+
+  void schedule_batches() REQUIRES(mutex_) {
     while (running_ && next_start_ < run_end_ && static_cast<int>(jobs_.size()) < depth()) {
       const uint32_t epoch = static_cast<uint32_t>(next_start_ / batches_);
       const int64_t index = next_start_ % batches_;
@@ -199,7 +216,9 @@ class Loader::Impl {
   // Drops the jobs in flight and joins the run's threads, with the lock released: a running
   // task may need it to finish.
   void end_run() REQUIRES(mutex_) {
-    for (const InFlight& in_flight : jobs_) in_flight.job->cancelled = true;
+    for (const InFlight& in_flight : jobs_) {
+      if (in_flight.job != nullptr) in_flight.job->cancelled = true;
+    }
     jobs_.clear();
     running_ = false;
     ready_cv_.signal_all();
@@ -299,6 +318,17 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
     return invalid("max_replacements must lie in [1, " + std::to_string(kMaxReplacements) + "]");
   }
   if (index->num_rows() == 0) return invalid("the dataset is empty (it has no samples)");
+  const int64_t samples = sampler->size();
+  const int64_t batches = options.drop_last
+                              ? samples / options.batch_size
+                              : (samples + options.batch_size - 1) / options.batch_size;
+  if (batches == 0) {
+    return invalid("an epoch would have no batch: the sampler gives this rank " +
+                   std::to_string(samples) + " samples" +
+                   (options.drop_last ? ", fewer than batch_size " +
+                                            std::to_string(options.batch_size) + " with drop_last"
+                                      : ""));
+  }
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
                           WindowPlanner::create(index, std::move(keys)));
   Result<pipeline::BatchLayout> layout =
@@ -308,6 +338,19 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
   // one the consumer still holds while it asks for the next: a consumer that keeps no more
   // than that never allocates. One buffer is made now, so that memory that cannot be had
   // (pinned, without a GPU) fails here.
+  // A pool the machine cannot hold is refused here, not met as a failed allocation later.
+  const double pool_bytes = static_cast<double>(layout->batch_bytes) * (options.prefetch + 2);
+  const double machine_bytes = static_cast<double>(HostMemory::physical_bytes());
+  if (pool_bytes > machine_bytes) {
+    return Status(StatusCode::kResourceExhausted,
+                  "loader: prefetch " + std::to_string(options.prefetch) + " keeps up to " +
+                      std::to_string(options.prefetch + 2) + " batches of " +
+                      std::to_string(layout->batch_bytes >> 20) + " MiB (" +
+                      std::to_string(static_cast<int64_t>(pool_bytes / (1 << 30))) +
+                      " GiB), more than the machine's " +
+                      std::to_string(static_cast<int64_t>(machine_bytes / (1 << 30))) +
+                      " GiB of memory: lower prefetch or batch_size");
+  }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const HostMemory> memory,
                           HostMemory::create(options.pinned_memory));
   auto pool =
@@ -323,19 +366,44 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
       new Loader(std::make_unique<Impl>(std::move(builder), options, std::move(pool), threads)));
 }
 
-Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Loader::~Loader() = default;
+Loader::Loader(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)), fork_generation_(core::fork_generation()) {}
+
+Loader::~Loader() {
+  // In a forked child the run's threads do not exist and its locks may be held by them.
+  if (forked()) static_cast<void>(impl_.release());
+}
+
+bool Loader::forked() const { return core::fork_generation() != fork_generation_; }
+
+Status Loader::refuse_if_forked() const {
+  if (!forked()) return Status();
+  return Status(StatusCode::kInvalidArgument,
+                "loader: this loader was created before this process was forked; its threads "
+                "stayed in the parent: create a new Loader in this process");
+}
+
 int64_t Loader::batches_per_epoch() const { return impl_->batches(); }
 const std::vector<BatchField>& Loader::fields() const { return impl_->fields(); }
 int Loader::pipeline_depth() const { return impl_->depth(); }
 Status Loader::start(uint32_t epoch, int64_t batch, int64_t epochs) {
+  STOKER_RETURN_IF_ERROR(refuse_if_forked());
   return impl_->start(epoch, batch, epochs);
 }
-std::pair<uint32_t, int64_t> Loader::position() const { return impl_->position(); }
-bool Loader::running() const { return impl_->running(); }
-Result<std::shared_ptr<const Batch>> Loader::next() { return impl_->next(); }
-void Loader::stop() { impl_->stop(); }
-LoaderStats Loader::stats() const { return impl_->stats(); }
-void Loader::reset_stats() { impl_->reset_stats(); }
+std::pair<uint32_t, int64_t> Loader::position() const {
+  return forked() ? std::pair<uint32_t, int64_t>{0, 0} : impl_->position();
+}
+bool Loader::running() const { return !forked() && impl_->running(); }
+Result<std::shared_ptr<const Batch>> Loader::next() {
+  STOKER_RETURN_IF_ERROR(refuse_if_forked());
+  return impl_->next();
+}
+void Loader::stop() {
+  if (!forked()) impl_->stop();
+}
+LoaderStats Loader::stats() const { return forked() ? LoaderStats() : impl_->stats(); }
+void Loader::reset_stats() {
+  if (!forked()) impl_->reset_stats();
+}
 
 }  // namespace stoker

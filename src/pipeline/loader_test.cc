@@ -302,11 +302,34 @@ TEST(Loader, RejectsBadOptionsAndEmptyInput) {
   auto unknown = Loader::create(index, {{.name = "x", .source = "nope"}}, shuffled(*index),
                                 transform(), {.batch_size = 1});
   EXPECT_FALSE(unknown.ok());
-  // A rank with nothing to do ends at once.
-  auto empty =
-      make_loader(index, {.batch_size = 4}, std::make_shared<ListSampler>(std::vector<int64_t>{}));
-  EXPECT_EQ(empty->batches_per_epoch(), 0);
-  EXPECT_TRUE(epoch_bytes(*empty, 0).empty());
+}
+
+// An epoch without a batch (a rank with no samples, or fewer than a batch with drop_last) is
+// refused with the numbers: a run over it divided by zero batches per epoch (SIGFPE).
+TEST(Loader, RefusesAnEpochWithoutBatches) {
+  auto index = make_index("loader_no_batch");
+  auto empty = Loader::create(index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{}),
+                              transform(), {.batch_size = 4});
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("no batch"), std::string::npos);
+  auto short_epoch =
+      Loader::create(index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{1, 2, 3}),
+                     transform(), {.batch_size = 4, .drop_last = true});
+  EXPECT_EQ(short_epoch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_epoch.status().message().find("3 samples, fewer than batch_size 4"),
+            std::string::npos)
+      << short_epoch.status().message();
+}
+
+// Resources the system refuses are errors, not aborts: a pool larger than the machine's memory
+// is refused when the loader is made; threads that cannot start, when it starts.
+TEST(Loader, RefusesAPoolLargerThanTheMachine) {
+  auto index = make_index("loader_huge_pool");
+  auto loader = Loader::create(index, keys(), shuffled(*index), transform(),
+                               {.batch_size = 64, .prefetch = 1 << 30});
+  EXPECT_EQ(loader.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(loader.status().message().find("lower prefetch"), std::string::npos)
+      << loader.status().message();
 }
 
 TEST(Loader, PinnedMemoryIsUsedOrRefusedClearly) {
