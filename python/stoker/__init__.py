@@ -13,6 +13,7 @@ from stoker._core import (
     Error,
     InternalError,
     InvalidArgumentError,
+    ResourceError,
     usable_cores,
 )
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
@@ -47,6 +48,7 @@ __all__ = [
     "Loader",
     "LoaderObserver",
     "RandomSampler",
+    "ResourceError",
     "Sampler",
     "SequentialSampler",
     "Transforms",

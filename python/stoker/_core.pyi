@@ -31,6 +31,11 @@ class InternalError(Error):
     A bug in stoker: one of its own invariants did not hold. Please report it with the message.
     """
 
+class ResourceError(Error, MemoryError):
+    """
+    The system refused memory or threads that stoker asked for (a limit, or a configuration asking for more than the machine has); also a MemoryError.
+    """
+
 class DType(enum.Enum):
     """The element type of stoker's arrays (numpy/torch names)."""
 

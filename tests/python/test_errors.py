@@ -6,7 +6,7 @@ import stoker
 from stoker import _core
 
 # stoker/status.h's codes, in order.
-INVALID_ARGUMENT, NOT_FOUND, CORRUPT_DATA, UNSUPPORTED, IO_ERROR, INTERNAL = range(1, 7)
+INVALID_ARGUMENT, NOT_FOUND, CORRUPT_DATA, UNSUPPORTED, IO_ERROR, INTERNAL, RESOURCE = range(1, 8)
 
 
 @pytest.mark.parametrize("video", [True, False])
@@ -19,6 +19,7 @@ def test_each_code_raises_its_exception_whatever_the_area(video):
         UNSUPPORTED: data_error,
         IO_ERROR: data_error,
         INTERNAL: stoker.InternalError,
+        RESOURCE: stoker.ResourceError,
     }
     for code, error in expected.items():
         with pytest.raises(error, match=f"failure {code}") as raised:
@@ -28,6 +29,7 @@ def test_each_code_raises_its_exception_whatever_the_area(video):
     # An internal fault is never a data error, and an argument error is also a ValueError.
     assert not issubclass(stoker.InternalError, (stoker.DatasetError, stoker.DecodeError))
     assert issubclass(stoker.InvalidArgumentError, ValueError)
+    assert issubclass(stoker.ResourceError, MemoryError)
 
 
 def test_ok_is_not_an_error():
