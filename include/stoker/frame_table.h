@@ -37,6 +37,11 @@ struct VideoStreamInfo {
   int time_base_den = 1;
   int stream_index = 0;            // index of the video stream inside its container
   std::vector<uint8_t> extradata;  // codec configuration (SPS/PPS, av1C, ...)
+  /// The container does not give every packet a presentation time (AVI, MPEG-PS with
+  /// B-frames): the packets' pts were worked out by decoding the stream once (the order the
+  /// decoder shows frames in), and packets are told apart by a checksum of their bytes, as the
+  /// container's timestamps can differ from one read to the next (MPEG-PS after a seek).
+  bool pts_from_decoding = false;
 };
 
 /// One packet of the video stream, in decode (file) order.
@@ -46,6 +51,7 @@ struct PacketEntry {
   int64_t duration = 0;  // stream time base; 0 when the container does not say
   bool is_key = false;   // the container marks it a random-access point
   bool shown = true;     // false for packets the container tells the decoder to drop (edit lists)
+  uint32_t crc = 0;      // CRC-32C of its bytes; only in tables whose pts_from_decoding is set
 };
 
 class FrameTable {
@@ -91,6 +97,9 @@ class FrameTable {
   int64_t frame_of_packet(int64_t p) const { return packet_frame_[p]; }
   /// The packet whose pts equals `pts`, or -1 when none does.
   int64_t packet_with_pts(int64_t pts) const;
+  /// The packet whose bytes have CRC-32C `crc`, or -1 (tables with stream().pts_from_decoding
+  /// only, where the checksums are unique).
+  int64_t packet_with_crc(uint32_t crc) const;
   /// The frame whose pts equals `pts`, or -1.
   int64_t frame_with_pts(int64_t pts) const;
   /// The frame whose presentation time is nearest to `seconds` (ties go to the earlier frame).
@@ -111,6 +120,8 @@ class FrameTable {
   std::vector<int64_t> frame_sync_packet_;  // frame -> packet to start decoding from
   std::vector<int64_t> sorted_pts_;         // pts of every packet, ascending
   std::vector<int64_t> sorted_pts_packet_;  // packet of sorted_pts_[k]
+  std::vector<uint32_t> sorted_crc_;        // pts_from_decoding: every packet's crc, ascending
+  std::vector<int64_t> sorted_crc_packet_;  // packet of sorted_crc_[k]
   std::vector<double> pts_seconds_;
   std::vector<uint8_t> is_key_;
   double fps_ = 0;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/crc32c.h"
+#include "media/decoder.h"
+
 namespace stoker::media {
 
 using detail::check_av;
@@ -50,6 +53,12 @@ Result<std::unique_ptr<Container>> Container::open(std::shared_ptr<const ByteSou
   int stream_index = -1;
   if (table != nullptr) {
     stream_index = table->stream().stream_index;
+    // Formats that find their streams while reading (MPEG-PS) have none at open: probe them.
+    if ((format->ctx_flags & AVFMTCTX_NOHEADER) != 0 &&
+        stream_index >= static_cast<int>(format->nb_streams)) {
+      const int probed = avformat_find_stream_info(format.get(), nullptr);
+      if (probed < 0) return io_failure(*io, probed, "cannot read stream info");
+    }
     if (stream_index < 0 || stream_index >= static_cast<int>(format->nb_streams) ||
         format->streams[stream_index]->codecpar->codec_type != AVMEDIA_TYPE_VIDEO) {
       return Status(StatusCode::kInvalidArgument, "the saved frame table names video stream " +
@@ -75,11 +84,7 @@ Result<bool> Container::read_packet() {
     const int error = av_read_frame(format_.get(), packet_.get());
     if (error == AVERROR_EOF) return false;
     if (error < 0) return failure(error, "cannot read a packet");
-    if (packet_->stream_index == stream_index_) {
-      if (packet_->pts == AV_NOPTS_VALUE) packet_->pts = packet_->dts;
-      if (packet_->dts == AV_NOPTS_VALUE) packet_->dts = packet_->pts;
-      return true;
-    }
+    if (packet_->stream_index == stream_index_) return true;
   }
 }
 
@@ -108,6 +113,7 @@ Result<std::shared_ptr<const FrameTable>> Container::scan(int64_t mtime_ns) {
   }
 
   std::vector<PacketEntry> packets;
+  bool every_pts = true;  // whether the container gives every packet a pts
   for (;;) {
     Result<bool> more = read_packet();
     if (!more.ok()) {
@@ -115,18 +121,146 @@ Result<std::shared_ptr<const FrameTable>> Container::scan(int64_t mtime_ns) {
     }
     if (!*more) break;
     const AVPacket& p = *packet_;
-    if (p.pts == AV_NOPTS_VALUE) {
-      return Status(StatusCode::kUnsupported,
-                    "packet " + std::to_string(packets.size()) + " has no timestamp");
-    }
+    every_pts = every_pts && p.pts != AV_NOPTS_VALUE;
     packets.push_back(PacketEntry{.pts = p.pts,
-                                  .dts = p.dts,
+                                  .dts = p.dts == AV_NOPTS_VALUE ? p.pts : p.dts,
                                   .duration = p.duration,
                                   .is_key = (p.flags & AV_PKT_FLAG_KEY) != 0,
                                   .shown = (p.flags & AV_PKT_FLAG_DISCARD) == 0});
   }
   next_packet = -1;
+  if (!every_pts) {
+    info.pts_from_decoding = true;
+    STOKER_RETURN_IF_ERROR(pts_from_decoding(info, packets));
+  }
   return FrameTable::create(std::move(info), std::move(packets), io_->source()->size(), mtime_ns);
+}
+
+namespace {
+
+// The pts of frames shown in display order at `display` (packet positions) from the
+// container's pts where it has them (`known`, AV_NOPTS_VALUE elsewhere): kept where they rise
+// along the display order, the gaps filled evenly between them and extended at the ends by the
+// smallest step between known neighbours. Empty when the known pts do not rise, or leave too
+// little room for the frames between them.
+std::vector<int64_t> fill_pts(const std::vector<int64_t>& display,
+                              const std::vector<int64_t>& known) {
+  std::vector<int64_t> known_slots;
+  int64_t step = INT64_MAX;
+  for (size_t j = 0; j < display.size(); ++j) {
+    const int64_t pts = known[display[j]];
+    if (pts == AV_NOPTS_VALUE) continue;
+    if (!known_slots.empty()) {
+      const int64_t i = known_slots.back();
+      const int64_t gap = pts - known[display[i]];
+      const int64_t slots = static_cast<int64_t>(j) - i;
+      if (gap < slots) return {};  // not rising, or no room for distinct pts in between
+      step = std::min(step, gap / slots);
+    }
+    known_slots.push_back(static_cast<int64_t>(j));
+  }
+  if (known_slots.size() < 2) return {};
+  const int64_t count = static_cast<int64_t>(display.size());
+  std::vector<int64_t> pts(count);
+  const int64_t first = known_slots.front(), last = known_slots.back();
+  for (int64_t j = 0; j < first; ++j) pts[j] = known[display[first]] - (first - j) * step;
+  for (size_t k = 0; k + 1 < known_slots.size(); ++k) {
+    const int64_t i = known_slots[k], j = known_slots[k + 1];
+    const int64_t a = known[display[i]], b = known[display[j]];
+    for (int64_t slot = i; slot < j; ++slot) pts[slot] = a + (b - a) * (slot - i) / (j - i);
+  }
+  for (int64_t j = last; j < count; ++j) pts[j] = known[display[last]] + (j - last) * step;
+  return pts;
+}
+
+}  // namespace
+
+Status Container::pts_from_decoding(const VideoStreamInfo& info,
+                                    std::vector<PacketEntry>& packets) {
+  // The packets again, from the top, each sent to a decoder tagged with its position as pts:
+  // the decoder carries a packet's pts to the frame it holds, so the tags of the frames, in the
+  // order they come out, are the packets in display order. Packets whose frame never comes out
+  // are not frames, as in a full sequential decode.
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> again,
+                          Container::open(io_->source(), nullptr));
+  STOKER_ASSIGN_OR_RETURN(detail::UniqueCodecContext decoder, build_decoder(info, 1));
+  detail::UniqueFrame frame(av_frame_alloc());
+  if (!frame) return Status(StatusCode::kInternal, "cannot allocate a frame");
+  const int64_t count = static_cast<int64_t>(packets.size());
+  std::vector<int64_t> display;
+  std::vector<uint8_t> out(count, 0);
+  auto receive = [&]() -> Status {
+    for (;;) {
+      const int got = avcodec_receive_frame(decoder.get(), frame.get());
+      if (got == AVERROR(EAGAIN) || got == AVERROR_EOF) return Status();
+      if (got < 0) continue;  // a frame the decoder could not make: not a frame
+      const int64_t tag = frame->pts;
+      av_frame_unref(frame.get());
+      if (tag < 0 || tag >= count || out[tag]) {
+        return Status(StatusCode::kUnsupported,
+                      "the container gives no pts, and the decoder does not tell which packet "
+                      "each frame comes from; frames cannot be told apart");
+      }
+      out[tag] = 1;
+      display.push_back(tag);
+    }
+  };
+  int64_t k = 0;
+  for (;; ++k) {
+    STOKER_ASSIGN_OR_RETURN(bool more, again->read_packet());
+    if (!more) break;
+    if (k >= count) break;
+    AVPacket* packet = again->packet();
+    packets[k].crc = core::crc32c(std::span(packet->data, static_cast<size_t>(packet->size)));
+    packet->pts = packet->dts = k;
+    avcodec_send_packet(decoder.get(), packet);  // a packet it cannot decode shows no frame
+    STOKER_RETURN_IF_ERROR(receive());
+  }
+  if (k != count) {
+    return Status(StatusCode::kCorruptData, "the container gave " + std::to_string(count) +
+                                                " packets, then " + std::to_string(k) +
+                                                " when read again");
+  }
+  avcodec_send_packet(decoder.get(), nullptr);
+  STOKER_RETURN_IF_ERROR(receive());
+
+  std::vector<int64_t> container_pts(count);
+  for (int64_t p = 0; p < count; ++p) container_pts[p] = packets[p].pts;
+  std::vector<int64_t> pts = fill_pts(display, container_pts);
+  if (pts.empty()) {  // too few container pts to go by: the dts, in display order
+    std::vector<int64_t> dts;
+    for (int64_t p : display) dts.push_back(packets[p].dts);
+    std::sort(dts.begin(), dts.end());
+    if (std::adjacent_find(dts.begin(), dts.end()) != dts.end() ||
+        std::find(dts.begin(), dts.end(), AV_NOPTS_VALUE) != dts.end()) {
+      return Status(StatusCode::kUnsupported,
+                    "the container gives neither pts nor distinct dts; frames cannot be timed");
+    }
+    pts = std::move(dts);
+  }
+  int64_t beyond = pts.empty() ? 0 : pts.back();
+  for (PacketEntry& packet : packets) packet.shown = false;
+  for (size_t j = 0; j < display.size(); ++j) {
+    packets[display[j]].pts = pts[j];
+    packets[display[j]].shown = true;
+  }
+  for (int64_t p = 0; p < count; ++p) {
+    if (!out[p]) packets[p].pts = ++beyond;  // unique, after every frame: never shown
+  }
+  return Status();
+}
+
+int64_t Container::locate(const FrameTable& table) {
+  AVPacket* packet = packet_.get();
+  if (table.stream().pts_from_decoding) {
+    const int64_t position = table.packet_with_crc(
+        core::crc32c(std::span(packet->data, static_cast<size_t>(packet->size))));
+    // The decoder carries this pts to the packet's frame, by which the frame is then known.
+    if (position >= 0) packet->pts = table.packets()[position].pts;
+    return position;
+  }
+  if (packet->pts == AV_NOPTS_VALUE) packet->pts = packet->dts;
+  return table.packet_with_pts(packet->pts);
 }
 
 Status Container::seek_to_timestamp(int64_t timestamp) {
@@ -142,7 +276,9 @@ Status Container::seek_to_packet(const FrameTable& table, int64_t target, int64_
   // is this one, as no later keyframe's dts precedes this one's pts. (Seeking to its dts lands
   // one GOP early on MP4 with B-frames, and costs reading that GOP's packets.) Should the
   // demuxer overshoot, the smaller of pts and dts, then the top of the file, are tried.
-  const int64_t timestamps[3] = {wanted.pts, std::min(wanted.pts, wanted.dts), INT64_MIN};
+  // Tables whose pts come from decoding seek by dts, the container's own timestamps.
+  const int64_t first_try = table.stream().pts_from_decoding ? wanted.dts : wanted.pts;
+  const int64_t timestamps[3] = {first_try, std::min(wanted.pts, wanted.dts), INT64_MIN};
   for (int64_t timestamp : timestamps) {
     if (timestamp == INT64_MIN) {
       timestamp = packets.empty() ? 0 : packets.front().dts;
@@ -156,13 +292,15 @@ Status Container::seek_to_packet(const FrameTable& table, int64_t target, int64_
                       "end of file before packet " + std::to_string(target));
       }
       ++*packets_read;
-      const int64_t position = table.packet_with_pts(packet_->pts);
+      const int64_t position = locate(table);
       if (position == target) {
         next_packet = target + 1;  // packet() holds `target`; the caller decodes it first
         return Status();
       }
       if (position > target) break;  // overshot: try the next, earlier timestamp
-      if (position < 0) {
+      // A demuxer that splits frames out of a byte stream (MPEG-PS) may start, after a seek,
+      // with a piece of a frame: not a packet of the table, read past until one is.
+      if (position < 0 && !table.stream().pts_from_decoding) {
         return Status(StatusCode::kCorruptData,
                       "packet with pts " + std::to_string(packet_->pts) +
                           " is not in the frame table (the file changed since it was scanned?)");

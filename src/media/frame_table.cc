@@ -96,6 +96,24 @@ Status FrameTable::derive() {
     }
   }
 
+  sorted_crc_.clear();
+  sorted_crc_packet_.clear();
+  if (stream_.pts_from_decoding) {  // packets are then told apart by their bytes' checksums
+    sorted_crc_packet_.resize(num_packets);
+    std::iota(sorted_crc_packet_.begin(), sorted_crc_packet_.end(), 0);
+    std::stable_sort(sorted_crc_packet_.begin(), sorted_crc_packet_.end(),
+                     [&](int64_t a, int64_t b) { return packets_[a].crc < packets_[b].crc; });
+    sorted_crc_.resize(num_packets);
+    for (int64_t k = 0; k < num_packets; ++k) {
+      sorted_crc_[k] = packets_[sorted_crc_packet_[k]].crc;
+      if (k > 0 && sorted_crc_[k] == sorted_crc_[k - 1]) {
+        return Status(StatusCode::kUnsupported,
+                      "the container gives no pts and two packets have the same bytes; frames "
+                      "cannot be told apart");
+      }
+    }
+  }
+
   frame_packet_.clear();
   packet_frame_.assign(num_packets, -1);
   for (int64_t p : sorted_pts_packet_) {
@@ -146,6 +164,12 @@ int64_t FrameTable::packet_with_pts(int64_t pts) const {
   return sorted_pts_packet_[it - sorted_pts_.begin()];
 }
 
+int64_t FrameTable::packet_with_crc(uint32_t crc) const {
+  auto it = std::lower_bound(sorted_crc_.begin(), sorted_crc_.end(), crc);
+  if (it == sorted_crc_.end() || *it != crc) return -1;
+  return sorted_crc_packet_[it - sorted_crc_.begin()];
+}
+
 int64_t FrameTable::frame_with_pts(int64_t pts) const {
   const int64_t packet = packet_with_pts(pts);
   return packet < 0 ? -1 : packet_frame_[packet];
@@ -172,6 +196,7 @@ std::vector<uint8_t> FrameTable::serialize() const {
                 stream_.time_base_num, stream_.time_base_den, stream_.stream_index}) {
     w.pod<int32_t>(v);
   }
+  w.pod<uint8_t>(stream_.pts_from_decoding ? 1 : 0);
   w.pod<uint32_t>(static_cast<uint32_t>(stream_.extradata.size()));
   w.bytes(stream_.extradata.data(), stream_.extradata.size());
   w.pod<uint64_t>(packets_.size());
@@ -180,6 +205,7 @@ std::vector<uint8_t> FrameTable::serialize() const {
     w.pod<int64_t>(p.dts);
     w.pod<int64_t>(p.duration);
     w.pod<uint8_t>(static_cast<uint8_t>((p.is_key ? 1 : 0) | (p.shown ? 2 : 0)));
+    if (stream_.pts_from_decoding) w.pod<uint32_t>(p.crc);
   }
   w.pod<uint32_t>(core::crc32c(w.buffer()));
   return w.take();
@@ -218,6 +244,9 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
     if (!r.pod(&v)) return malformed("truncated stream description");
     *field = v;
   }
+  uint8_t pts_from_decoding = 0;
+  if (!r.pod(&pts_from_decoding) || pts_from_decoding > 1) return malformed("stream flags");
+  s.pts_from_decoding = pts_from_decoding == 1;
   uint32_t extradata_size = 0;
   if (!r.pod(&extradata_size) || extradata_size > bytes.size()) {
     return malformed("truncated extradata");
@@ -232,7 +261,8 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
   table->packets_.resize(num_packets);
   for (PacketEntry& p : table->packets_) {
     uint8_t flags = 0;
-    if (!r.pod(&p.pts) || !r.pod(&p.dts) || !r.pod(&p.duration) || !r.pod(&flags)) {
+    if (!r.pod(&p.pts) || !r.pod(&p.dts) || !r.pod(&p.duration) || !r.pod(&flags) ||
+        (s.pts_from_decoding && !r.pod(&p.crc))) {
       return malformed("truncated packet list");
     }
     p.is_key = flags & 1;

@@ -173,7 +173,7 @@ class DecodePass {
   // unless the packet carries a wanted frame, then collects every frame the decoder returns.
   Status decode_held_packet() {
     AVPacket* packet = container_.packet();
-    const int64_t position = table_.packet_with_pts(packet->pts);
+    const int64_t position = container_.locate(table_);
     if (position < 0) {
       decoder_.positioned_in = 0;
       return Status(StatusCode::kCorruptData,

@@ -103,6 +103,22 @@ std::vector<TestVideoSpec> frame_exact_specs() {
        .height = 75,
        .seconds = 2,
        .encoder_args = "-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 10 -pix_fmt yuv420p"},
+      // Legacy pairs. AVI and MPEG-PS leave packets of B-frame streams without a pts: their
+      // display order comes from a decoding scan (VideoStreamInfo::pts_from_decoding).
+      {.name = "mpeg4_avi_bframes",
+       .extension = "avi",
+       .seconds = 3,
+       .encoder_args = "-c:v mpeg4 -q:v 4 -bf 2 -g 30"},
+      {.name = "mpeg2_ps_bframes",
+       .extension = "mpg",
+       .seconds = 3,
+       .encoder_args = "-c:v mpeg2video -q:v 4 -bf 2 -g 15"},
+      {.name = "mpeg2_ts_bframes",
+       .extension = "ts",
+       .seconds = 3,
+       .encoder_args = "-c:v mpeg2video -q:v 4 -bf 2 -g 15"},
+      {.name = "mjpeg_avi", .extension = "avi", .seconds = 2, .encoder_args = "-c:v mjpeg -q:v 4"},
+      {.name = "mjpeg_mov", .extension = "mov", .seconds = 2, .encoder_args = "-c:v mjpeg -q:v 4"},
   };
 }
 
