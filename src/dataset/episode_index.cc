@@ -420,7 +420,11 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   const int64_t episodes = header.num_episodes;
   const int64_t rows = header.num_rows;
   const int64_t cameras = header.num_cameras;
-  if (episodes <= 0 || rows <= 0 || cameras < 0 || !(header.fps > 0)) {
+  // Every count sizes an array in the file, so none exceeds its size: products of them, and
+  // offsets made from them, cannot overflow.
+  const int64_t file_size = static_cast<int64_t>(size);
+  if (episodes <= 0 || rows <= 0 || cameras < 0 || episodes > file_size || rows > file_size ||
+      cameras > file_size || cameras * episodes > file_size || !(header.fps > 0)) {
     return malformed("bad counts");
   }
   auto bytes_of = [&](const Section& s, size_t alignment) -> std::span<const uint8_t> {
@@ -489,13 +493,17 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     Section data;
     if (!r.string(&column.name, size) || !r.pod(&type) || !r.pod(&column.dim) ||
         !r.pod(&data.offset) || !r.pod(&data.bytes) || type < 0 ||
-        type >= static_cast<int32_t>(std::size(kColumnTypes)) || column.dim <= 0) {
+        type >= static_cast<int32_t>(std::size(kColumnTypes)) || column.dim <= 0 ||
+        column.dim > file_size) {
       return malformed("columns");
     }
     column.type = kColumnTypes[type];
     column.data = bytes_of(data, 1);
+    size_t column_bytes = 0;
     if (column.data.data() == nullptr ||
-        column.data.size() != static_cast<size_t>(rows) * column.dim * dtype_size(column.type)) {
+        __builtin_mul_overflow(static_cast<size_t>(rows) * dtype_size(column.type),
+                               static_cast<size_t>(column.dim), &column_bytes) ||
+        column.data.size() != column_bytes) {
       return malformed("column '" + column.name + "'");
     }
     x.columns_.push_back(std::move(column));

@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t c = 0; c < index->num_cameras(); ++c) index->frame_of_row(c, row);
     if (planner.ok()) {
       stoker::WindowPlan plan;
-      if ((*planner)->plan(row, &plan).ok()) (*planner)->cost(row);
+      if ((*planner)->plan(row, &plan).ok()) static_cast<void>((*planner)->cost(row));
     }
   }
   index->stale_files();
