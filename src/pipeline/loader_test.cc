@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "pipeline/test_dataset.h"
 
@@ -267,6 +269,32 @@ TEST(Loader, StoppingOrDestroyingMidEpochEndsPromptly) {
     // A batch handed out outlives its loader.
     EXPECT_EQ((*batch)->fields().size(), 5u);
     EXPECT_EQ((*batch)->data(0)[0], (*batch)->data(0)[0]);
+  }
+}
+
+// stop() from another thread while the consumer waits in next(): the consumer wakes at once
+// with an error saying the loader was closed (it used to wait forever, or crash).
+TEST(Loader, StopFromAnotherThreadWakesTheWaitingConsumer) {
+  auto index = make_index("loader_stop_thread");
+  for (int round = 0; round < 12; ++round) {
+    // One thread, and a sampler over the whole dataset: the consumer is usually waiting.
+    auto loader = make_loader(index, {.batch_size = 16, .threads = 1, .prefetch = 1});
+    ASSERT_TRUE(loader->start(0, 0).ok());
+    std::thread closer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(round % 4));
+      loader->stop();
+    });
+    Status ended;
+    for (int k = 0; k < 100 && ended.ok(); ++k) {
+      auto batch = loader->next();
+      if (!batch.ok()) ended = batch.status();
+      if (batch.ok() && *batch == nullptr) break;  // stopped between two calls
+    }
+    closer.join();
+    if (!ended.ok()) {
+      EXPECT_NE(ended.message().find("closed"), std::string::npos) << ended.message();
+    }
+    EXPECT_FALSE(loader->running());
   }
 }
 
