@@ -53,7 +53,19 @@ Status sync(const std::string& path, bool folder) {
 
 }  // namespace
 
+Status check_path(const std::string& path) {
+  if (path.empty()) return Status(StatusCode::kInvalidArgument, "the path is empty");
+  const size_t nul = path.find('\0');
+  if (nul != std::string::npos) {
+    return Status(
+        StatusCode::kInvalidArgument,
+        "the path '" + path.substr(0, nul) + "\\0...' holds a NUL byte at " + std::to_string(nul));
+  }
+  return Status();
+}
+
 Result<FileIdentity> stat_file(const std::string& path) {
+  STOKER_RETURN_IF_ERROR(check_path(path));
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int error = errno;
@@ -67,6 +79,7 @@ Result<FileIdentity> stat_file(const std::string& path) {
 }
 
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  STOKER_RETURN_IF_ERROR(check_path(path));
   static std::atomic<uint64_t> writes{0};
   const std::string temporary =
       path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(writes++);
@@ -92,6 +105,8 @@ Status write_file_atomically(const std::string& path, std::span<const uint8_t> b
 }
 
 Status commit_file(const std::string& temporary, const std::string& path) {
+  STOKER_RETURN_IF_ERROR(check_path(temporary));
+  STOKER_RETURN_IF_ERROR(check_path(path));
   STOKER_RETURN_IF_ERROR(sync(temporary, false));
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     return os_error("cannot rename '" + temporary + "' to '" + path + "'", errno);
@@ -102,6 +117,7 @@ Status commit_file(const std::string& temporary, const std::string& path) {
 void remove_file_if_present(const std::string& path) { ::unlink(path.c_str()); }
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  STOKER_RETURN_IF_ERROR(check_path(path));
   Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return os_error("cannot open '" + path + "'", errno);
   struct stat st {};

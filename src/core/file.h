@@ -21,6 +21,10 @@
 
 namespace stoker::core {
 
+/// kInvalidArgument when `path` cannot name a file: it is empty or holds a NUL byte, where the
+/// operating system would cut it and open another file.
+Status check_path(const std::string& path);
+
 /// A file's version, for staleness checks: its size and modification time.
 struct FileIdentity {
   int64_t size = 0;

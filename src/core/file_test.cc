@@ -43,6 +43,18 @@ TEST(File, StatGivesSizeAndRefusesWhatIsNotAFile) {
   EXPECT_EQ(stat_file(folder).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A NUL byte cut the path where the OS reads it: "a.mp4\0b" opened "a.mp4".
+TEST(File, PathsWithANulByteAreRefused) {
+  const std::string folder = fresh_folder("nul");
+  std::ofstream(folder + "/a.mp4") << "x";
+  const std::string cut = folder + "/a.mp4" + std::string(1, '\0') + "b";
+  EXPECT_EQ(stat_file(cut).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(stat_file(cut).status().message().find("NUL"), std::string::npos);
+  EXPECT_EQ(MappedFile::open(cut).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(write_file_atomically(cut, bytes_of("y")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(stat_file("").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(File, AtomicWriteReplacesByRenameLeavingNoTemporaryFile) {
   const std::string folder = fresh_folder("atomic");
   const std::string path = folder + "/index.bin";

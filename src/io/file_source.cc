@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/file.h"
 #include "stoker/byte_source.h"
 
 namespace stoker {
@@ -67,6 +68,7 @@ class FileSource final : public ByteSource {
 }  // namespace
 
 Result<std::unique_ptr<ByteSource>> open_file_source(const std::string& path) {
+  STOKER_RETURN_IF_ERROR(core::check_path(path));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
