@@ -22,18 +22,43 @@ the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+import weakref
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from stoker import _core
-from stoker.sampling import DistributedSampler, LoadBalancedSampler, Sampler, _check_seed
+from stoker._core import InvalidArgumentError
+from stoker.sampling import (
+    _MAX_EPOCH,
+    DistributedSampler,
+    LoadBalancedSampler,
+    Sampler,
+    _check_int,
+    _check_seed,
+)
 from stoker.transforms import Transforms
 
 _STATE_VERSION = 1
+# The keys of a state_dict(), which load_state_dict() requires.
+_STATE_KEYS = (
+    "version",
+    "epoch",
+    "batch",
+    "seed",
+    "shuffle",
+    "balance",
+    "batch_size",
+    "drop_last",
+    "rank",
+    "world_size",
+    "num_samples",
+)
 _ERROR_POLICIES = {"raise": _core.ErrorPolicy.raise_error, "skip": _core.ErrorPolicy.skip}
 # What the native loader's next() returns: arrays by name, each sample's row and episode, the
 # epoch and the batch's index in it.
@@ -142,6 +167,30 @@ def _observed(
             observer.iteration_ended(now)
 
 
+# Loaders alive in this process: closed at exit, so that no native thread (the loader's, or a
+# consumer's daemon thread waiting in next()) is running while the interpreter finalizes.
+_live_loaders: weakref.WeakSet[Loader] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_loaders() -> None:
+    """Closes every loader. A consumer thread (a daemon: the others were joined before) that
+    waited for a batch gets the error saying the loader was closed, and is given up to 2 s
+    to leave: a thread still inside a native call when the interpreter finalizes aborts the
+    process, and one still running Python keeps what it references from being released."""
+    loaders = list(_live_loaders)
+    consumers = {loader._waiting for loader in loaders} - {None, threading.current_thread()}
+    for loader in loaders:
+        try:
+            loader.close()
+        except Exception:  # noqa: BLE001 - at exit, a loader that cannot close is left as it is
+            pass
+    deadline = time.monotonic() + 2.0
+    for thread in consumers:
+        if thread is not None:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
 class Loader:
     """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`), built on native threads.
 
@@ -179,7 +228,15 @@ class Loader:
     an iteration stops early (``break``, an exception in the loop, an error), on
     :meth:`close`, or when the loader is deleted.
 
-    Thread-safety: one iteration at a time; starting a new one ends the previous one.
+    Thread-safety: one iteration at a time, on one thread. Starting a new one on the same
+    thread ends the previous one; starting one on another thread while one is going raises a
+    ``RuntimeError`` naming the thread that iterates. :meth:`close` may be called from any
+    thread: a consumer waiting for a batch then gets a ``RuntimeError`` saying so.
+
+    Processes: in a child forked after iteration started (``os.fork``, a fork-based
+    ``multiprocessing`` or DataLoader worker), the next iteration starts new threads at the
+    loader's position (the parent's stayed in the parent). A loader is not picklable: under
+    spawn, create one in each process.
     """
 
     def __init__(
@@ -262,14 +319,19 @@ class Loader:
         options.on_error = _ERROR_POLICIES[on_error]
         options.max_replacements = int(max_replacements)
         options.pinned_memory = self.device is not None
-        self._core = _core.Loader(
+        self._check_epoch_has_a_batch()
+        # What builds the native loader: again in a forked child, where the parent's cannot run.
+        self._native_arguments = (
             dataset.index.native,
             [key.native for key in keys],
             self.sampler.native,
             transforms.core_options(spec.size, spec.layout),
             options,
         )
+        self._core: Any = _core.Loader(*self._native_arguments)  # None: to build again
+        self._pid = os.getpid()
         self._threads = int(self._core.stats()["threads"])
+        self._batches_per_epoch = int(self._core.batches_per_epoch)
         # Scalar columns come out of the native loader with a trailing axis of 1.
         index = dataset.index
         self._squeezed = {
@@ -280,14 +342,23 @@ class Loader:
         self._keys = keys
         self._epoch = 0
         self._batch = 0
-        self._run = 0
         self._observers: list[LoaderObserver] = []
+        # Iterations: each has a run number; one that is not the current run has ended (a
+        # newer one started, or close()). `_owner` is the thread of the current run, until it
+        # ends; `_waiting` the thread inside the native next(), which no other call may join.
+        self._guard = threading.Condition(threading.Lock())
+        self._run = 0
+        self._owner: threading.Thread | None = None
+        self._waiting: threading.Thread | None = None
+        self._closed: tuple[int, str] | None = None  # (run, closing thread's name)
+        self._position_generation = 0  # bumped by set_epoch and load_state_dict
+        _live_loaders.add(self)
 
     # ---- Iteration --------------------------------------------------------------------------
 
     def __len__(self) -> int:
         """Batches per epoch for this rank."""
-        return self._core.batches_per_epoch
+        return self._batches_per_epoch
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         host = self._host_batches()
@@ -320,15 +391,17 @@ class Loader:
         batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
         return {
             name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
-            for name, dtype, shape in self._core.fields
+            for name, dtype, shape in self._native().fields
         }
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts the next iteration at the beginning of ``epoch`` (iteration otherwise moves
-        to the next epoch by itself each time one is finished)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be non-negative, got {epoch}")
-        self._epoch, self._batch = int(epoch), 0
+        """Starts the next iteration at the beginning of ``epoch`` (0 <= epoch < 2**32;
+        iteration otherwise moves to the next epoch by itself each time one is finished). An
+        iteration going on ends at its next step."""
+        epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        with self._guard:
+            self._epoch, self._batch = epoch, 0
+            self._position_generation += 1
 
     @property
     def epoch(self) -> int:
@@ -352,29 +425,53 @@ class Loader:
             "sampler": self.sampler.config,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("version") != _STATE_VERSION:
-            raise ValueError(f"unknown loader state version {state.get('version')!r}")
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continues from a :meth:`state_dict` (of a loader with the same dataset, batch size,
+        seed, order and world size): the next iteration delivers exactly the batches that had
+        not been delivered. An iteration going on ends at its next step.
+
+        Raises :class:`stoker.InvalidArgumentError` (a ``ValueError``) naming the field, for a
+        state that is not one (missing keys, wrong types, an epoch outside [0, 2**32) or a batch
+        outside [0, len(self)]) or that another configuration saved.
+        """
+        if not isinstance(state, Mapping):
+            raise InvalidArgumentError(
+                "a loader state is the dict Loader.state_dict() returns, got "
+                f"{type(state).__name__}"
+            )
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            raise InvalidArgumentError(
+                f"the loader state lacks {', '.join(repr(k) for k in missing)}: it is not a "
+                "Loader.state_dict()"
+            )
+        if state["version"] != _STATE_VERSION:
+            raise InvalidArgumentError(
+                f"state['version'] is {state['version']!r}: this loader reads version "
+                f"{_STATE_VERSION}"
+            )
+        epoch = _check_int("state['epoch']", state["epoch"], 0, _MAX_EPOCH)
+        batch = _check_int("state['batch']", state["batch"], 0, len(self))
         mine = self.state_dict()
         # States saved before samplers were recorded have no "sampler": shuffle and balance
         # describe their order.
         keys = ["seed", "shuffle", "balance", "batch_size", "drop_last", "world_size"]
         keys += ["num_samples"] + (["sampler"] if "sampler" in state else [])
         for key in keys:
-            if state.get(key) != mine[key]:
-                raise ValueError(
-                    f"the state was saved with {key}={state.get(key)!r}, this loader "
+            if state[key] != mine[key]:
+                raise InvalidArgumentError(
+                    f"the state was saved with {key}={state[key]!r}, this loader "
                     f"has {key}={mine[key]!r}; the remaining batches would differ"
                 )
-        if not 0 <= int(state["batch"]) <= len(self):
-            raise ValueError(f"state batch {state['batch']} is outside [0, {len(self)}]")
-        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+        with self._guard:
+            self._epoch, self._batch = epoch, batch
+            self._position_generation += 1
 
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
         blocked in ``next``) with its p50 / p95 / max, the ready-queue depth, decoder work,
         skipped samples with their reasons, and the memory bound of the batch pool."""
-        s = self._core.stats()
+        s = self._native().stats()
         wait = s["data_wait"]
         s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
         s["data_wait_p95"] = float(np.percentile(wait, 95)) if len(wait) else 0.0
@@ -390,17 +487,24 @@ class Loader:
         return Loader(self.dataset, batch_size, **arguments)
 
     def reset_stats(self) -> None:
-        self._core.reset_stats()
+        self._native().reset_stats()
 
     def close(self) -> None:
-        """Ends iteration now: drops the batches in flight and joins the threads."""
-        self._run += 1
-        self._core.stop()
+        """Ends iteration now: drops the batches in flight and joins the threads. May be called
+        from any thread: a consumer waiting for a batch gets a ``RuntimeError`` saying the loader
+        was closed. A later iteration starts the threads again."""
+        self._adopt_process()
+        with self._guard:
+            self._closed = (self._run, threading.current_thread().name)
+            self._run += 1
+            self._owner = None
+        if self._core is not None:
+            self._core.stop()
 
     def __del__(self):
         core = getattr(self, "_core", None)
         if core is not None:
-            core.stop()
+            core.stop()  # in a forked child, stop() does nothing and the destructor leaks
 
     def __repr__(self) -> str:
         return (
@@ -454,32 +558,169 @@ class Loader:
                 raise ValueError(f"{name}={given}, but the sampler's {name} is {its}")
         return sampler
 
-    def _host_batches(self):
-        self._run += 1
-        run = self._run
-        core = self._core
-        # The run goes on across epochs: when one finishes, the threads are already building
-        # the next epoch's first batches. An iteration that starts elsewhere restarts it.
-        if not (core.running and core.position == (self._epoch, self._batch)):
-            core.start(self._epoch, self._batch, 0)
-        completed = False
+    def _check_epoch_has_a_batch(self) -> None:
+        """Refuses a configuration whose epochs have no batch, with its numbers (the native
+        loader refuses it too, with fewer words)."""
+        samples, n = len(self.sampler), len(self.dataset)
+        if n == 0:
+            raise InvalidArgumentError(f"the dataset {self.dataset!r} is empty: it has no sample")
+        if samples >= self.batch_size or (samples > 0 and not self.drop_last):
+            return
+        if samples == 0:
+            why = " with drop_last=True, which drops the samples left over after an equal split"
+            if not self.drop_last:
+                why = ""
+        else:
+            why = (
+                f", fewer than batch_size {self.batch_size}, and drop_last=True drops the short "
+                "batch"
+            )
+        raise InvalidArgumentError(
+            f"an epoch would have no batch: the sampler gives rank {self.rank} of world_size "
+            f"{self.world_size} {samples} samples per epoch (the dataset has {n}){why}. Use a "
+            "smaller batch_size, drop_last=False or fewer ranks"
+        )
+
+    def _adopt_process(self) -> None:
+        """In a child forked after this loader was made: forgets the parent's threads and
+        locks, and drops the native loader (whose threads stayed in the parent; in a child its
+        destructor leaves its memory to the parent's pages instead of joining them). The
+        position stays; :meth:`_native` builds a new native loader when one is needed."""
+        if self._pid == os.getpid():
+            return
+        self._guard = threading.Condition(threading.Lock())
+        self._owner = self._waiting = None
+        self._core = None
+        self._pid = os.getpid()
+
+    def _native(self) -> Any:
+        """The native loader of this process."""
+        self._adopt_process()
+        if self._core is None:
+            self._core = _core.Loader(*self._native_arguments)
+        return self._core
+
+    def _begin(self) -> tuple[int, int, Any]:
+        """Starts an iteration on this thread: its run number, the position generation it
+        started at, and the native loader, running from the loader's position."""
+        self._adopt_process()
+        me = threading.current_thread()
+        with self._guard:
+            owner = self._owner
+            if owner is not None and owner is not me and owner.is_alive():
+                raise RuntimeError(
+                    f"this Loader is being iterated by thread {owner.name!r} (ident "
+                    f"{owner.ident}); a Loader is iterated by one thread at a time: end that "
+                    "iteration (finish or break its loop, or call close()) first"
+                )
+            # A closed iteration's consumer may still be leaving the native next(): it was
+            # woken and returns at once.
+            if not self._guard.wait_for(lambda: self._waiting in (None, me), timeout=60):
+                raise RuntimeError(
+                    f"thread {getattr(self._waiting, 'name', '?')!r} did not leave this "
+                    "Loader's next() within 60 s of its iteration's end"
+                )
+            self._run += 1
+            self._owner = me
+            run, generation = self._run, self._position_generation
+            # An epoch whose last batch was taken without asking for the next one (islice,
+            # zip, a break on it) is over: go on with the next.
+            if self._batch >= len(self):
+                self._epoch, self._batch = self._epoch + 1, 0
         try:
-            while self._batch < len(self):
-                got = core.next(self._torch)
-                if run != self._run:
-                    raise RuntimeError(
-                        "another iteration of this loader started; one iteration at a time"
-                    )
+            core = self._start_if_needed()
+        except BaseException:
+            self._end(run, stop=False)
+            raise
+        return run, generation, core
+
+    def _start_if_needed(self) -> Any:
+        """The native loader, running from the loader's position. The run goes on across
+        epochs: when one finishes, its threads are already building the next epoch's first
+        batches; an iteration that starts elsewhere restarts it."""
+        core = self._native()
+        position = (self._epoch, self._batch)
+        if not (core.running and core.position == position):
+            core.start(*position, 0)
+        return core
+
+    def _end(self, run: int, stop: bool) -> None:
+        """Ends iteration ``run``: when it is still the current one, forgets its thread and,
+        with ``stop``, ends the native run (joining its threads)."""
+        self._adopt_process()
+        with self._guard:
+            current = run == self._run
+            if current:
+                self._owner = None
+        if current and stop and self._core is not None:
+            self._core.stop()
+
+    def _next(self, run: int, generation: int, core: Any) -> tuple[Any, Any]:
+        """The next native batch of iteration ``run`` and the native loader that gave it; no
+        batch (None) when the position was moved under the iteration (set_epoch,
+        load_state_dict). Raises when the iteration was closed or replaced."""
+        self._adopt_process()
+        me = threading.current_thread()
+        with self._guard:
+            self._raise_if_ended(run)
+            if generation != self._position_generation:
+                return None, core
+            self._waiting = me
+        failure: BaseException | None = None
+        try:
+            if core is not self._native():  # a forked child goes on with its parent's run
+                core = self._start_if_needed()
+            got = core.next(self._torch)
+        except BaseException as error:
+            failure = error
+        with self._guard:
+            self._waiting = None
+            self._guard.notify_all()
+            ended = run != self._run
+        if ended and (failure is None or isinstance(failure, _core.Error)):
+            self._raise_if_ended(run)  # the native error only says the run stopped under it
+        if failure is not None:
+            raise failure
+        if got is None:
+            raise RuntimeError("the loader's native run ended during iteration")
+        return got, core
+
+    def _raise_if_ended(self, run: int) -> None:
+        """Raises when iteration ``run`` was closed or replaced by a newer one."""
+        if run == self._run:
+            return
+        if self._closed is not None and self._closed[0] == run:
+            raise RuntimeError(
+                f"the loader was closed (Loader.close() on thread {self._closed[1]!r}) during "
+                "this iteration"
+            )
+        raise RuntimeError("another iteration of this loader started; one iteration at a time")
+
+    def _host_batches(self):
+        run, generation, core = self._begin()
+        n = len(self)
+        epoch, batch = self._epoch, self._batch
+        delivered_all = False
+        try:
+            while batch < n:
+                got, core = self._next(run, generation, core)
                 if got is None:
-                    raise RuntimeError("the loader was closed during iteration")
+                    return  # set_epoch / load_state_dict: the next iteration starts there
                 arrays, samples, episodes, _, _ = cast(_NativeBatch, got)
-                self._batch += 1
+                batch += 1
+                delivered_all = batch == n
+                with self._guard:
+                    if generation == self._position_generation:
+                        # The epoch's last batch moves the position to the next epoch: every
+                        # iteration that starts after it gets a whole epoch.
+                        self._epoch, self._batch = (
+                            (epoch + 1, 0) if delivered_all else (epoch, batch)
+                        )
                 yield self._item(arrays, samples, episodes)
-            self._epoch, self._batch = self._epoch + 1, 0
-            completed = True
         finally:
-            if run == self._run and not completed:
-                core.stop()
+            # After the epoch's last batch the run goes on: its threads build the next epoch's
+            # first batches. Otherwise (a break, an error, the generator dropped) they stop.
+            self._end(run, stop=not delivered_all)
 
     def _item(
         self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from stoker import _core
+from stoker._core import InvalidArgumentError
 
 _MAX_EPOCH = 2**32 - 1
 _MAX_SEED = 2**64 - 1
@@ -101,14 +102,18 @@ class Sampler:
         """``{"epoch": e, "position": p}``: restoring it continues with the identical remainder."""
         return {"epoch": self._epoch, "position": self._position}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores a :meth:`state_dict` (of a sampler built with the same arguments)."""
-        if not isinstance(state, dict) or set(state) != {"epoch", "position"}:
-            raise ValueError(
-                f"state must be a dict with keys 'epoch' and 'position', got {state!r}"
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores a :meth:`state_dict` (of a sampler built with the same arguments).
+
+        Raises :class:`stoker.InvalidArgumentError` (a ``ValueError``) naming the field, for
+        anything else than ``{"epoch": e, "position": p}`` with integers e in [0, 2**32) and p
+        in [0, len(self)]."""
+        if not isinstance(state, Mapping) or set(state) != {"epoch", "position"}:
+            raise InvalidArgumentError(
+                f"a sampler state is a dict with keys 'epoch' and 'position', got {state!r}"
             )
-        epoch = _check_int("epoch", state["epoch"], 0, _MAX_EPOCH)
-        position = _check_int("position", state["position"], 0, len(self))
+        epoch = _check_int("state['epoch']", state["epoch"], 0, _MAX_EPOCH)
+        position = _check_int("state['position']", state["position"], 0, len(self))
         self._epoch, self._position = epoch, position
         self._generation += 1
 
@@ -340,17 +345,20 @@ def _digest(values: np.ndarray) -> str:
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+    """``value`` as an int, or :class:`stoker.InvalidArgumentError` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(
+            f"{name} must be an integer, got {value!r} ({type(value).__name__})"
+        )
     value = int(value)
     if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+        raise InvalidArgumentError(f"{name} must be in [{low}, {high}], got {value}")
     return value
 
 
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 

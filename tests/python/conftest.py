@@ -93,3 +93,16 @@ def lerobot_copy(tmp_path):
         return str(target)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def lerobot_large(tmp_path_factory, lerobot_cache):
+    """A v3.0 dataset whose videos are large enough (about 180 KB, several of FFmpeg's 32 KB
+    read buffers) that readers sharing a file position would read each other's bytes: 4
+    episodes of 40 frames at 30 fps, two cameras of 128x96 camera-like footage (a moving
+    pattern with grain), two episodes per video file."""
+    import lerobot_datasets
+
+    return lerobot_datasets.write_v30(tmp_path_factory.mktemp("lerobot") / "large", [40] * 4,
+                                      CAMERAS, fps=30, size=(96, 128), episodes_per_file=2,
+                                      content="camera", cache_dir=lerobot_cache)
