@@ -18,7 +18,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stoker import _core
-from stoker._core import DatasetError
+from stoker._core import DatasetError, InvalidArgumentError
+
+
+def checked_path(path: str | os.PathLike, what: str) -> str:
+    """``path`` as a ``str``, refused with :class:`stoker.InvalidArgumentError` naming ``what``
+    when it is not a path or holds a NUL character (which the C library would cut it at)."""
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{what} must be a path (str or os.PathLike), got {type(path).__name__}"
+        ) from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\0" in text:
+        raise InvalidArgumentError(f"{what} {text!r} holds a NUL character")
+    return text
 
 
 def read_json(path: str, what: str = "meta file") -> dict[str, Any]:

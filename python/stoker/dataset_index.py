@@ -30,6 +30,7 @@ import numpy as np
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError
+from stoker._files import checked_path
 from stoker.lerobot_meta import (
     LeRobotMetadata,
     read_columns,
@@ -77,12 +78,23 @@ class EpisodeIndex:
     Obtained from :func:`load_index` (or :meth:`open` for a known index file). Immutable, and
     safe to share between threads. ``camera`` arguments are a camera name or its position in
     :attr:`cameras`.
+
+    It pickles as its path (for spawn-based workers and Ray tasks): unpickling maps the file
+    again, and refuses (:class:`stoker.DatasetError`) an index file rebuilt or replaced since
+    this one was mapped, whose rows and frames may differ.
     """
 
-    def __init__(self, core: _core.EpisodeIndex, path: str, report: IndexReport | None = None):
+    def __init__(
+        self,
+        core: _core.EpisodeIndex,
+        path: str,
+        report: IndexReport | None = None,
+        signature: tuple[int, int] | None = None,
+    ):
         self._core = core
         self._path = path
         self._report = report
+        self._signature = signature if signature is not None else _signature(path)
         self._cameras = tuple(core.cameras)
         self._camera_ids = {name: c for c, name in enumerate(self._cameras)}
         self._video_files = tuple(core.video_files)
@@ -91,9 +103,21 @@ class EpisodeIndex:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> EpisodeIndex:
-        """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one."""
-        path = os.path.abspath(os.fspath(path))
-        return cls(_core.EpisodeIndex.open(path), path)
+        """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one,
+        :class:`stoker.InvalidArgumentError` for a path holding a NUL character."""
+        path = os.path.abspath(checked_path(path, "index file"))
+        # The file's identity (size, mtime), taken around the mapping: a file replaced while it
+        # was being mapped is mapped again.
+        for _ in range(3):
+            before = _signature(path)
+            core = _core.EpisodeIndex.open(path)
+            after = _signature(path)
+            if before == after:
+                break
+        return cls(core, path, signature=after)
+
+    def __reduce__(self):
+        return (_reopen_index, (self._path, self._signature, self._report))
 
     @property
     def path(self) -> str:
@@ -225,6 +249,28 @@ class EpisodeIndex:
         raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
 
 
+def _signature(path: str) -> tuple[int, int]:
+    """What tells one version of an index file from another: its size and mtime."""
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise DatasetError(f"cannot read index file {path}: {error}") from None
+    return status.st_size, status.st_mtime_ns
+
+
+def _reopen_index(path: str, signature: tuple[int, int], report: IndexReport | None):
+    """A pickled :class:`EpisodeIndex` mapped again, if its file is the same."""
+    index = EpisodeIndex.open(path)
+    if index._signature != signature:
+        raise DatasetError(
+            f"the index file {path} was rebuilt or replaced since this EpisodeIndex was "
+            f"pickled (size and mtime {index._signature}, were {signature}): its rows and "
+            "frames may differ; open the dataset again"
+        )
+    index._report = report
+    return index
+
+
 def default_cache_dir() -> str:
     """``$STOKER_CACHE_DIR``, or ``~/.cache/stoker``."""
     return os.environ.get("STOKER_CACHE_DIR") or os.path.join(
@@ -289,7 +335,9 @@ def load_index(
         raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
-    root = os.path.abspath(os.fspath(root))
+    root = os.path.abspath(checked_path(root, "dataset folder"))
+    if cache_dir is not None:
+        cache_dir = checked_path(cache_dir, "cache_dir")
     if not os.path.isdir(root):
         raise DatasetError(f"dataset folder {root} does not exist")
     local, cached = index_paths(root, cache_dir)

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError, DecodeError, Error
-from stoker._files import copy_file, read_json, remove_file, write_json
+from stoker._files import checked_path, copy_file, read_json, remove_file, write_json
 from stoker.dataset_index import _ProgressBar, load_index
 from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
 from stoker.typed_columns import convert_json_columns, json_candidates
@@ -200,8 +200,8 @@ def materialize(
         workers = _core.usable_cores()
     elif not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    src = os.path.abspath(os.fspath(src))
-    dst = os.path.abspath(os.fspath(dst))
+    src = os.path.abspath(checked_path(src, "source dataset folder"))
+    dst = os.path.abspath(checked_path(dst, "destination folder"))
     if dst == src or dst.startswith(os.path.join(src, "")) or src.startswith(os.path.join(dst, "")):
         raise ValueError(
             f"the destination {dst} must be outside the source {src} and not contain it"

@@ -12,6 +12,7 @@ opens; see :func:`stoker.dataset_index.load_index`.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
@@ -19,8 +20,9 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 
 from stoker import _core
-from stoker._core import DatasetError
-from stoker.dataset_index import load_index
+from stoker._core import DatasetError, InvalidArgumentError
+from stoker._files import checked_path
+from stoker.dataset_index import EpisodeIndex, load_index
 from stoker.lerobot_meta import read_lerobot_metadata
 from stoker.video import VideoReader
 
@@ -43,7 +45,10 @@ class WindowSpec:
         tolerance_s: how far an offset in seconds may be from a whole number of frames.
 
     Keys of the dataset not read by a window key come back for the sample's own row only,
-    without a time axis, as LeRobot returns them.
+    without a time axis, as LeRobot returns them. Offsets that fall outside the sample's
+    episode (however far: even ``2**63 - 1`` rows) read its first or last row and set the pad
+    mask. Offsets in seconds must be finite, offsets in rows integers of int64's range:
+    :class:`stoker.InvalidArgumentError` (a ``ValueError``) names the key of one that is not.
     """
 
     def __init__(
@@ -65,6 +70,10 @@ class WindowSpec:
             raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
         self.delta_timestamps = dict(delta_timestamps or {})
         self.delta_indices = dict(delta_indices or {})
+        for name, value in self.delta_timestamps.items():
+            _offsets(f"delta_timestamps[{name!r}]", name, value, seconds=True)
+        for name, value in self.delta_indices.items():
+            _offsets(f"delta_indices[{name!r}]", name, value, seconds=False)
         overlap = set(self.delta_timestamps) & set(self.delta_indices)
         if overlap:
             raise ValueError(
@@ -78,8 +87,7 @@ class WindowSpec:
         """Output key -> (source key, offsets in rows), checking seconds against ``fps``."""
         keys = {}
         for name, value in self.delta_timestamps.items():
-            source, seconds = _source_and_offsets(name, value)
-            seconds = np.asarray(seconds, dtype=np.float64)
+            source, seconds = _offsets(f"delta_timestamps[{name!r}]", name, value, seconds=True)
             rows = np.round(seconds * fps)
             off = np.abs(seconds - rows / fps)
             if np.any(off > self.tolerance_s):
@@ -88,13 +96,10 @@ class WindowSpec:
                     f"delta_timestamps[{name!r}]: {bad} s is not a whole number of "
                     f"frames at {fps} fps (tolerance {self.tolerance_s} s)"
                 )
-            keys[name] = (source, rows.astype(np.int64))
+            # Beyond 2**62 rows every offset is outside any episode: clamped there, it stays so.
+            keys[name] = (source, np.clip(rows, -(2.0**62), 2.0**62).astype(np.int64))
         for name, value in self.delta_indices.items():
-            source, rows = _source_and_offsets(name, value)
-            rows = np.asarray(rows)
-            if rows.dtype.kind not in "iu":
-                raise ValueError(f"delta_indices[{name!r}] must be integers")
-            keys[name] = (source, rows.astype(np.int64))
+            keys[name] = _offsets(f"delta_indices[{name!r}]", name, value, seconds=False)
         return keys
 
     def __repr__(self) -> str:
@@ -109,6 +114,56 @@ def _source_and_offsets(name, value):
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
         return value
     return name, value
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _offsets(what: str, name: Any, value: Any, seconds: bool) -> tuple[str, np.ndarray]:
+    """(source, offsets) of one window key: float64 seconds, all finite, or int64 rows.
+    Raises :class:`stoker.InvalidArgumentError` naming the key ``what`` otherwise."""
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"{what}: window keys are strings, got {type(name).__name__}")
+    source, offsets = _source_and_offsets(name, value)
+    if isinstance(offsets, (str, bytes)):
+        offsets = None  # not a sequence of numbers, refused below
+    try:
+        array = np.asarray(offsets)
+    except (TypeError, ValueError):
+        array = np.asarray(None)
+    if array.ndim != 1:
+        raise InvalidArgumentError(
+            f"{what} must be a list of {'seconds' if seconds else 'rows'} (or (source, list)), "
+            f"got {value!r}"
+        )
+    if seconds:
+        if array.size and array.dtype.kind not in "iuf":
+            raise InvalidArgumentError(f"{what} must be numbers of seconds, got {value!r}")
+        array = array.astype(np.float64)
+        finite = np.isfinite(array)
+        if not finite.all():
+            bad = array[np.flatnonzero(~finite)[0]]
+            raise InvalidArgumentError(
+                f"{what} holds {bad}: offsets in seconds must be finite numbers"
+            )
+        return source, array
+    if array.size and array.dtype.kind == "O":  # Python ints beyond 64 bits, or not numbers
+        items = array.tolist()
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+                raise InvalidArgumentError(f"{what} must be integers (rows), got {item!r}")
+            if not _INT64.min <= int(item) <= _INT64.max:
+                raise InvalidArgumentError(
+                    f"{what} holds {item}, outside int64's [{_INT64.min}, {_INT64.max}]"
+                )
+        array = np.asarray(items, dtype=np.int64)
+    if array.size and array.dtype.kind not in "iu":
+        raise InvalidArgumentError(f"{what} must be integers (rows), got {value!r}")
+    if array.size and array.dtype.kind == "u" and array.max() > _INT64.max:
+        raise InvalidArgumentError(
+            f"{what} holds {int(array.max())}, outside int64's [{_INT64.min}, {_INT64.max}]"
+        )
+    return source, array.astype(np.int64)
 
 
 class ItemKey(NamedTuple):
@@ -148,6 +203,12 @@ class LeRobotDataset:
         cache_dir, rebuild, threads, progress: passed to :func:`stoker.dataset_index.load_index`.
 
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
+
+    Processes: a dataset read in a parent may be read in children forked after it (a fork-based
+    ``torch.utils.data.DataLoader``): each child opens the videos again. It pickles (spawn or
+    forkserver workers, Ray tasks) as its folder, spec and index file; unpickling reads the
+    metadata and maps the index again, and refuses (:class:`stoker.DatasetError`) a dataset
+    or index changed since.
     """
 
     def __init__(
@@ -160,12 +221,32 @@ class LeRobotDataset:
         threads: int | None = None,
         progress: bool = True,
     ):
-        self.root = os.path.abspath(os.fspath(root))
-        self.meta = read_lerobot_metadata(self.root)
-        self.index = load_index(
-            self.root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
+        root = os.path.abspath(checked_path(root, "dataset folder"))
+        meta = read_lerobot_metadata(root)
+        index = load_index(
+            root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
         )
-        self.spec = spec if spec is not None else WindowSpec()
+        self._open(root, meta, index, spec if spec is not None else WindowSpec())
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root, "spec": self.spec, "index": self.index}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        index = state["index"]
+        stale = index.stale_files()
+        if stale:
+            raise DatasetError(
+                f"the dataset {state['root']} changed since it was pickled: "
+                f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} changed or went; "
+                "open it again"
+            )
+        self._open(state["root"], read_lerobot_metadata(state["root"]), index, state["spec"])
+
+    def _open(self, root: str, meta, index: EpisodeIndex, spec: WindowSpec) -> None:
+        self.root = root
+        self.meta = meta
+        self.index = index
+        self.spec = spec
         self._item_keys = self._resolve_keys()
         self._planner = _core.WindowPlanner(
             self.index.native, [key.native for key in self._item_keys]

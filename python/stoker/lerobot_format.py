@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,12 +127,12 @@ def read_info(root: str) -> Info:
     for key in ("fps", "features", "data_path"):
         if key not in raw:
             raise DatasetError(f"{path} has no {key!r}")
-    try:
-        fps = float(raw["fps"])
-    except (TypeError, ValueError):
-        fps = float("nan")
-    if not fps > 0:
-        raise DatasetError(f"{path}: fps must be positive, got {raw['fps']!r}")
+    fps = raw["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < math.inf:
+        raise DatasetError(
+            f"{path}: 'fps' must be a positive number of frames per second, got {json.dumps(fps)}"
+        )
+    fps = float(fps)
     chunks_size = raw.get("chunks_size", DEFAULT_CHUNKS_SIZE)
     if not isinstance(chunks_size, int) or chunks_size < 1:
         raise DatasetError(f"{path}: chunks_size must be a positive integer, got {chunks_size!r}")

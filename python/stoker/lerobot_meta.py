@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError
+from stoker._files import checked_path
 from stoker.lerobot_format import (
     DEFAULT_COLUMNS,
     Feature,
@@ -115,7 +116,7 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
     Raises:
         stoker.DatasetError: naming the meta file, or all the offending episodes and files.
     """
-    root = os.path.abspath(os.fspath(root))
+    root = os.path.abspath(checked_path(root, "dataset folder"))
     info = lerobot_format.read_info(root)
     if info.codebase_version == "v3.0":
         parts = _read_v30(root, info)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from stoker import _core
+from stoker._core import InvalidArgumentError
+from stoker._files import checked_path
 
 _LAYOUTS = {"NHWC": _core.Layout.NHWC, "NCHW": _core.Layout.NCHW}
 _INTERPOLATIONS = {"bilinear": _core.Interpolation.bilinear, "area": _core.Interpolation.area}
@@ -25,7 +27,11 @@ class VideoReader:
     :attr:`frame_table` of an earlier open) to skip that scan.
 
     A reader may be shared by threads: each calling thread decodes with its own pooled
-    container and decoder, and the GIL is released while it works.
+    container and decoder, and the GIL is released while it works. It may be used in a child
+    process forked after the parent read from it: the child opens the file again. It pickles
+    (for spawn-based workers, Ray tasks) as what reopens it: the path and its frame table, or
+    the bytes (a reader over bytes keeps a reference to the ``bytes`` given, or to one copy of
+    a ``bytearray`` / ``memoryview``).
 
     Args:
         source: the video file's path, or the video's bytes.
@@ -48,14 +54,20 @@ class VideoReader:
         if frame_table is not None and not isinstance(frame_table, (bytes, bytearray)):
             raise TypeError("frame_table must be bytes from VideoReader.frame_table")
         table = None if frame_table is None else bytes(frame_table)
+        self._threads = threads
+        self._data: bytes | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
+            if name is not None and "\0" in name:
+                raise InvalidArgumentError(f"name {name!r} holds a NUL character")
+            self._data = bytes(source)
             self._reader = _core.VideoReader.from_bytes(
-                name or "<memory>", bytes(source), threads, table
+                name or "<memory>", self._data, threads, table
             )
         else:
             if name is not None:
                 raise ValueError("name= is for videos given as bytes; a file is named by its path")
-            self._reader = _core.VideoReader(os.fspath(source), threads, table)
+            path = checked_path(source, "video path")
+            self._reader = _core.VideoReader(path, threads, table)
         self._pts = self._reader.pts()
         self._pts.flags.writeable = False
         self._is_key = self._reader.is_key().view(np.bool_)
@@ -178,6 +190,15 @@ class VideoReader:
         )
         return out
 
+    def __reduce__(self):
+        """Pickles as what reopens the video without a scan: its path (or its bytes and name)
+        and its frame table. The reopened file must be the one scanned: a file changed since
+        is refused (:class:`stoker.Error` naming it)."""
+        arguments = {"threads": self._threads, "frame_table": self.frame_table}
+        if self._data is not None:
+            return (_reopen, (self._data, dict(arguments, name=self.path)))
+        return (_reopen, (self.path, arguments))
+
     def __repr__(self) -> str:
         return (
             f"VideoReader({self.path!r}, codec={self.codec!r}, {self.width}x{self.height}, "
@@ -217,6 +238,11 @@ class VideoReader:
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise ValueError("out must be C-contiguous and writeable")
         return out
+
+
+def _reopen(source, arguments) -> VideoReader:
+    """A pickled :class:`VideoReader` opened again."""
+    return VideoReader(source, **arguments)
 
 
 def _as_index_array(values, name: str) -> np.ndarray:

@@ -35,7 +35,10 @@ def test_a_malformed_info_json_raises_naming_the_file(text, problem, lerobot_v30
 
 
 @pytest.mark.parametrize("field,value,problem", [
-    ("fps", "fast", "fps must be positive"),
+    ("fps", "fast", "'fps' must be a positive number of frames per second, got \"fast\""),
+    ("fps", None, "'fps' must be a positive number of frames per second, got null"),
+    ("fps", True, "'fps' must be a positive number of frames per second, got true"),
+    ("fps", 0, "'fps' must be a positive number of frames per second, got 0"),
     ("chunks_size", 0, "chunks_size must be a positive integer"),
     ("features", {"action": {"dtype": "float32"}}, "feature 'action' lacks"),
     ("video_path", None, "no video_path"),
