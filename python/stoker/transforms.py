@@ -15,13 +15,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from stoker import _core
 
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 INTERPOLATIONS = ("bilinear", "area")
-# The defaults are C++'s (stoker/image_transform.h), read once.
-_DEFAULTS = _core.TransformOptions()
+
+
+class _Defaults(NamedTuple):
+    """The defaults of C++'s TransformOptions (stoker/image_transform.h), as plain values: the
+    module keeps no native object, which would outlive the interpreter's teardown."""
+
+    scale: tuple[float, float]
+    ratio: tuple[float, float]
+    hflip: float
+    dtype: str
+    interpolation: str
+
+
+def _cpp_defaults() -> _Defaults:
+    options = _core.TransformOptions()
+    return _Defaults(
+        scale=(options.scale_min, options.scale_max),
+        ratio=(options.ratio_min, options.ratio_max),
+        hflip=options.hflip_probability,
+        dtype=options.dtype.name,
+        interpolation=options.interpolation.name,
+    )
+
+
+_DEFAULTS = _cpp_defaults()
 
 
 def _size(name, value):
@@ -76,14 +100,14 @@ class Transforms:
     resize: tuple[int, int] | None = None
     center_crop: tuple[int, int] | None = None
     random_resized_crop: tuple[int, int] | None = None
-    scale: tuple[float, float] = (_DEFAULTS.scale_min, _DEFAULTS.scale_max)
-    ratio: tuple[float, float] = (_DEFAULTS.ratio_min, _DEFAULTS.ratio_max)
-    hflip: float = _DEFAULTS.hflip_probability
+    scale: tuple[float, float] = _DEFAULTS.scale
+    ratio: tuple[float, float] = _DEFAULTS.ratio
+    hflip: float = _DEFAULTS.hflip
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
-    dtype: str = _DEFAULTS.dtype.name
+    dtype: str = _DEFAULTS.dtype
     layout: str | None = None
-    interpolation: str = _DEFAULTS.interpolation.name
+    interpolation: str = _DEFAULTS.interpolation
 
     def __post_init__(self):
         set_ = object.__setattr__
