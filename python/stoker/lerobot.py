@@ -379,15 +379,17 @@ class LeRobotDataset:
 
     def _decode(self, read) -> np.ndarray:
         video = int(read["video_file"])
-        reader = self._readers.get(video)
-        if reader is None:
-            reader = VideoReader(
-                self.index.video_files[video], frame_table=self.index.frame_table(video)
-            )
-            self._readers[video] = reader
         try:
+            reader = self._readers.get(video)
+            if reader is None:
+                reader = VideoReader(
+                    self.index.video_files[video], frame_table=self.index.frame_table(video)
+                )
+                self._readers[video] = reader
             return reader.get_frames(
                 read["frames"], size=self.spec.size, layout=_LAYOUTS[self.spec.layout]
             )
-        except _core.DecodeError as error:
+        except (_core.DecodeError, _core.InvalidArgumentError) as error:
+            # The frames and the frame table come from the index: a video that cannot give them
+            # (damaged, changed since the index was built) is the dataset's problem.
             raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error

@@ -321,6 +321,9 @@ def test_a_video_replaced_under_a_running_loader_is_refused_by_name(lerobot_v21,
             errors.append(str(error))
         loader.close()
         batches = iter(loader)
+    episode_1 = range(5, 12)
+    with pytest.raises(stoker.DatasetError, match="episode_000001.mp4"):  # a fresh reader
+        dataset(lerobot_v21, root)[episode_1[3]]
     if on_error == "raise":
         assert errors, "no error in four runs"
         assert all(target in message for message in errors), errors

@@ -16,7 +16,7 @@ from stoker.lerobot import LeRobotDataset, WindowSpec
 
 torch = pytest.importorskip("torch")
 FPS = 30
-TIMEOUT_S = 120  # for a child's answer: far above the seconds the work takes
+TIMEOUT_S = 60  # for a child's answer: far above the seconds the work takes
 
 
 def large_spec(cameras):
@@ -48,6 +48,7 @@ def test_large_fixture_videos_exceed_ffmpegs_read_buffer(lerobot_large):
     assert min(sizes) >= 62_000, sizes  # smaller files hid the shared-file-position bug
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes")
 def test_forked_dataloader_workers_give_the_items_the_parent_reads(lerobot_large):
     ds = LeRobotDataset(lerobot_large.root, large_spec(lerobot_large.cameras), progress=False)
     # The parent reads every item first: each video is open (and positioned) in this process
