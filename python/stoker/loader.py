@@ -346,7 +346,9 @@ class Loader:
         # Iterations: each has a run number; one that is not the current run has ended (a
         # newer one started, or close()). `_owner` is the thread of the current run, until it
         # ends; `_waiting` the thread inside the native next(), which no other call may join.
-        self._guard = threading.Condition(threading.Lock())
+        # Reentrant: a generator of this loader finalized by the garbage collector while the
+        # guard is held ends its iteration under it.
+        self._guard = threading.Condition(threading.RLock())
         self._run = 0
         self._owner: threading.Thread | None = None
         self._waiting: threading.Thread | None = None
@@ -588,7 +590,7 @@ class Loader:
         position stays; :meth:`_native` builds a new native loader when one is needed."""
         if self._pid == os.getpid():
             return
-        self._guard = threading.Condition(threading.Lock())
+        self._guard = threading.Condition(threading.RLock())
         self._owner = self._waiting = None
         self._core = None
         self._pid = os.getpid()
@@ -665,7 +667,7 @@ class Loader:
             self._raise_if_ended(run)
             if generation != self._position_generation:
                 return None, core
-            self._waiting = me
+            self._owner = self._waiting = me  # an iterator may be handed to another thread
         failure: BaseException | None = None
         try:
             if core is not self._native():  # a forked child goes on with its parent's run
