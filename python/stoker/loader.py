@@ -568,20 +568,24 @@ class Loader:
             raise InvalidArgumentError(f"the dataset {self.dataset!r} is empty: it has no sample")
         if samples >= self.batch_size or (samples > 0 and not self.drop_last):
             return
-        if samples == 0:
-            why = " with drop_last=True, which drops the samples left over after an equal split"
-            if not self.drop_last:
-                why = ""
-        else:
-            why = (
-                f", fewer than batch_size {self.batch_size}, and drop_last=True drops the short "
-                "batch"
-            )
-        raise InvalidArgumentError(
-            f"an epoch would have no batch: the sampler gives rank {self.rank} of world_size "
-            f"{self.world_size} {samples} samples per epoch (the dataset has {n}){why}. Use a "
-            "smaller batch_size, drop_last=False or fewer ranks"
+        given = (
+            f"an epoch would have no batch: the sampler gives rank {self.rank} (world_size "
+            f"{self.world_size}) {samples} samples per epoch (the dataset has {n})"
         )
+        if samples > 0:
+            why = (
+                f": fewer than batch_size {self.batch_size}, and drop_last=True drops a short "
+                "batch. Use a smaller batch_size, drop_last=False or fewer ranks"
+            )
+        elif self.drop_last:
+            why = (
+                f", so no batch of batch_size {self.batch_size}: drop_last=True drops the "
+                "samples left over after an equal split between the ranks. Use drop_last=False "
+                "or fewer ranks"
+            )
+        else:
+            why = f", so no batch of batch_size {self.batch_size} (drop_last=False)"
+        raise InvalidArgumentError(given + why)
 
     def _adopt_process(self) -> None:
         """In a child forked after this loader was made: forgets the parent's threads and

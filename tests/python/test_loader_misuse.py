@@ -161,20 +161,22 @@ def test_an_epoch_without_a_batch_is_refused_at_construction_with_its_numbers(le
     ds = dataset(lerobot_v21)  # 18 samples
     cases = [
         (dict(batch_size=32, drop_last=True),
-         "rank 0 of world_size 1 18 samples per epoch .the dataset has 18., fewer than "
-         "batch_size 32, and drop_last=True drops the short batch"),
+         "rank 0 .world_size 1. 18 samples per epoch .the dataset has 18.: fewer than "
+         "batch_size 32, and drop_last=True drops a short batch"),
         (dict(batch_size=1, drop_last=True, rank=5, world_size=32),
-         "rank 5 of world_size 32 0 samples per epoch .the dataset has 18. with drop_last=True"),
+         "rank 5 .world_size 32. 0 samples per epoch .the dataset has 18., so no batch of "
+         "batch_size 1: drop_last=True drops the samples left over after an equal split"),
         (dict(batch_size=2, sampler=WeightedSampler(np.ones(18), num_samples=0)),
-         "rank 0 of world_size 1 0 samples per epoch .the dataset has 18.. Use"),
+         "rank 0 .world_size 1. 0 samples per epoch .the dataset has 18., so no batch of "
+         "batch_size 2 .drop_last=False."),
     ]
     for kwargs, numbers in cases:
         with pytest.raises(stoker.InvalidArgumentError,
                            match="an epoch would have no batch: the sampler gives " + numbers):
             Loader(ds, **kwargs)
     tiny = dataset(one_frame)
-    with pytest.raises(ValueError, match="rank 0 of world_size 1 1 samples per epoch .the dataset "
-                                         "has 1., fewer than batch_size 2, and drop_last=True"):
+    with pytest.raises(ValueError, match="rank 0 .world_size 1. 1 samples per epoch .the dataset "
+                                         "has 1.: fewer than batch_size 2, and drop_last=True"):
         Loader(tiny, batch_size=2, drop_last=True)
     # Without drop_last the same configurations have a batch.
     assert rows_of(Loader(tiny, batch_size=2)) == [[0]]
