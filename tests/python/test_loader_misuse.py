@@ -251,11 +251,14 @@ def test_threads_the_system_refuses_raise_a_resource_error_with_the_started_ones
 
 def test_a_batch_pool_larger_than_the_machine_is_refused_at_construction(lerobot_v21):
     ds = dataset(lerobot_v21, size=(224, 224))
-    batch_bytes = Loader(ds, batch_size=16, prefetch=1, threads=1).stats()["batch_bytes"]
+    sample_bytes = Loader(ds, batch_size=1, prefetch=1, threads=1).stats()["batch_bytes"]
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert batch_bytes * 100_002 > machine  # what makes the case: more than the machine holds
-    with pytest.raises(stoker.ResourceError, match="prefetch 100000") as raised:
-        Loader(ds, batch_size=16, prefetch=100_000, threads=1)
+    # prefetch=100000 keeps up to 100002 batches: a batch size that makes them twice the
+    # machine's memory (16 samples of 224x224 frames here: about 480 GB).
+    batch_size = max(16, -(-2 * machine // (100_002 * sample_bytes)))
+    with pytest.raises(stoker.ResourceError, match="prefetch 100000 keeps up to 100002 batches"
+                                                   ".* more than the machine's") as raised:
+        Loader(ds, batch_size=batch_size, prefetch=100_000, threads=1)
     assert isinstance(raised.value, MemoryError)
 
 
