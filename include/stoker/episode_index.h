@@ -98,6 +98,10 @@ class EpisodeIndex {
   /// the build, or that are gone. Empty means the index is current.
   std::vector<std::string> stale_files() const;
 
+  /// The CRC-32C of the index file's contents (checked when it was opened): what tells one
+  /// build of an index from another, exactly.
+  uint32_t checksum() const { return checksum_; }
+
   double fps() const { return fps_; }
   int64_t num_rows() const { return static_cast<int64_t>(row_episode_.size()); }
   int64_t num_episodes() const { return static_cast<int64_t>(episode_from_row_.size()); }
@@ -146,6 +150,7 @@ class EpisodeIndex {
   };
 
   std::unique_ptr<core::MappedFile> mapping_;
+  uint32_t checksum_ = 0;
   double fps_ = 0;
   std::span<const int64_t> episode_from_row_, episode_length_, episode_task_;
   std::span<const int32_t> row_episode_;

@@ -97,7 +97,8 @@ class VideoReader {
  public:
   /// Opens the local file at `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by
   /// one demux scan, or takes options.frame_table. Errors name the file: missing, not a video,
-  /// no video stream, unknown codec, unreadable.
+  /// no video stream, unknown codec, unreadable (kNotFound, kCorruptData, kUnsupported,
+  /// kIoError); a saved table of another version of the file (kCorruptData, "stale").
   static Result<std::unique_ptr<VideoReader>> open(const std::string& path,
                                                    VideoReaderOptions options = {});
   /// The same over `source`, which the reader shares for its lifetime (and its containers for
@@ -110,6 +111,8 @@ class VideoReader {
 
   /// The path, or the source's name.
   const std::string& name() const { return name_; }
+  /// The source given to open(); null for a reader of a local file.
+  const std::shared_ptr<const ByteSource>& source() const { return source_; }
   const FrameTable& frame_table() const { return *table_; }
   std::shared_ptr<const FrameTable> shared_frame_table() const { return table_; }
   int64_t num_frames() const { return table_->num_frames(); }

@@ -2,6 +2,7 @@
 // defaults live in the Python wrappers (python/stoker/); this layer converts types, releases
 // the GIL around every call that does work, and turns Status into exceptions.
 #include <nanobind/nanobind.h>
+#include <pthread.h>
 
 #include "errors.h"
 
@@ -15,8 +16,17 @@ void register_sampling(nanobind::module_& m);
 void register_transform(nanobind::module_& m);
 }  // namespace stoker::python
 
+namespace {
+
+// A forked child exits without freeing what the parent's other threads held (CPython never
+// frees their frames): nanobind's leak report at exit would only be noise there.
+void after_fork_in_child() { nanobind::set_leak_warnings(false); }
+
+}  // namespace
+
 NB_MODULE(_core, m) {
   m.doc() = "stoker's C++ core";
+  pthread_atfork(nullptr, nullptr, &after_fork_in_child);
   stoker::python::register_errors(m);
   stoker::python::register_core(m);
   stoker::python::register_media(m);

@@ -244,6 +244,9 @@ void register_dataset(nb::module_& m) {
                      }
                      return names;
                    })
+      .def_prop_ro(
+          "checksum", [](const IndexHandle& h) { return h.index->checksum(); },
+          "CRC-32C of the index file's contents: tells one build of an index from another.")
       .def("stale_files",
            [](const IndexHandle& h) {
              nb::gil_scoped_release release;

@@ -104,6 +104,21 @@ void register_media(nb::module_& m) {
                   "A reader over a copy of `data` (a video held in memory), called `name` in "
                   "messages.")
       .def_prop_ro("name", &VideoReader::name, "The path, or the name given to bytes.")
+      .def(
+          "source_bytes",
+          [](const VideoReader& r) -> nb::object {
+            const std::shared_ptr<const ByteSource>& source = r.source();
+            if (source == nullptr) return nb::none();
+            std::string bytes(static_cast<size_t>(source->size()), '\0');
+            Result<size_t> read = [&] {
+              nb::gil_scoped_release release;
+              return source->read_at(
+                  0, std::span(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()));
+            }();
+            raise_if_error(read.status(), Area::kVideo);
+            return nb::bytes(bytes.data(), *read);
+          },
+          "A copy of the bytes of a reader opened from bytes (for pickling); None for a file.")
       .def_prop_ro("codec", [](const VideoReader& r) { return r.frame_table().stream().codec; })
       .def_prop_ro("width", [](const VideoReader& r) { return r.frame_table().stream().width; })
       .def_prop_ro("height", [](const VideoReader& r) { return r.frame_table().stream().height; })

@@ -148,6 +148,11 @@ class VideoReader:
     def name(self) -> str:
         """The path, or the name given to bytes."""
 
+    def source_bytes(self) -> object:
+        """
+        A copy of the bytes of a reader opened from bytes (for pickling); None for a file.
+        """
+
     @property
     def codec(self) -> str: ...
 
@@ -205,6 +210,12 @@ class EpisodeIndex:
 
     @property
     def column_names(self) -> list[tuple[str, str, int]]: ...
+
+    @property
+    def checksum(self) -> int:
+        """
+        CRC-32C of the index file's contents: tells one build of an index from another.
+        """
 
     def stale_files(self) -> list[str]: ...
 

@@ -84,17 +84,10 @@ class EpisodeIndex:
     this one was mapped, whose rows and frames may differ.
     """
 
-    def __init__(
-        self,
-        core: _core.EpisodeIndex,
-        path: str,
-        report: IndexReport | None = None,
-        signature: tuple[int, int] | None = None,
-    ):
+    def __init__(self, core: _core.EpisodeIndex, path: str, report: IndexReport | None = None):
         self._core = core
         self._path = path
         self._report = report
-        self._signature = signature if signature is not None else _signature(path)
         self._cameras = tuple(core.cameras)
         self._camera_ids = {name: c for c, name in enumerate(self._cameras)}
         self._video_files = tuple(core.video_files)
@@ -106,18 +99,10 @@ class EpisodeIndex:
         """Maps an index file. Raises :class:`stoker.DatasetError` when it is not a valid one,
         :class:`stoker.InvalidArgumentError` for a path holding a NUL character."""
         path = os.path.abspath(checked_path(path, "index file"))
-        # The file's identity (size, mtime), taken around the mapping: a file replaced while it
-        # was being mapped is mapped again.
-        for _ in range(3):
-            before = _signature(path)
-            core = _core.EpisodeIndex.open(path)
-            after = _signature(path)
-            if before == after:
-                break
-        return cls(core, path, signature=after)
+        return cls(_core.EpisodeIndex.open(path), path)
 
     def __reduce__(self):
-        return (_reopen_index, (self._path, self._signature, self._report))
+        return (_reopen_index, (self._path, self._core.checksum, self._report))
 
     @property
     def path(self) -> str:
@@ -249,22 +234,14 @@ class EpisodeIndex:
         raise KeyError(f"unknown camera {camera!r}; the cameras are {list(self._cameras)}")
 
 
-def _signature(path: str) -> tuple[int, int]:
-    """What tells one version of an index file from another: its size and mtime."""
-    try:
-        status = os.stat(path)
-    except OSError as error:
-        raise DatasetError(f"cannot read index file {path}: {error}") from None
-    return status.st_size, status.st_mtime_ns
-
-
-def _reopen_index(path: str, signature: tuple[int, int], report: IndexReport | None):
-    """A pickled :class:`EpisodeIndex` mapped again, if its file is the same."""
+def _reopen_index(path: str, checksum: int, report: IndexReport | None):
+    """A pickled :class:`EpisodeIndex` mapped again, if its file holds the same bytes (the
+    checksum of its contents, checked when mapped)."""
     index = EpisodeIndex.open(path)
-    if index._signature != signature:
+    if index.native.checksum != checksum:
         raise DatasetError(
             f"the index file {path} was rebuilt or replaced since this EpisodeIndex was "
-            f"pickled (size and mtime {index._signature}, were {signature}): its rows and "
+            f"pickled (checksum {index.native.checksum:08x}, was {checksum:08x}): its rows and "
             "frames may differ; open the dataset again"
         )
     index._report = report

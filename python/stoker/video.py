@@ -30,8 +30,7 @@ class VideoReader:
     container and decoder, and the GIL is released while it works. It may be used in a child
     process forked after the parent read from it: the child opens the file again. It pickles
     (for spawn-based workers, Ray tasks) as what reopens it: the path and its frame table, or
-    the bytes (a reader over bytes keeps a reference to the ``bytes`` given, or to one copy of
-    a ``bytearray`` / ``memoryview``).
+    the bytes and the table (copied out of the reader's own copy when pickled).
 
     Args:
         source: the video file's path, or the video's bytes.
@@ -55,13 +54,11 @@ class VideoReader:
             raise TypeError("frame_table must be bytes from VideoReader.frame_table")
         table = None if frame_table is None else bytes(frame_table)
         self._threads = threads
-        self._data: bytes | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
             if name is not None and "\0" in name:
                 raise InvalidArgumentError(f"name {name!r} holds a NUL character")
-            self._data = bytes(source)
             self._reader = _core.VideoReader.from_bytes(
-                name or "<memory>", self._data, threads, table
+                name or "<memory>", bytes(source), threads, table
             )
         else:
             if name is not None:
@@ -195,8 +192,9 @@ class VideoReader:
         and its frame table. The reopened file must be the one scanned: a file changed since
         is refused (:class:`stoker.Error` naming it)."""
         arguments = {"threads": self._threads, "frame_table": self.frame_table}
-        if self._data is not None:
-            return (_reopen, (self._data, dict(arguments, name=self.path)))
+        data = self._reader.source_bytes()  # a copy, made only here, of what C++ holds
+        if data is not None:
+            return (_reopen, (data, dict(arguments, name=self.path)))
         return (_reopen, (self.path, arguments))
 
     def __repr__(self) -> str:

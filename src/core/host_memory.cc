@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 namespace stoker {
@@ -88,7 +89,14 @@ Result<std::shared_ptr<const HostMemory>> HostMemory::create(bool pinned) {
                     "; set STOKER_CUDART to its path)");
 }
 
-size_t HostMemory::physical_bytes() {
+size_t HostMemory::available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;

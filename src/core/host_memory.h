@@ -22,8 +22,9 @@ class HostMemory {
   /// Errors (kUnsupported), for pinned memory: no CUDA runtime library could be loaded, or it
   /// lacks cudaHostAlloc; the message says which libraries were tried.
   static Result<std::shared_ptr<const HostMemory>> create(bool pinned);
-  /// The machine's physical memory in bytes (what batch buffers can never exceed).
-  static size_t physical_bytes();
+  /// The memory this process can still have, in bytes: the kernel's MemAvailable (free memory
+  /// and what it can reclaim), or the physical memory where that cannot be read.
+  static size_t available_bytes();
   virtual ~HostMemory() = default;
 
   bool pinned() const { return pinned_; }

@@ -449,6 +449,7 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     return malformed("an array lies outside the file");
   }
   x.fps_ = header.fps;
+  x.checksum_ = header.body_crc;
 
   std::span<const uint8_t> record_bytes = bytes_of(header.records, 1);
   if (record_bytes.data() == nullptr) return malformed("records lie outside the file");

@@ -364,12 +364,13 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
   std::shared_ptr<const FrameTable> table = std::move(options.frame_table);
   std::unique_ptr<Container> scanned;
   if (table != nullptr) {
+    // The file is not the one the table describes: a data error, as when a loader meets it.
     if (table->file_size() != identity->size) {
-      return Status(StatusCode::kInvalidArgument,
+      return Status(StatusCode::kCorruptData,
                     context + ": " + stale_table(table->file_size(), identity->size));
     }
     if (table->file_mtime_ns() != 0 && table->file_mtime_ns() != identity->mtime_ns) {
-      return Status(StatusCode::kInvalidArgument,
+      return Status(StatusCode::kCorruptData,
                     context + ": the saved frame table is stale (the file was modified since)");
     }
   } else {
@@ -404,7 +405,7 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(std::shared_ptr<const Byt
   std::unique_ptr<Container> scanned;
   if (table != nullptr) {
     if (table->file_size() != source->size()) {
-      return Status(StatusCode::kInvalidArgument,
+      return Status(StatusCode::kCorruptData,
                     context + ": " + stale_table(table->file_size(), source->size()));
     }
   } else {

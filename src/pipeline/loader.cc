@@ -338,18 +338,18 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
   // one the consumer still holds while it asks for the next: a consumer that keeps no more
   // than that never allocates. One buffer is made now, so that memory that cannot be had
   // (pinned, without a GPU) fails here.
-  // A pool the machine cannot hold is refused here, not met as a failed allocation later.
+  // A pool the machine cannot hold now is refused here, not met as failed allocations later.
   const double pool_bytes = static_cast<double>(layout->batch_bytes) * (options.prefetch + 2);
-  const double machine_bytes = static_cast<double>(HostMemory::physical_bytes());
+  const double machine_bytes = static_cast<double>(HostMemory::available_bytes());
   if (pool_bytes > machine_bytes) {
     return Status(StatusCode::kResourceExhausted,
                   "loader: prefetch " + std::to_string(options.prefetch) + " keeps up to " +
                       std::to_string(options.prefetch + 2) + " batches of " +
                       std::to_string(layout->batch_bytes >> 20) + " MiB (" +
                       std::to_string(static_cast<int64_t>(pool_bytes / (1 << 30))) +
-                      " GiB), more than the machine's " +
+                      " GiB), more than the " +
                       std::to_string(static_cast<int64_t>(machine_bytes / (1 << 30))) +
-                      " GiB of memory: lower prefetch or batch_size");
+                      " GiB of memory available: lower prefetch or batch_size");
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const HostMemory> memory,
                           HostMemory::create(options.pinned_memory));
