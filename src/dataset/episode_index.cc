@@ -12,6 +12,7 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
+#include "core/fuzzing.h"
 #include "core/file.h"
 #include "core/mutex.h"
 #include "stoker/cores.h"
@@ -24,12 +25,6 @@ using core::ByteReader;
 using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
-// Fuzzing builds read past wrong checksums, so that mutations reach the parser behind them.
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-constexpr bool kFuzzing = true;
-#else
-constexpr bool kFuzzing = false;
-#endif
 // 2: the file's size and CRC-32C checksums of the header and of everything after it.
 constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kMaxListed = 20;
@@ -406,15 +401,15 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   unchecked.header_crc = 0;
   if (core::crc32c(std::span(reinterpret_cast<const uint8_t*>(&unchecked), sizeof(unchecked))) !=
           header.header_crc &&
-      !kFuzzing) {
+      !core::kFuzzing) {
     return malformed("the header's checksum does not match (the file was damaged)");
   }
-  if (header.file_bytes != size && !kFuzzing) {
+  if (header.file_bytes != size && !core::kFuzzing) {
     return malformed("it holds " + std::to_string(size) + " bytes, its header says " +
                      std::to_string(header.file_bytes) + " (truncated or extended)");
   }
   if (core::crc32c(std::span(base + sizeof(Header), size - sizeof(Header))) != header.body_crc &&
-      !kFuzzing) {
+      !core::kFuzzing) {
     return malformed("its checksum does not match (the file was damaged)");
   }
   const int64_t episodes = header.num_episodes;

@@ -7,6 +7,7 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
+#include "core/fuzzing.h"
 #include "media/detail/ffmpeg.h"
 
 namespace stoker {
@@ -16,12 +17,6 @@ using core::ByteReader;
 using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'F', 'T', 'B', 'L', '\0'};
-// Fuzzing builds read past a wrong checksum, so that mutations reach the parser behind it.
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-constexpr bool kFuzzing = true;
-#else
-constexpr bool kFuzzing = false;
-#endif
 // 2: a CRC-32C of everything before it closes the table.
 constexpr uint32_t kFormatVersion = 2;
 constexpr int kMaxSide = 1 << 14;
@@ -227,7 +222,7 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
   if (all.size() < sizeof(kMagic) + 2 * sizeof(uint32_t)) return malformed("truncated");
   const std::span<const uint8_t> bytes = all.first(all.size() - sizeof(stored_crc));
   std::memcpy(&stored_crc, all.data() + bytes.size(), sizeof(stored_crc));
-  if (core::crc32c(bytes) != stored_crc && !kFuzzing) {
+  if (core::crc32c(bytes) != stored_crc && !core::kFuzzing) {
     return malformed("its checksum does not match (the bytes were damaged)");
   }
   ByteReader r(bytes.subspan(sizeof(kMagic) + sizeof(version)));
