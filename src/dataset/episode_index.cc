@@ -12,8 +12,8 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
-#include "core/fuzzing.h"
 #include "core/file.h"
+#include "core/fuzzing.h"
 #include "core/mutex.h"
 #include "stoker/cores.h"
 #include "stoker/video_reader.h"
