@@ -46,7 +46,11 @@ Result<std::string> make_test_video(const TestVideoSpec& spec) {
   command += " " + spec.encoder_args + " '" + temporary + "'";
   Status status = run_command(command);
   if (!status.ok()) return status;
-  std::filesystem::rename(temporary, path);
+  // Another test process may have made the same video meanwhile: the first one made stays
+  // (a link does not replace), so a reader already open on it never sees it replaced.
+  std::error_code exists;
+  std::filesystem::create_hard_link(temporary, path, exists);
+  std::filesystem::remove(temporary);
   return path.string();
 }
 

@@ -2,7 +2,8 @@
 // sources), cached per build in $STOKER_TEST_MEDIA_DIR (or a temporary folder).
 //
 // Thread-safety: make_test_video() may be called from several test processes at once; files
-// appear atomically (written under a temporary name, then renamed).
+// appear atomically (written under a temporary name, then linked to theirs), and once there
+// are never replaced: tests hold readers open on them.
 #pragma once
 
 #include <string>
