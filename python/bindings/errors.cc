@@ -28,36 +28,41 @@ PyObject* new_type(const char* name, const char* doc, PyObject* bases) {
 void register_errors(nb::module_& m) {
   error_type = new_type("stoker._core.Error", "Base class of every error stoker raises.",
                         PyExc_RuntimeError);
-  decode_error_type = new_type(
-      "stoker._core.DecodeError",
-      "A video could not be opened or decoded as asked; the message names the file and frame.",
-      error_type);
-  dataset_error_type = new_type(
-      "stoker._core.DatasetError",
-      "A dataset is malformed or inconsistent; the message names the episode, camera and file.",
-      error_type);
-  nb::object bases = nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_ValueError));
-  invalid_argument_type = new_type(
-      "stoker._core.InvalidArgumentError",
-      "A call asked for something impossible (an index out of range, a bad option); also a "
-      "ValueError.",
-      bases.ptr());
-  internal_error_type = new_type(
-      "stoker._core.InternalError",
-      "A bug in stoker: one of its own invariants did not hold. Please report it with the message.",
-      error_type);
-  nb::object memory_bases = nb::make_tuple(nb::handle(error_type), nb::handle(PyExc_MemoryError));
-  resource_error_type = new_type(
-      "stoker._core.ResourceError",
-      "The system refused memory or threads that stoker asked for (a limit, or a configuration "
-      "asking for more than the machine has); also a MemoryError.",
-      memory_bases.ptr());
   m.attr("Error") = nb::steal(error_type);
-  m.attr("DecodeError") = nb::steal(decode_error_type);
-  m.attr("DatasetError") = nb::steal(dataset_error_type);
-  m.attr("InvalidArgumentError") = nb::steal(invalid_argument_type);
-  m.attr("InternalError") = nb::steal(internal_error_type);
-  m.attr("ResourceError") = nb::steal(resource_error_type);
+  // Each subclass of stoker.Error, with the builtin exception it also is, if any.
+  const struct {
+    PyObject** type;
+    const char* name;
+    const char* doc;
+    PyObject* also;
+  } subclasses[] = {
+      {&decode_error_type, "DecodeError",
+       "A video could not be opened or decoded as asked; the message names the file and frame.",
+       nullptr},
+      {&dataset_error_type, "DatasetError",
+       "A dataset is malformed or inconsistent; the message names the episode, camera and file.",
+       nullptr},
+      {&invalid_argument_type, "InvalidArgumentError",
+       "A call asked for something impossible (an index out of range, a bad option); also a "
+       "ValueError.",
+       PyExc_ValueError},
+      {&internal_error_type, "InternalError",
+       "A bug in stoker: one of its own invariants did not hold. Please report it with the "
+       "message.",
+       nullptr},
+      {&resource_error_type, "ResourceError",
+       "The system refused memory or threads that stoker asked for (a limit, or a configuration "
+       "asking for more than the machine has); also a MemoryError.",
+       PyExc_MemoryError},
+  };
+  for (const auto& subclass : subclasses) {
+    nb::object bases = subclass.also == nullptr
+                           ? nb::borrow(error_type)
+                           : nb::make_tuple(nb::handle(error_type), nb::handle(subclass.also));
+    *subclass.type =
+        new_type(("stoker._core." + std::string(subclass.name)).c_str(), subclass.doc, bases.ptr());
+    m.attr(subclass.name) = nb::steal(*subclass.type);
+  }
   // For the tests of the map above: raises what a failure with this code raises.
   m.def(
       "_raise_status",

@@ -138,16 +138,17 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
 def _balance(loader: Loader) -> dict[str, float] | None:
     if loader.world_size <= 1:
         return None
-    costs = loader.dataset.sample_costs()
-    sampler = LoadBalancedSampler(
-        costs,
-        batch_size=loader.batch_size,
-        shuffle=loader.shuffle,
-        seed=loader.seed,
-        rank=loader.rank,
-        world_size=loader.world_size,
-        drop_last=loader.drop_last,
-    )
+    sampler = loader.sampler
+    if not isinstance(sampler, LoadBalancedSampler):  # the loader's order, dealt by cost
+        sampler = LoadBalancedSampler(
+            loader.dataset.sample_costs(),
+            batch_size=loader.batch_size,
+            shuffle=loader.shuffle,
+            seed=loader.seed,
+            rank=loader.rank,
+            world_size=loader.world_size,
+            drop_last=loader.drop_last,
+        )
     report = sampler.imbalance(loader.epoch)
     return {"before": float(report["before"]["total"]), "after": float(report["after"]["total"])}
 

@@ -202,7 +202,14 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    plots = []
+    plots: list[tuple[str, str]] = []
+
+    def save(fig, name: str, caption: str) -> None:
+        fig.tight_layout()
+        fig.savefig(os.path.join(folder, name), dpi=110)
+        plt.close(fig)
+        plots.append((name, caption))
+
     fig, ax = plt.subplots(figsize=(7, 3.2))
     values = [d.stage_seconds.get(s, 0.0) * 1000 for s in STAGES]
     colours = ["tab:red" if s == d.dominant_stage else "tab:blue" for s in STAGES]
@@ -210,10 +217,7 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     ax.invert_yaxis()
     ax.set_xlabel("thread-milliseconds per batch")
     ax.set_title("Time per stage")
-    fig.tight_layout()
-    fig.savefig(os.path.join(folder, "stages.png"), dpi=110)
-    plt.close(fig)
-    plots.append(("stages.png", "Time per stage (thread-ms per batch); the dominant one in red"))
+    save(fig, "stages.png", "Time per stage (thread-ms per batch); the dominant one in red")
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     threads = [p.threads for p in d.sweep]
@@ -227,18 +231,12 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     ax.set_ylim(bottom=0)
     ax.legend()
     ax.set_title("Thread sweep")
-    fig.tight_layout()
-    fig.savefig(os.path.join(folder, "sweep.png"), dpi=110)
-    plt.close(fig)
-    plots.append(("sweep.png", "Input-only rate by thread count, and the compute rate"))
+    save(fig, "sweep.png", "Input-only rate by thread count, and the compute rate")
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
     ax.hist(d.data_wait * 1000, bins=40, color="tab:blue")
     ax.set_xlabel("data_wait per step (ms)")
     ax.set_ylabel("steps")
     ax.set_title("How long the trainer waited for each batch")
-    fig.tight_layout()
-    fig.savefig(os.path.join(folder, "data_wait.png"), dpi=110)
-    plt.close(fig)
-    plots.append(("data_wait.png", "Histogram of data_wait over steps"))
+    save(fig, "data_wait.png", "Histogram of data_wait over steps")
     return plots
