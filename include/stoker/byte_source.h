@@ -1,5 +1,5 @@
-// ByteSource: bytes read by offset from somewhere — a local file, a buffer in memory, and (to
-// come) an object in S3 or behind HTTP(S). Every read stoker makes of a video goes through one,
+// ByteSource: bytes read by offset from somewhere — a local file, a buffer in memory, an object
+// in S3 or behind HTTP(S) (stoker/remote_source.h). Every read stoker makes of a video goes through one,
 // so the decoder does not care where the bytes live, and tests can hand it bytes in memory.
 //
 // Ownership: the factories return a source the caller owns (or shares). A memory source keeps
@@ -18,6 +18,14 @@
 
 namespace stoker {
 
+/// A span of bytes of a source: [offset, offset + length).
+struct ByteRange {
+  int64_t offset = 0;
+  int64_t length = 0;
+  int64_t end() const { return offset + length; }
+  bool operator==(const ByteRange&) const = default;
+};
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
@@ -35,6 +43,17 @@ class ByteSource {
   /// changed (a file rewritten in place). Cheap enough for every read call: one fstat for a
   /// file, nothing for bytes in memory.
   virtual Status check_unchanged() const { return Status(); }
+  /// A tag that changes whenever the bytes do (an object's ETag); "" when the source has none.
+  virtual std::string version_tag() const { return ""; }
+
+  /// Whether every read costs a request (object storage, HTTP). Readers of such a source ask
+  /// for whole windows with prefetch() and serve their small reads from what it fetched.
+  virtual bool is_remote() const { return false; }
+  /// A hint that `ranges` (sorted, disjoint) will be read soon: a remote source starts fetching
+  /// them in the background (nearby ranges coalesced into one request) and keeps them in its
+  /// cache, so the read_at() calls that follow wait for at most that one request. Never fails:
+  /// a fetch that fails is retried by the read that needs it. Local sources ignore it.
+  virtual void prefetch(std::span<const ByteRange> ranges) const { (void)ranges; }
 
   /// Reads min(out.size(), size() - offset) bytes starting at `offset` into `out` and returns
   /// how many: fewer than out.size() only at the end, 0 at or past it. Errors (kIoError,

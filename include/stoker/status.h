@@ -23,6 +23,7 @@ enum class StatusCode {
   kIoError,            // the operating system refused a read
   kInternal,           // a stoker bug: an invariant did not hold
   kResourceExhausted,  // the system refused memory or threads (a limit, or too much asked)
+  kPermissionDenied,   // a store refused the credentials (wrong secret, expired URL, no access)
 };
 
 /// Human-readable name of a code, e.g. "corrupt data".

@@ -18,6 +18,8 @@ const char* status_code_name(StatusCode code) {
       return "I/O error";
     case StatusCode::kResourceExhausted:
       return "resource exhausted";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
     case StatusCode::kInternal:
       return "internal error (a stoker bug)";
   }
