@@ -78,6 +78,12 @@ bool is_remote_url(const std::string& path);
 Result<std::unique_ptr<ByteSource>> open_remote_source(const std::string& url,
                                                        const RemoteOptions& options = {});
 
+/// `options` with every empty field filled from the environment as above (credentials, region,
+/// endpoint, the defaults of the limits): what other clients of the same store use (pyarrow's
+/// S3FileSystem reads a remote dataset's metadata with it). Errors: a named profile that the
+/// shared files do not have (kNotFound), an unreadable shared file (kIoError).
+Result<RemoteOptions> resolve_remote_options(const RemoteOptions& options);
+
 /// Options that open_source() uses for every URL starting with `prefix` (the longest matching
 /// prefix wins; URLs matching none use the environment's). What a dataset over s3://bucket/ds
 /// registers, so that the videos its index names are opened with its options.
