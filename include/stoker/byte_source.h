@@ -1,6 +1,6 @@
 // ByteSource: bytes read by offset from somewhere — a local file, a buffer in memory, an object
-// in S3 or behind HTTP(S) (stoker/remote_source.h). Every read stoker makes of a video goes through one,
-// so the decoder does not care where the bytes live, and tests can hand it bytes in memory.
+// in S3 or behind HTTP(S) (stoker/remote_source.h). Every read stoker makes of a video goes through
+// one, so the decoder does not care where the bytes live, and tests can hand it bytes in memory.
 //
 // Ownership: the factories return a source the caller owns (or shares). A memory source keeps
 // its bytes alive through the `owner` it was given.

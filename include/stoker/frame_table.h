@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/byte_source.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -42,6 +43,10 @@ struct VideoStreamInfo {
   /// decoder shows frames in), and packets are told apart by a checksum of their bytes, as the
   /// container's timestamps can differ from one read to the next (MPEG-PS after a seek).
   bool pts_from_decoding = false;
+  /// Every packet is stored verbatim in the file at PacketEntry::pos, size bytes (MP4/MOV,
+  /// Matroska without a parser): a reader may then read packets by position, without a
+  /// demuxer, and fetch exactly the bytes a window needs (what remote sources do).
+  bool packets_addressable = false;
 };
 
 /// One packet of the video stream, in decode (file) order.
@@ -52,6 +57,8 @@ struct PacketEntry {
   bool is_key = false;   // the container marks it a random-access point
   bool shown = true;     // false for packets the container tells the decoder to drop (edit lists)
   uint32_t crc = 0;      // CRC-32C of its bytes; only in tables whose pts_from_decoding is set
+  int64_t pos = -1;      // byte offset of its bytes in the file, -1 when the container hides it
+  int32_t size = 0;      // its size in bytes
 };
 
 class FrameTable {
@@ -104,6 +111,11 @@ class FrameTable {
   int64_t frame_with_pts(int64_t pts) const;
   /// The frame whose presentation time is nearest to `seconds` (ties go to the earlier frame).
   int64_t nearest_frame(double seconds) const;
+
+  /// The bytes a decoder reads to produce `frames` (sorted, distinct) in one forward pass: the
+  /// packets from each frame's sync packet to its own, as sorted disjoint file ranges, ranges
+  /// less than `gap` bytes apart merged. Empty unless stream().packets_addressable.
+  std::vector<ByteRange> byte_ranges(std::span<const int64_t> frames, int64_t gap) const;
 
  private:
   FrameTable() = default;

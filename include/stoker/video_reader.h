@@ -138,6 +138,14 @@ class VideoReader {
   Status get_frames(std::span<const FrameRequest> requests, const OutputOptions& options,
                     DecodeStats* stats = nullptr) const;
 
+  /// Starts fetching the bytes that get_frames() of `frames` (any order; out-of-range ones are
+  /// ignored) will read, when the reader's source is remote and its packets are addressable:
+  /// one request per run of nearby packets, in the background, so that the decode that follows
+  /// finds them fetched. get_frames() does it itself; a caller that knows its next reads (the
+  /// Loader, a whole batch ahead) calls it earlier, to overlap their fetch with other decoding.
+  /// Does nothing for local files and bytes in memory.
+  void prefetch(std::span<const int64_t> frames) const;
+
   /// The frame shown at each time (seconds, on the same clock as FrameTable::pts_seconds): the
   /// nearest pts. Fails when that pts is farther than `tolerance` seconds away, or, without a
   /// tolerance, when the time lies outside the video's span.

@@ -16,6 +16,7 @@ PyObject* dataset_error_type = nullptr;
 PyObject* invalid_argument_type = nullptr;
 PyObject* internal_error_type = nullptr;
 PyObject* resource_error_type = nullptr;
+PyObject* access_denied_type = nullptr;
 
 PyObject* new_type(const char* name, const char* doc, PyObject* bases) {
   PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
@@ -54,6 +55,10 @@ void register_errors(nb::module_& m) {
        "The system refused memory or threads that stoker asked for (a limit, or a configuration "
        "asking for more than the machine has); also a MemoryError.",
        PyExc_MemoryError},
+      {&access_denied_type, "AccessDeniedError",
+       "An object store refused the credentials (a wrong secret, an expired presigned URL, no "
+       "access to the bucket); the message names the URL. Also a PermissionError.",
+       PyExc_PermissionError},
   };
   for (const auto& subclass : subclasses) {
     nb::object bases = subclass.also == nullptr
@@ -67,7 +72,7 @@ void register_errors(nb::module_& m) {
   m.def(
       "_raise_status",
       [](int code, bool video, const std::string& message) {
-        if (code <= 0 || code > static_cast<int>(StatusCode::kResourceExhausted)) {
+        if (code <= 0 || code > static_cast<int>(StatusCode::kPermissionDenied)) {
           throw nb::value_error("not a failing StatusCode");
         }
         raise_if_error(Status(static_cast<StatusCode>(code), message),
@@ -88,6 +93,9 @@ void raise_if_error(const Status& status, Area area) {
       break;
     case StatusCode::kResourceExhausted:
       type = resource_error_type;
+      break;
+    case StatusCode::kPermissionDenied:
+      type = access_denied_type;
       break;
     case StatusCode::kOk:
     case StatusCode::kNotFound:

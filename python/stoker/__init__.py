@@ -8,6 +8,7 @@ datasets and :class:`Loader` to batch them on native threads into zero-copy tens
 """
 
 from stoker._core import (
+    AccessDeniedError,
     DatasetError,
     DecodeError,
     Error,
@@ -33,6 +34,7 @@ from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
 __all__ = [
+    "AccessDeniedError",
     "DatasetError",
     "DecodeError",
     "Diagnosis",

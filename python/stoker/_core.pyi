@@ -36,6 +36,11 @@ class ResourceError(Error, MemoryError):
     The system refused memory or threads that stoker asked for (a limit, or a configuration asking for more than the machine has); also a MemoryError.
     """
 
+class AccessDeniedError(Error, PermissionError):
+    """
+    An object store refused the credentials (a wrong secret, an expired presigned URL, no access to the bucket); the message names the URL. Also a PermissionError.
+    """
+
 class DType(enum.Enum):
     """The element type of stoker's arrays (numpy/torch names)."""
 

@@ -26,7 +26,8 @@ using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
 // 2: the file's size and CRC-32C checksums of the header and of everything after it.
-constexpr uint32_t kFormatVersion = 2;
+// 3: its frame tables know each packet's byte position (frame table format 3).
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kMaxListed = 20;
 
 struct Section {

@@ -1,7 +1,8 @@
 #include "media/container.h"
 
 #include <algorithm>
-#include <atomic>
+#include <cstring>
+#include <string_view>
 
 #include "core/crc32c.h"
 #include "media/decoder.h"
@@ -12,7 +13,7 @@ using detail::check_av;
 
 namespace {
 
-std::atomic<uint64_t> next_container_id{0};
+constexpr int64_t kRemoteProbeMicroseconds = 500'000;
 
 // The status of a failed FFmpeg call that read through `io`: the source's own error when a
 // read failed (it names the source and says why), else FFmpeg's.
@@ -26,11 +27,7 @@ Status io_failure(detail::ByteSourceIo& io, int error, const std::string& what) 
 
 Container::Container(std::unique_ptr<detail::ByteSourceIo> io, detail::UniqueFormatContext format,
                      int stream_index)
-    : id(next_container_id.fetch_add(1) + 1),
-      io_(std::move(io)),
-      format_(std::move(format)),
-      stream_index_(stream_index),
-      packet_(av_packet_alloc()) {}
+    : io_(std::move(io)), format_(std::move(format)), stream_index_(stream_index) {}
 
 Status Container::failure(int error, const std::string& what) {
   return io_failure(*io_, error, what);
@@ -66,6 +63,15 @@ Result<std::unique_ptr<Container>> Container::open(std::shared_ptr<const ByteSou
                                                       ", which the file does not have");
     }
   } else {
+    // A remote MP4/MOV is scanned from its sample tables (see scan()): the demuxer then hands
+    // packets out as stored, with no parser to read their bytes.
+    if (format->pb->opaque != nullptr && io->source()->is_remote() &&
+        std::string_view(format->iformat->name).find("mp4") != std::string_view::npos) {
+      format->flags |= AVFMT_FLAG_NOPARSE;
+      // The sample tables hold the timing; probing decodes only what the decoder's parameters
+      // need, not FFmpeg's default of 5 s of packets, each a remote read.
+      format->max_analyze_duration = kRemoteProbeMicroseconds;
+    }
     const int probed = avformat_find_stream_info(format.get(), nullptr);
     if (probed < 0) return io_failure(*io, probed, "cannot read stream info");
     stream_index = av_find_best_stream(format.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
@@ -112,8 +118,12 @@ Result<std::shared_ptr<const FrameTable>> Container::scan(int64_t mtime_ns) {
     return Status(StatusCode::kCorruptData, "the video stream has no frame size");
   }
 
+  const ByteSource& source = *io_->source();
+  const bool header_only = source.is_remote() && skip_packet_bytes();
   std::vector<PacketEntry> packets;
   bool every_pts = true;  // whether the container gives every packet a pts
+  bool verbatim = true;   // every packet's bytes are the file's at its position
+  std::vector<uint8_t> at_position;
   for (;;) {
     Result<bool> more = read_packet();
     if (!more.ok()) {
@@ -126,14 +136,73 @@ Result<std::shared_ptr<const FrameTable>> Container::scan(int64_t mtime_ns) {
                                   .dts = p.dts == AV_NOPTS_VALUE ? p.pts : p.dts,
                                   .duration = p.duration,
                                   .is_key = (p.flags & AV_PKT_FLAG_KEY) != 0,
-                                  .shown = (p.flags & AV_PKT_FLAG_DISCARD) == 0});
+                                  .shown = (p.flags & AV_PKT_FLAG_DISCARD) == 0,
+                                  .pos = p.pos,
+                                  .size = p.size});
+    if (verbatim && !header_only) {
+      at_position.resize(static_cast<size_t>(p.size));
+      Result<size_t> got = p.pos >= 0 ? source.read_at(p.pos, at_position) : Result<size_t>(0);
+      verbatim = got.ok() && *got == at_position.size() &&
+                 std::memcmp(at_position.data(), p.data, at_position.size()) == 0;
+    }
   }
   next_packet = -1;
   if (!every_pts) {
     info.pts_from_decoding = true;
     STOKER_RETURN_IF_ERROR(pts_from_decoding(info, packets));
   }
+  info.packets_addressable = verbatim && packets_addressable(packets, !header_only);
   return FrameTable::create(std::move(info), std::move(packets), io_->source()->size(), mtime_ns);
+}
+
+bool Container::packets_addressable(const std::vector<PacketEntry>& packets, bool verified) const {
+  // Containers that keep each packet as one run of bytes, handed out as stored: the ISO
+  // family (MP4, MOV) and Matroska/WebM. Others cut packets out of a byte stream (MPEG-TS/PS)
+  // or wrap them.
+  const std::string_view format = format_->iformat->name;
+  const bool iso =
+      format.find("mp4") != std::string_view::npos || format.find("mov") != std::string_view::npos;
+  const bool matroska = format.find("matroska") != std::string_view::npos;
+  if (!(iso || matroska)) return false;
+  // A parser may rewrite packets (split or merge them): allowed only where every packet's
+  // bytes were found in the file as they came out.
+  if (!verified && av_stream_get_parser(format_->streams[stream_index_]) != nullptr) return false;
+  const int64_t size = io_->source()->size();
+  for (const PacketEntry& p : packets) {
+    if (p.pos < 0 || p.size <= 0 || p.pos > size - p.size) return false;
+  }
+  return !packets.empty();
+}
+
+bool Container::skip_packet_bytes() {
+  const std::string_view format = format_->iformat->name;
+  if (format.find("mp4") == std::string_view::npos) return false;  // "mov,mp4,m4a,..."
+  const AVStream* video = format_->streams[stream_index_];
+  if (av_stream_get_parser(video) != nullptr) return false;
+  // The sample tables of every stream, read with the header: where each packet's bytes lie.
+  std::vector<ByteRange> samples;
+  for (unsigned i = 0; i < format_->nb_streams; ++i) {
+    AVStream* stream = format_->streams[i];
+    const int count = avformat_index_get_entries_count(stream);
+    for (int k = 0; k < count; ++k) {
+      const AVIndexEntry* entry = avformat_index_get_entry(stream, k);
+      if (entry->pos < 0 || entry->size <= 0) return false;
+      samples.push_back(ByteRange{entry->pos, entry->size});
+    }
+  }
+  if (samples.empty()) return false;
+  std::sort(samples.begin(), samples.end(),
+            [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  std::vector<ByteRange> merged;
+  for (const ByteRange& r : samples) {
+    if (!merged.empty() && r.offset <= merged.back().end()) {
+      merged.back().length = std::max(merged.back().end(), r.end()) - merged.back().offset;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  io_->answer_with_zeros(std::move(merged));
+  return true;
 }
 
 namespace {

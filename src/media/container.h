@@ -1,5 +1,5 @@
-// Container: one open demuxer over one ByteSource, reading only its video stream, and the scan
-// that builds a FrameTable from it.
+// Container: one open demuxer over one ByteSource, reading only its video stream (a
+// PacketStream), and the scan that builds a FrameTable from it.
 //
 // Ownership: owns the AVFormatContext, the I/O context it reads through, and a reusable packet;
 // shares the source.
@@ -12,12 +12,13 @@
 
 #include "media/detail/byte_source_io.h"
 #include "media/detail/ffmpeg.h"
+#include "media/packet_stream.h"
 #include "stoker/byte_source.h"
 #include "stoker/frame_table.h"
 
 namespace stoker::media {
 
-class Container {
+class Container final : public PacketStream {
  public:
   /// Opens the container in `source`. With a table, the stream is the table's and FFmpeg's
   /// stream probing (avformat_find_stream_info) is skipped; without one, streams are probed and
@@ -30,28 +31,20 @@ class Container {
   /// pass more tells the display order (see VideoStreamInfo::pts_from_decoding). Leaves the
   /// container at its end. The table records `mtime_ns` (0 when the source has none) and the
   /// source's size as the version it describes.
+  ///
+  /// Each packet's byte position is recorded too, and the table says whether packets may be
+  /// read by it (VideoStreamInfo::packets_addressable): a container that stores packets
+  /// verbatim, without a parser, every packet's bytes checked against the file's. On a remote
+  /// source, an MP4/MOV is scanned from its header alone: the sample tables give every
+  /// packet's timestamps, flags and position, and the packets' own bytes are not fetched.
   Result<std::shared_ptr<const FrameTable>> scan(int64_t mtime_ns);
 
-  /// Seeks so that packet() holds packet `target` (decode order) of `table`; packets before it
-  /// are read and dropped. Falls back to the start of the file when the container's own seek
-  /// overshoots. Afterwards next_packet == target + 1.
-  Status seek_to_packet(const FrameTable& table, int64_t target, int64_t* packets_read);
-
-  /// Reads the next video packet into packet(), with the container's timestamps. Returns
-  /// false at end of file.
-  Result<bool> read_packet();
-  /// The position of packet() in `table` (decode order), or -1 when the table has no such
-  /// packet; sets its pts to the table's, by which the decoder's frame is then told apart.
-  int64_t locate(const FrameTable& table);
-  AVPacket* packet() { return packet_.get(); }
-  const std::shared_ptr<const ByteSource>& source() const { return io_->source(); }
-
-  /// Unique for the process's lifetime, so a decoder can tell which container it follows.
-  const uint64_t id;
-
-  /// Decode-order position of the packet read_packet() returns next, -1 when unknown. Kept by
-  /// whoever reads, so that a later call can continue forward instead of seeking.
-  int64_t next_packet = -1;
+  /// Falls back to the start of the file when the container's own seek overshoots.
+  Status seek_to_packet(const FrameTable& table, int64_t target, int64_t* packets_read) override;
+  /// With the container's timestamps.
+  Result<bool> read_packet() override;
+  int64_t locate(const FrameTable& table) override;
+  const std::shared_ptr<const ByteSource>& source() const override { return io_->source(); }
 
  private:
   Container(std::unique_ptr<detail::ByteSourceIo> io, detail::UniqueFormatContext format,
@@ -64,11 +57,17 @@ class Container {
   /// failed, else FFmpeg's.
   Status failure(int error, const std::string& what);
 
+  // Whether packets may be read by position (see scan()); `verified`: each packet's bytes were
+  // compared with the file's at its position.
+  bool packets_addressable(const std::vector<PacketEntry>& packets, bool verified) const;
+  // Has the demuxer's reads of packet data answered with zeros, unread: the sample tables of
+  // an MP4 already gave every packet's position. False when the demuxer needs packet bytes.
+  bool skip_packet_bytes();
+
   // Declared before format_: the demuxer reads through it, so it is destroyed after.
   std::unique_ptr<detail::ByteSourceIo> io_;
   detail::UniqueFormatContext format_;
   int stream_index_;
-  detail::UniquePacket packet_;
 };
 
 }  // namespace stoker::media

@@ -17,8 +17,9 @@ using core::ByteReader;
 using core::ByteWriter;
 
 constexpr char kMagic[8] = {'S', 'T', 'K', 'F', 'T', 'B', 'L', '\0'};
-// 2: a CRC-32C of everything before it closes the table.
-constexpr uint32_t kFormatVersion = 2;
+// 2: a CRC-32C of everything before it closes the table. 3: each packet's byte position and
+// size, and whether packets may be read by them.
+constexpr uint32_t kFormatVersion = 3;
 constexpr int kMaxSide = 1 << 14;
 constexpr size_t kMaxExtradata = 1 << 24;
 constexpr int kMaxVideoDelay = 64;
@@ -75,6 +76,14 @@ Status FrameTable::derive() {
     return malformed("time base is not positive");
   }
   const int64_t num_packets = static_cast<int64_t>(packets_.size());
+  if (stream_.packets_addressable) {
+    for (const PacketEntry& p : packets_) {
+      if (p.pos < 0 || p.size <= 0 || p.pos > file_size_ - p.size) {
+        return malformed("packet at byte " + std::to_string(p.pos) + " (" + std::to_string(p.size) +
+                         " bytes) lies outside the " + std::to_string(file_size_) + "-byte file");
+      }
+    }
+  }
 
   // Every packet is identified by its pts while decoding, so pts must be unique.
   sorted_pts_packet_.resize(num_packets);
@@ -178,6 +187,39 @@ int64_t FrameTable::nearest_frame(double seconds) const {
   return (seconds - pts_seconds_[after - 1] <= pts_seconds_[after] - seconds) ? after - 1 : after;
 }
 
+std::vector<ByteRange> FrameTable::byte_ranges(std::span<const int64_t> frames, int64_t gap) const {
+  std::vector<ByteRange> ranges;
+  if (!stream_.packets_addressable) return ranges;
+  // Decode-order packet spans [sync, own] of the frames, merged where they touch or overlap.
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (int64_t frame : frames) {
+    spans.emplace_back(frame_sync_packet_[frame], frame_packet_[frame]);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t k = 0; k < spans.size();) {
+    auto [first, last] = spans[k];
+    for (++k; k < spans.size() && spans[k].first <= last + 1; ++k) {
+      last = std::max(last, spans[k].second);
+    }
+    for (int64_t p = first; p <= last; ++p) {
+      ranges.push_back(ByteRange{packets_[p].pos, packets_[p].size});
+    }
+  }
+  // Packets of other streams may lie between, and B-frames keep file order = decode order, but
+  // nothing requires it: sort by position, then merge what is `gap` or less apart.
+  std::sort(ranges.begin(), ranges.end(),
+            [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  std::vector<ByteRange> merged;
+  for (const ByteRange& r : ranges) {
+    if (!merged.empty() && r.offset <= merged.back().end() + gap) {
+      merged.back().length = std::max(merged.back().end(), r.end()) - merged.back().offset;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
+}
+
 std::vector<uint8_t> FrameTable::serialize() const {
   ByteWriter w;
   w.bytes(kMagic, sizeof(kMagic));
@@ -191,7 +233,8 @@ std::vector<uint8_t> FrameTable::serialize() const {
                 stream_.time_base_num, stream_.time_base_den, stream_.stream_index}) {
     w.pod<int32_t>(v);
   }
-  w.pod<uint8_t>(stream_.pts_from_decoding ? 1 : 0);
+  w.pod<uint8_t>(static_cast<uint8_t>((stream_.pts_from_decoding ? 1 : 0) |
+                                      (stream_.packets_addressable ? 2 : 0)));
   w.pod<uint32_t>(static_cast<uint32_t>(stream_.extradata.size()));
   w.bytes(stream_.extradata.data(), stream_.extradata.size());
   w.pod<uint64_t>(packets_.size());
@@ -201,6 +244,8 @@ std::vector<uint8_t> FrameTable::serialize() const {
     w.pod<int64_t>(p.duration);
     w.pod<uint8_t>(static_cast<uint8_t>((p.is_key ? 1 : 0) | (p.shown ? 2 : 0)));
     if (stream_.pts_from_decoding) w.pod<uint32_t>(p.crc);
+    w.pod<int64_t>(p.pos);
+    w.pod<int32_t>(p.size);
   }
   w.pod<uint32_t>(core::crc32c(w.buffer()));
   return w.take();
@@ -239,9 +284,10 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
     if (!r.pod(&v)) return malformed("truncated stream description");
     *field = v;
   }
-  uint8_t pts_from_decoding = 0;
-  if (!r.pod(&pts_from_decoding) || pts_from_decoding > 1) return malformed("stream flags");
-  s.pts_from_decoding = pts_from_decoding == 1;
+  uint8_t stream_flags = 0;
+  if (!r.pod(&stream_flags) || stream_flags > 3) return malformed("stream flags");
+  s.pts_from_decoding = (stream_flags & 1) != 0;
+  s.packets_addressable = (stream_flags & 2) != 0;
   uint32_t extradata_size = 0;
   if (!r.pod(&extradata_size) || extradata_size > bytes.size()) {
     return malformed("truncated extradata");
@@ -249,7 +295,7 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
   s.extradata.resize(extradata_size);
   if (!r.bytes(s.extradata.data(), extradata_size)) return malformed("truncated extradata");
   uint64_t num_packets = 0;
-  constexpr size_t kPacketBytes = 3 * sizeof(int64_t) + 1;
+  constexpr size_t kPacketBytes = 4 * sizeof(int64_t) + sizeof(int32_t) + 1;
   if (!r.pod(&num_packets) || num_packets > bytes.size() / kPacketBytes) {
     return malformed("truncated packet list");
   }
@@ -257,7 +303,7 @@ Result<std::shared_ptr<const FrameTable>> FrameTable::deserialize(std::span<cons
   for (PacketEntry& p : table->packets_) {
     uint8_t flags = 0;
     if (!r.pod(&p.pts) || !r.pod(&p.dts) || !r.pod(&p.duration) || !r.pod(&flags) ||
-        (s.pts_from_decoding && !r.pod(&p.crc))) {
+        (s.pts_from_decoding && !r.pod(&p.crc)) || !r.pod(&p.pos) || !r.pod(&p.size)) {
       return malformed("truncated packet list");
     }
     p.is_key = flags & 1;

@@ -100,6 +100,50 @@ TEST(FrameTable, SerializeRoundTrip) {
   EXPECT_EQ((*copy)->sync_packet_of_frame(5), 0);
 }
 
+// Packets stored one after the other, 100 bytes each from byte 40: addressable.
+std::vector<PacketEntry> addressable_packets() {
+  std::vector<PacketEntry> packets = open_gop_packets();
+  for (size_t i = 0; i < packets.size(); ++i) {
+    packets[i].pos = 40 + 100 * static_cast<int64_t>(i);
+    packets[i].size = 100;
+  }
+  return packets;
+}
+
+TEST(FrameTable, PacketPositionsRoundTripAndGiveEachWindowItsBytes) {
+  VideoStreamInfo info = stream_info();
+  info.packets_addressable = true;
+  auto table = FrameTable::create(info, addressable_packets(), 1040, 0);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  auto copy = FrameTable::deserialize((*table)->serialize());
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_TRUE((*copy)->stream().packets_addressable);
+  EXPECT_EQ((*copy)->packets()[3].pos, 340);
+  EXPECT_EQ((*copy)->packets()[3].size, 100);
+  // Frame 1 (packet 2) decodes from packet 0; frame 7 (packet 8) from packet 4 (I6's GOP,
+  // whose leading pictures need the first: sync packet 0 for frames 4 and 5 only).
+  const int64_t frame_1[] = {1};
+  EXPECT_EQ((*copy)->byte_ranges(frame_1, 0), (std::vector<ByteRange>{{40, 300}}));
+  const int64_t frames_1_7[] = {1, 7};
+  EXPECT_EQ((*copy)->byte_ranges(frames_1_7, 0), (std::vector<ByteRange>{{40, 300}, {440, 500}}));
+  EXPECT_EQ((*copy)->byte_ranges(frames_1_7, 100), (std::vector<ByteRange>{{40, 900}}));
+  // A table whose packets are not addressable has no ranges to give.
+  auto plain = FrameTable::create(stream_info(), addressable_packets(), 1040, 0);
+  EXPECT_TRUE((*plain)->byte_ranges(frame_1, 0).empty());
+}
+
+TEST(FrameTable, RefusesPacketPositionsOutsideTheFile) {
+  VideoStreamInfo info = stream_info();
+  info.packets_addressable = true;
+  std::vector<PacketEntry> packets = addressable_packets();
+  EXPECT_FALSE(FrameTable::create(info, packets, 1039, 0).ok());  // the last ends at 1040
+  packets[4].pos = -1;
+  EXPECT_FALSE(FrameTable::create(info, packets, 1040, 0).ok());
+  packets[4].pos = 440;
+  packets[4].size = 0;
+  EXPECT_FALSE(FrameTable::create(info, packets, 1040, 0).ok());
+}
+
 // Regression: an empty extradata (VP9 in WebM has none) made deserialize() pass a null pointer
 // to memcpy, which UBSan reports.
 TEST(FrameTable, SerializeRoundTripWithoutExtradata) {

@@ -2,6 +2,7 @@
 
 #include "core/fork.h"
 #include "media/decoder.h"
+#include "media/packet_reader.h"
 
 namespace stoker::media {
 namespace {
@@ -54,10 +55,10 @@ void ThreadMediaCache::leave_behind_after_fork() {
   fork_generation_ = now;
 }
 
-Result<Container*> ThreadMediaCache::container(const std::string& key,
-                                               const std::shared_ptr<const ByteSource>& held,
-                                               const std::string& path, const FrameTable& table,
-                                               DecodeStats* stats) {
+Result<PacketStream*> ThreadMediaCache::container(const std::string& key,
+                                                  const std::shared_ptr<const ByteSource>& held,
+                                                  const std::string& path, const FrameTable& table,
+                                                  DecodeStats* stats) {
   drop_orphans();
   if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
     // Bytes rewritten under an open container would decode into another video's frames.
@@ -80,14 +81,18 @@ Result<Container*> ThreadMediaCache::container(const std::string& key,
                         " now, or a new modification time): rebuild the index");
     }
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Container> opened,
-                          Container::open(std::move(source), &table));
-  if (stats != nullptr) ++stats->containers_opened;
+  std::unique_ptr<PacketStream> opened;
+  if (source->is_remote() && table.stream().packets_addressable) {
+    opened = std::make_unique<PacketReader>(std::move(source));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(opened, Container::open(std::move(source), &table));
+    if (stats != nullptr) ++stats->containers_opened;
+  }
   adopt(key, held != nullptr, std::move(opened));
   return containers_.front().container.get();
 }
 
-void ThreadMediaCache::adopt(const std::string& key, bool held, std::unique_ptr<Container> c) {
+void ThreadMediaCache::adopt(const std::string& key, bool held, std::unique_ptr<PacketStream> c) {
   if (auto it = find_and_promote(containers_, key); it != containers_.end()) {
     containers_.pop_front();
   }

@@ -22,6 +22,7 @@
 
 #include "media/container.h"
 #include "media/frame_converter.h"
+#include "media/packet_stream.h"
 #include "stoker/video_reader.h"
 
 namespace stoker::media {
@@ -30,7 +31,7 @@ namespace stoker::media {
 struct Decoder {
   std::string key;
   detail::UniqueCodecContext context;
-  /// Container::id of the stream this decoder is positioned in; 0 when it must seek (fresh,
+  /// PacketStream::id of the stream this decoder is positioned in; 0 when it must seek (fresh,
   /// drained at end of file, or last used on another file).
   uint64_t positioned_in = 0;
   /// Decode-order position of the keyframe its current pass started from.
@@ -45,18 +46,20 @@ class ThreadMediaCache {
   /// The calling thread's cache.
   static ThreadMediaCache& current();
 
-  /// An open container over the bytes `key` names, reused when warm; when cold, over `held`,
-  /// or else over the local file at `path`. `table` must describe those bytes.
-  Result<Container*> container(const std::string& key,
-                               const std::shared_ptr<const ByteSource>& held,
-                               const std::string& path, const FrameTable& table,
-                               DecodeStats* stats);
+  /// A packet stream over the bytes `key` names, reused when warm; when cold, over `held`, or
+  /// else over the local file at `path`. `table` must describe those bytes. A remote source
+  /// whose table has addressable packets gets a PacketReader (no container to open), any
+  /// other a Container.
+  Result<PacketStream*> container(const std::string& key,
+                                  const std::shared_ptr<const ByteSource>& held,
+                                  const std::string& path, const FrameTable& table,
+                                  DecodeStats* stats);
   /// A decoder for `table`'s stream with `threads` threads, reused when warm.
   Result<Decoder*> decoder(const FrameTable& table, int threads, DecodeStats* stats);
 
   /// Hands over a container opened elsewhere (after a scan) for the bytes `key` names, so the
   /// next call finds it warm. `held`: whether it reads a reader's own source (see above).
-  void adopt(const std::string& key, bool held, std::unique_ptr<Container> c);
+  void adopt(const std::string& key, bool held, std::unique_ptr<PacketStream> c);
 
   FrameConverter& converter() { return converter_; }
 
@@ -71,7 +74,7 @@ class ThreadMediaCache {
 
   struct ContainerEntry {
     std::string key;
-    std::unique_ptr<Container> container;
+    std::unique_ptr<PacketStream> container;
     bool held = false;  // reads a reader's own source
   };
   // Closes the containers over sources that no reader holds any more.

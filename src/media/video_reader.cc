@@ -17,6 +17,7 @@ namespace stoker {
 
 using media::Container;
 using media::Decoder;
+using media::PacketStream;
 using media::ThreadMediaCache;
 
 namespace {
@@ -81,7 +82,7 @@ struct WantedFrames {
 // decoding as the GOP and reference structure allow.
 class DecodePass {
  public:
-  DecodePass(const FrameTable& table, Container& container, Decoder& decoder,
+  DecodePass(const FrameTable& table, PacketStream& container, Decoder& decoder,
              media::FrameConverter& converter, const OutputOptions& options, int out_height,
              int out_width, std::span<const FrameRequest> requests, WantedFrames& wanted,
              DecodeStats& stats)
@@ -295,7 +296,7 @@ class DecodePass {
   }
 
   const FrameTable& table_;
-  Container& container_;
+  PacketStream& container_;
   Decoder& decoder_;
   media::FrameConverter& converter_;
   const OutputOptions& options_;
@@ -411,11 +412,14 @@ Result<std::unique_ptr<VideoReader>> VideoReader::open(std::shared_ptr<const Byt
   } else {
     Result<std::unique_ptr<Container>> container = Container::open(source, nullptr);
     if (!container.ok()) return container.status().with_context(context);
-    Result<std::shared_ptr<const FrameTable>> built = (*container)->scan(0);
+    Result<std::shared_ptr<const FrameTable>> built = (*container)->scan(source->mtime_ns());
     if (!built.ok()) return built.status().with_context(context);
     table = std::move(built).value();
     scanned = std::move(container).value();
   }
+  // A remote source is read packet by packet from the positions in the table (see
+  // media_cache.h), not through the container that scanned it.
+  if (source->is_remote() && table->stream().packets_addressable) scanned.reset();
   std::string name = source->name();
   std::unique_ptr<VideoReader> reader(
       new VideoReader(std::move(name), std::move(source), std::move(table), options.threads));
@@ -517,8 +521,9 @@ Status VideoReader::get_frames(std::span<const FrameRequest> requests, const Out
 
   DecodeStats local_stats;
   DecodeStats& s = stats != nullptr ? *stats : local_stats;
+  prefetch(wanted.frames);
   ThreadMediaCache& cache = ThreadMediaCache::current();
-  Result<Container*> container = cache.container(cache_key_, source_, name_, *table_, &s);
+  Result<PacketStream*> container = cache.container(cache_key_, source_, name_, *table_, &s);
   if (!container.ok()) return container.status().with_context(context);
   Result<Decoder*> decoder = cache.decoder(*table_, threads_, &s);
   if (!decoder.ok()) return decoder.status().with_context(context);
@@ -540,6 +545,18 @@ Status VideoReader::get_frames(std::span<const FrameRequest> requests, const Out
     }
   }
   return decoded.with_context(context);
+}
+
+void VideoReader::prefetch(std::span<const int64_t> frames) const {
+  if (source_ == nullptr || !source_->is_remote() || frames.empty()) return;
+  std::vector<int64_t> sorted;
+  for (int64_t frame : frames) {
+    if (frame >= 0 && frame < num_frames()) sorted.push_back(frame);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const std::vector<ByteRange> ranges = table_->byte_ranges(sorted, 0);
+  if (!ranges.empty()) source_->prefetch(ranges);
 }
 
 Result<int64_t> VideoReader::frame_at(double seconds, std::optional<double> tolerance) const {

@@ -18,6 +18,7 @@
 
 #include "media/detail/ffmpeg.h"
 #include "media/frame_converter.h"
+#include "media/testing/remote_like_source.h"
 #include "media/testing/sequential_decode.h"
 #include "media/testing/test_videos.h"
 
@@ -157,6 +158,59 @@ TEST_P(FrameExact, BytesInMemoryGiveTheSameFrames) {
   auto again = VideoReader::open(source, {.frame_table = *table});
   ASSERT_TRUE(again.ok()) << again.status().message();
   expect_frames(**again, {n / 4, n - 2}, reference);
+}
+
+// A remote source is scanned from the container's header where it can be (MP4), and read
+// packet by packet from the positions in the table, each window prefetched as whole runs of
+// bytes: the frames are the same.
+TEST_P(FrameExact, RemoteSourceReadsWindowsByPosition) {
+  const auto& reference = reference_frames(path_);
+  std::ifstream file(path_, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  auto remote = std::make_shared<testing::RemoteLikeSource>("remote:" + path_, std::move(bytes));
+  auto reader = VideoReader::open(remote);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const FrameTable& local = reader_->frame_table();
+  const FrameTable& table = (*reader)->frame_table();
+  const std::string extension = GetParam().extension;
+  const bool iso = extension == "mp4" || extension == "mov";
+  // What a remote scan learns equals what a full local scan does, bytes unread or not.
+  EXPECT_EQ(table.stream().packets_addressable, local.stream().packets_addressable);
+  if (iso) {
+    EXPECT_TRUE(local.stream().packets_addressable) << "an MP4/MOV stores packets verbatim";
+  }
+  const VideoStreamInfo &sa = table.stream(), &sb = local.stream();
+  EXPECT_EQ(std::tie(sa.codec, sa.width, sa.height, sa.pixel_format, sa.profile, sa.level,
+                     sa.video_delay, sa.time_base_num, sa.time_base_den, sa.extradata),
+            std::tie(sb.codec, sb.width, sb.height, sb.pixel_format, sb.profile, sb.level,
+                     sb.video_delay, sb.time_base_num, sb.time_base_den, sb.extradata));
+  ASSERT_EQ(table.packets().size(), local.packets().size());
+  for (size_t p = 0; p < table.packets().size(); ++p) {
+    const PacketEntry &a = table.packets()[p], &b = local.packets()[p];
+    ASSERT_EQ(std::tie(a.pts, a.dts, a.duration, a.is_key, a.shown, a.pos, a.size),
+              std::tie(b.pts, b.dts, b.duration, b.is_key, b.shown, b.pos, b.size))
+        << "packet " << p;
+  }
+  const int64_t n = table.num_frames();
+  remote->take_prefetched();
+  remote->bytes_read = 0;
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 10; ++trial) {
+    std::vector<int64_t> indices(1 + rng() % 6);
+    for (int64_t& i : indices) i = static_cast<int64_t>(rng() % n);
+    expect_frames(**reader, indices, reference);
+  }
+  const std::vector<ByteRange> prefetched = remote->take_prefetched();
+  if (table.stream().packets_addressable) {
+    // Each call asked for its windows ahead, and read no byte it had not asked for.
+    EXPECT_GE(prefetched.size(), 10u);
+    int64_t asked = 0;
+    for (const ByteRange& r : prefetched) asked += r.length;
+    EXPECT_LE(remote->bytes_read.load(), asked);
+  } else {
+    EXPECT_TRUE(prefetched.empty());
+  }
 }
 
 // Seeds for the fuzz targets of frame tables and of videos in memory (`make test-fuzz`),
@@ -450,6 +504,54 @@ TEST(VideoReader, FirstPtsNotZero) {
   auto reader = open_reader(*path);
   ASSERT_NE(reader, nullptr);
   EXPECT_NEAR(reader->frame_table().pts_seconds(0), 2.5, 1e-3);
+}
+
+// A remote MP4 is indexed from its header, and a window reads exactly its packets' bytes, asked
+// for ahead as one range.
+TEST(VideoReader, RemoteScanReadsTheHeaderAndAWindowOneRange) {
+  TestVideoSpec spec = gop30_spec();
+  spec.name = "h264_gop30_12s_320";
+  spec.seconds = 12;
+  spec.width = 320;
+  spec.height = 240;
+  auto path = make_test_video(spec);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  std::ifstream file(*path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  const int64_t file_bytes = static_cast<int64_t>(bytes.size());
+  auto remote = std::make_shared<testing::RemoteLikeSource>("remote", std::move(bytes));
+  auto reader = VideoReader::open(remote);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const FrameTable& table = (*reader)->frame_table();
+  ASSERT_TRUE(table.stream().packets_addressable);
+  EXPECT_LT(remote->bytes_read.load() * 5, file_bytes)
+      << "the scan read " << remote->bytes_read.load() << " of " << file_bytes << " bytes";
+
+  std::vector<int64_t> window;
+  for (int64_t k = 0; k < 9; ++k) window.push_back(190 + 4 * k);  // GOPs at 180 and 210
+  remote->bytes_read = 0;
+  DecodeStats stats;
+  expect_frames(**reader, window, reference_frames(*path), &stats);
+  // Two decode runs (one per GOP), a few packets apart: two ranges, which a remote source
+  // coalesces into one request (its read-through gap), and no byte outside them is read.
+  const std::vector<ByteRange> ranges = remote->take_prefetched();
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(table.byte_ranges(window, 64 * 1024).size(), 1u);
+  int64_t asked = 0;
+  for (const ByteRange& r : ranges) asked += r.length;
+  const auto packets = table.packets();
+  int64_t last_packet = 0;
+  for (int64_t frame : window) last_packet = std::max(last_packet, table.packet_of_frame(frame));
+  int64_t first_to_last = 0;
+  for (int64_t p = table.sync_packet_of_frame(window.front()); p <= last_packet; ++p) {
+    first_to_last += packets[p].size;
+  }
+  EXPECT_LE(asked, first_to_last);
+  EXPECT_GT(asked, first_to_last * 3 / 4);
+  EXPECT_EQ(remote->bytes_read.load(), asked);
+  EXPECT_EQ(stats.containers_opened, 0);  // no demuxer: packets are read by position
+  EXPECT_EQ(stats.seeks, 2);
 }
 
 // The minimal-work contract, checked through the work counters.

@@ -168,6 +168,21 @@ std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
   return groups;
 }
 
+void BatchBuilder::prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) {
+  std::vector<int64_t> frames;
+  for (const ReadGroup& group : groups) {
+    const WindowPlan::Read& first = work.plans[group[0].slot].reads[group[0].read];
+    Result<const VideoReader*> reader = reader_of(first.video_file);
+    if (!reader.ok() || (*reader)->source() == nullptr) continue;  // decode_group reports it
+    frames.clear();
+    for (const SlotRead& read : group) {
+      const auto& wanted = work.plans[read.slot].reads[read.read].frames;
+      frames.insert(frames.end(), wanted.begin(), wanted.end());
+    }
+    (*reader)->prefetch(frames);
+  }
+}
+
 void BatchBuilder::decode_group(BatchWork& work, const ReadGroup& group) {
   if (group.size() > 1 && decode_reads(work, group).ok()) return;
   if (group.size() == 1) {

@@ -5,6 +5,8 @@
 //                   buffer, the transform's random parameters drawn, the reads listed;
 //   group_reads()   group the slots' reads by video file, then by the GOPs they touch
 //                   (overlapping keyframe-to-last-frame spans merge): one decoder pass each;
+//   prefetch()      ask remote files for every group's bytes at once, so that their fetches
+//                   overlap each other and the decoding of groups before them;
 //   decode_group()  decode one group, each distinct frame once, converted straight into its
 //                   slots; a failing group is retried read by read, so only failing slots fail;
 //   finish()        after every group: the batch's error (kRaise), or each failed slot
@@ -84,6 +86,9 @@ class BatchBuilder {
   /// The reads of every planned slot, grouped for one decoder pass each. A slot whose frames
   /// are not in their video (a damaged index) gets its error instead.
   std::vector<ReadGroup> group_reads(BatchWork& work);
+  /// Starts fetching the bytes of every group whose file is remote (VideoReader::prefetch);
+  /// nothing for local files.
+  void prefetch(BatchWork& work, const std::vector<ReadGroup>& groups);
   /// Decodes `group` into its slots; the slots whose reads fail get their errors.
   void decode_group(BatchWork& work, const ReadGroup& group);
   /// Settles the failed slots by the error policy: the first failure under kRaise; under kSkip,

@@ -248,6 +248,7 @@ class Loader::Impl {
     if (!planned.ok()) return finish_job(job, planned);
     std::vector<pipeline::ReadGroup> groups = builder_->group_reads(job->work);
     if (groups.empty()) return finish_job(job, builder_->finish(job->work));
+    builder_->prefetch(job->work, groups);
     job->pending = static_cast<int64_t>(groups.size());
     for (auto& group : groups) {
       job->executor->submit(job->serial, [this, job, group = std::move(group)] {

@@ -6,7 +6,9 @@ import stoker
 from stoker import _core
 
 # stoker/status.h's codes, in order.
-INVALID_ARGUMENT, NOT_FOUND, CORRUPT_DATA, UNSUPPORTED, IO_ERROR, INTERNAL, RESOURCE = range(1, 8)
+(INVALID_ARGUMENT, NOT_FOUND, CORRUPT_DATA, UNSUPPORTED, IO_ERROR, INTERNAL, RESOURCE, DENIED) = (
+    range(1, 9)
+)
 
 
 @pytest.mark.parametrize("video", [True, False])
@@ -20,6 +22,7 @@ def test_each_code_raises_its_exception_whatever_the_area(video):
         IO_ERROR: data_error,
         INTERNAL: stoker.InternalError,
         RESOURCE: stoker.ResourceError,
+        DENIED: stoker.AccessDeniedError,
     }
     for code, error in expected.items():
         with pytest.raises(error, match=f"failure {code}") as raised:
@@ -30,8 +33,11 @@ def test_each_code_raises_its_exception_whatever_the_area(video):
     assert not issubclass(stoker.InternalError, (stoker.DatasetError, stoker.DecodeError))
     assert issubclass(stoker.InvalidArgumentError, ValueError)
     assert issubclass(stoker.ResourceError, MemoryError)
+    assert issubclass(stoker.AccessDeniedError, PermissionError)
 
 
 def test_ok_is_not_an_error():
     with pytest.raises(ValueError, match="not a failing"):
         _core._raise_status(0, True, "fine")
+    with pytest.raises(ValueError, match="not a failing"):
+        _core._raise_status(DENIED + 1, True, "past the last code")

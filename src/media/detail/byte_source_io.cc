@@ -1,6 +1,8 @@
 #include "media/detail/byte_source_io.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <span>
 
 namespace stoker::media::detail {
@@ -28,8 +30,26 @@ ByteSourceIo::~ByteSourceIo() {
 
 int ByteSourceIo::read(void* opaque, uint8_t* buffer, int size) {
   auto* io = static_cast<ByteSourceIo*>(opaque);
-  Result<size_t> got =
-      io->source_->read_at(io->position_, std::span(buffer, static_cast<size_t>(size)));
+  size_t wanted = static_cast<size_t>(size);
+  if (!io->zero_ranges_.empty()) {
+    // The first range ending after the position: answer zeros inside it, stop reading at it.
+    const auto& ranges = io->zero_ranges_;
+    auto it =
+        std::upper_bound(ranges.begin(), ranges.end(), io->position_,
+                         [](int64_t position, const ByteRange& r) { return position < r.end(); });
+    if (it != ranges.end() && it->offset <= io->position_) {
+      const int64_t left = std::min<int64_t>(io->source_->size(), it->end()) - io->position_;
+      const size_t zeros = static_cast<size_t>(std::min<int64_t>(left, size));
+      if (zeros == 0) return AVERROR_EOF;
+      std::memset(buffer, 0, zeros);
+      io->position_ += static_cast<int64_t>(zeros);
+      return static_cast<int>(zeros);
+    }
+    if (it != ranges.end()) {
+      wanted = static_cast<size_t>(std::min<int64_t>(size, it->offset - io->position_));
+    }
+  }
+  Result<size_t> got = io->source_->read_at(io->position_, std::span(buffer, wanted));
   if (!got.ok()) {
     io->read_error_ = got.status();
     return AVERROR(EIO);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "media/detail/ffmpeg.h"
 #include "stoker/byte_source.h"
@@ -29,6 +30,10 @@ class ByteSourceIo {
   AVIOContext* context() const { return context_; }
   const std::shared_ptr<const ByteSource>& source() const { return source_; }
 
+  /// From now on, reads inside `ranges` (sorted, disjoint) are answered with zeros without
+  /// reading the source: the packet bytes a header-only scan does not need.
+  void answer_with_zeros(std::vector<ByteRange> ranges) { zero_ranges_ = std::move(ranges); }
+
   /// Why the last failed read failed (FFmpeg only sees AVERROR(EIO)), and forgets it; OK when
   /// no read failed since the last call.
   Status take_read_error() { return std::exchange(read_error_, Status()); }
@@ -42,6 +47,7 @@ class ByteSourceIo {
   AVIOContext* context_ = nullptr;
   int64_t position_ = 0;
   Status read_error_;
+  std::vector<ByteRange> zero_ranges_;
 };
 
 }  // namespace stoker::media::detail
