@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +109,7 @@ class LeRobotMetadata:
 
 
 def read_lerobot_metadata(
-    root: RootLike, storage_options: dict[str, Any] | S3Options | None = None
+    root: RootLike, storage_options: Mapping[str, Any] | S3Options | None = None
 ) -> LeRobotMetadata:
     """Reads the metadata of the LeRobot dataset in folder ``root``: a path, an
     ``s3://bucket/prefix`` or ``https://`` URL (with ``storage_options``, see
