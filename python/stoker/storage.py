@@ -782,3 +782,30 @@ def open_dataset_root(
 
 
 RootLike = Union[str, os.PathLike, Root]
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: the AWS CLI's flags, for commands that take a dataset URL
+
+
+def add_storage_arguments(parser: Any) -> None:
+    """Adds ``--endpoint-url``, ``--profile``, ``--region`` and ``--no-sign-request`` (as the
+    AWS CLI spells them) to an argparse parser; without them the environment decides."""
+    group = parser.add_argument_group("object storage (s3:// datasets; default: as the AWS CLI)")
+    group.add_argument("--endpoint-url", default="", help="e.g. http://127.0.0.1:9000")
+    group.add_argument("--profile", default="", help="a profile of ~/.aws/credentials")
+    group.add_argument("--region", default="", help="the bucket's region")
+    group.add_argument(
+        "--no-sign-request", action="store_true", help="anonymous requests (public buckets)"
+    )
+
+
+def storage_options_from_args(args: Any) -> S3Options | None:
+    """The :class:`S3Options` the flags of :func:`add_storage_arguments` give, or None."""
+    options = S3Options(
+        endpoint_url=args.endpoint_url,
+        profile=args.profile,
+        region=args.region,
+        anonymous=args.no_sign_request,
+    )
+    return None if options == S3Options() else options

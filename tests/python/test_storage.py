@@ -439,3 +439,42 @@ def test_skip_and_raise_over_s3(s3_env, tiny, tmp_path):
     rows = np.concatenate([b["index"] for b in loader])
     assert not set(rows.tolist()) & set(range(3, 7))
     assert loader.stats()["skipped"] == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def test_etl_and_doctor_take_the_aws_cli_flags():
+    import argparse
+
+    from stoker import etl
+    from stoker.doctor import command
+    from stoker.storage import storage_options_from_args
+
+    for module in (etl, command):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        extra = ["--size", "64x48"] if module is etl else []
+        positional = ["s3://b/src", "dst"] if module is etl else ["s3://b/ds"]
+        args = parser.parse_args(positional + extra + ["--endpoint-url", "http://127.0.0.1:9",
+                                                       "--profile", "work", "--region", "r"])
+        assert storage_options_from_args(args) == S3Options(
+            endpoint_url="http://127.0.0.1:9", profile="work", region="r")
+        assert storage_options_from_args(parser.parse_args(positional + extra)) is None
+
+
+@needs_remote_io
+def test_etl_from_s3_equals_etl_from_the_local_copy(s3_env, tiny, tmp_path):
+    from stoker.etl import materialize
+
+    local = materialize(tiny["v21"].root, str(tmp_path / "local"), size=(32, 48),
+                        progress=False, workers=1)
+    remote = materialize(url("v21"), str(tmp_path / "remote"), size=(32, 48), progress=False,
+                         workers=1)
+    assert remote.source == url("v21") and local.episode_map == remote.episode_map
+    assert local.bytes_in == remote.bytes_in and remote.verified
+    a = stoker.LeRobotDataset(str(tmp_path / "local"), spec(), progress=False)
+    b = stoker.LeRobotDataset(str(tmp_path / "remote"), spec(), progress=False)
+    for i in range(len(a)):
+        same_items(a[i], b[i])
