@@ -97,7 +97,7 @@ class S3Server:
                             aws_access_key_id=self.access_key_id,
                             aws_secret_access_key=secret or self.secret_access_key,
                             config=Config(s3={"addressing_style": "path"},
-                                          retries={"max_attempts": 1}))
+                                          retries={"total_max_attempts": 1}))
 
     def env(self, endpoint: Optional[str] = None) -> Dict[str, str]:
         """AWS_* variables for the real key and this server (or ``endpoint``, e.g. a proxy)."""

@@ -341,6 +341,8 @@ def test_explicit_options_reach_the_videos(s3, tiny, monkeypatch):
     same_items(pickle.loads(pickle.dumps(ds))[5], local[5])
 
 
+# TODO(remote-io merge): in a quick try, moto 5.2.5 with signature checking on answered a
+# presigned GET (urllib, direct) with 500; check this and the expired-URL test when enabling.
 @needs_remote_io
 def test_video_reader_over_s3_and_presigned_https(s3_env, tiny):
     path = tiny["v21"].video_paths[CAMERAS[0]][1]
@@ -478,3 +480,43 @@ def test_etl_from_s3_equals_etl_from_the_local_copy(s3_env, tiny, tmp_path):
     b = stoker.LeRobotDataset(str(tmp_path / "remote"), spec(), progress=False)
     for i in range(len(a)):
         same_items(a[i], b[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# The fault proxy itself
+
+
+def test_the_fault_proxy_forwards_signed_requests_and_injects_faults(s3, tiny):
+    key = "ds/v21/meta/info.json"
+    with open(os.path.join(tiny["v21"].root, "meta", "info.json"), "rb") as f:
+        expected = f.read()
+
+    def fetch(proxy):  # boto3 signs for the proxy's host, which the proxy passes on as is
+        body = s3.client(endpoint=proxy.endpoint).get_object(Bucket=BUCKET, Key=key)["Body"]
+        return body.read()
+
+    with FaultProxy(s3.endpoint, seed=3) as proxy:
+        assert fetch(proxy) == expected
+        proxy.set_faults(on_request={proxy.requests + 1: "slowdown"})
+        with pytest.raises(botocore.exceptions.ClientError) as raised:
+            fetch(proxy)
+        assert raised.value.response["Error"]["Code"] == "SlowDown"
+        for fault in ("truncate", "reset"):
+            proxy.set_faults(on_request={proxy.requests + 1: fault})
+            with pytest.raises(Exception, match="(?i)read|reset|connection|length"):
+                fetch(proxy)
+        proxy.set_faults(on_request={proxy.requests + 1: "stall"}, stall_s=0.3)
+        started = time.monotonic()
+        assert fetch(proxy) == expected and time.monotonic() - started >= 0.3
+        assert proxy.faults_injected == {"slowdown": 1, "truncate": 1, "reset": 1, "stall": 1}
+
+    counts = []
+    for _ in range(2):  # the same seed, the same faults
+        with FaultProxy(s3.endpoint, seed=11, faults=Faults(slowdown=0.3, error=0.2)) as proxy:
+            for _ in range(12):
+                try:
+                    fetch(proxy)
+                except botocore.exceptions.ClientError:
+                    pass
+            counts.append(dict(proxy.faults_injected))
+    assert counts[0] == counts[1] and sum(counts[0].values()) > 0
