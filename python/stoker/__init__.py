@@ -2,7 +2,8 @@
 
 Start with :class:`LeRobotDataset` and :class:`WindowSpec` for temporal windows of LeRobot
 datasets and :class:`Loader` to batch them on native threads into zero-copy tensors,
-:class:`VideoReader` for frame-exact random access to a video file, and the samplers
+:class:`VideoReader` for frame-exact random access to a video file (local, or in S3 / behind
+HTTPS with :class:`S3Options`), and the samplers
 (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedSampler`,
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
 """
@@ -30,6 +31,7 @@ from stoker.sampling import (
     WeightedSampler,
     expand_group_weights,
 )
+from stoker.storage import S3Options
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
@@ -51,6 +53,7 @@ __all__ = [
     "LoaderObserver",
     "RandomSampler",
     "ResourceError",
+    "S3Options",
     "Sampler",
     "SequentialSampler",
     "Transforms",

@@ -72,6 +72,16 @@ def write_parquet(table: pa.Table, path: str) -> None:
     _atomic(path, lambda temporary: pq.write_table(table, temporary))
 
 
+def write_bytes(path: str, data: bytes) -> None:
+    """Writes ``data`` as a file, atomically."""
+
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as f:
+            f.write(data)
+
+    _atomic(path, write)
+
+
 def copy_file(source: str, path: str) -> None:
     """Copies file ``source`` to ``path``, atomically."""
     _atomic(path, lambda temporary: shutil.copyfile(source, temporary))

@@ -12,6 +12,11 @@ Later calls map the file and return at once, unless a dataset file (meta files, 
 videos) changed size or modification time since the build, in which case the index is rebuilt.
 An index file that cannot be read (corrupted, from another format version) is rebuilt too.
 
+A remote dataset (``s3://``, ``https://``) has its index in the local cache folder,
+``<cache_dir>/index/<name>-<hash of the URL>/index-v1-<key>.bin``, where the key hashes the URL
+and the size and version tag (ETag) of every object read: a HEAD request per object on every
+open, on a thread pool; an object changed since gives another key, hence a rebuild.
+
 Lookups are vectorised: pass numpy arrays of rows, get numpy arrays back; each costs O(1) per
 row whatever the number of episodes or files.
 """
@@ -23,8 +28,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, Union, cast
+from typing import Any, Callable, Union, cast
 
 import numpy as np
 
@@ -37,6 +43,7 @@ from stoker.lerobot_meta import (
     read_lerobot_metadata,
     readable_columns,
 )
+from stoker.storage import Root, S3Options, is_url, open_dataset_root, require_remote_io
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -274,6 +281,7 @@ def load_index(
     progress: Progress = True,
     cache_dir: str | None = None,
     tolerance_s: float = 1e-4,
+    storage_options: Mapping[str, Any] | S3Options | None = None,
 ) -> EpisodeIndex:
     """The episode index of the LeRobot dataset in folder ``root``, built when needed.
 
@@ -284,7 +292,8 @@ def load_index(
     the cache folder.
 
     Args:
-        root: the dataset folder.
+        root: the dataset folder, or its URL (``s3://bucket/prefix``, ``https://...``: the
+            index then lives in ``cache_dir``, keyed by the objects' versions, see above).
         rebuild: build even when a current index exists.
         threads: threads scanning videos. Default: one per core.
         progress: True shows a progress bar on stderr while scanning and prints a one-line
@@ -294,6 +303,7 @@ def load_index(
             ``~/.cache/stoker``; each dataset gets a subfolder named after its path's hash.
         tolerance_s: how far a frame's pts may sit from the time its row states (after
             snapping each episode's start), in seconds.
+        storage_options: for a URL, see :mod:`stoker.storage`.
 
     Returns:
         The mapped :class:`EpisodeIndex`; its :attr:`~EpisodeIndex.report` tells what the
@@ -312,9 +322,24 @@ def load_index(
         raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
-    root = os.path.abspath(checked_path(root, "dataset folder"))
     if cache_dir is not None:
         cache_dir = checked_path(cache_dir, "cache_dir")
+    if isinstance(root, Root) or is_url(root):
+        source = open_dataset_root(root, storage_options)
+        if source.remote:
+            return load_remote_index(
+                source,
+                None,
+                rebuild=rebuild,
+                threads=threads,
+                progress=progress,
+                cache_dir=cache_dir,
+                tolerance_s=tolerance_s,
+            )
+        root = source.location
+    elif storage_options is not None:
+        open_dataset_root(root, storage_options)  # refuses options for a local folder
+    root = os.path.abspath(checked_path(root, "dataset folder"))
     if not os.path.isdir(root):
         raise DatasetError(f"dataset folder {root} does not exist")
     local, cached = index_paths(root, cache_dir)
@@ -341,19 +366,96 @@ def load_index(
             f"cannot write the index of {root}: neither {os.path.dirname(local)} "
             f"nor the cache folder {os.path.dirname(cached)} is writable"
         )
+    return _build_and_open(
+        meta, columns, names, path, _tracked_files(meta), threads, progress, tolerance_s
+    )
+
+
+def load_remote_index(
+    source: Root,
+    meta: LeRobotMetadata | None,
+    *,
+    rebuild: bool = False,
+    threads: int = 0,
+    progress: Progress = True,
+    cache_dir: str | None = None,
+    tolerance_s: float = 1e-4,
+) -> EpisodeIndex:
+    """:func:`load_index` of a remote dataset (``meta``: its metadata, when already read).
+    Arguments are checked by the caller."""
+    if meta is None:
+        meta = read_lerobot_metadata(source)
+    path = remote_index_path(source, meta, cache_dir)
+    if not rebuild and os.path.exists(path):
+        try:
+            index = EpisodeIndex.open(path)
+            if _describes(index, source.location):
+                return index
+        except DatasetError:
+            pass  # unreadable (corrupted, another version): rebuilt below
+    require_remote_io(source.location)  # TODO(remote-io merge)
+    folder = os.path.dirname(path)
+    if not _writable_folder(folder):
+        raise DatasetError(
+            f"cannot write the index of {source.location}: the cache folder {folder} "
+            "is not writable"
+        )
+    names = _indexable_columns(meta)
+    columns = read_columns(
+        meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
+    )
+    # The key already says whether any object changed: nothing for the engine to stat.
+    index = _build_and_open(meta, columns, names, path, [], threads or 0, progress, tolerance_s)
+    for other in os.listdir(folder):  # indexes of older versions of the objects
+        if other.startswith("index-v1-") and other != os.path.basename(path):
+            try:
+                os.unlink(os.path.join(folder, other))
+            except OSError:
+                pass
+    return index
+
+
+def remote_index_path(source: Root, meta: LeRobotMetadata, cache_dir: str | None = None) -> str:
+    """Where the index of remote dataset ``source`` in its present state is cached: keyed by
+    its URL and the size and version tag of every object the index is built from (videos,
+    meta files, data files), learned by one HEAD request per object, in parallel."""
+    objects = sorted({*_video_files(meta), *_tracked_files(meta)})
+    versions = source.versions(objects)
+    key = hashlib.sha256(source.location.encode("utf-8"))
+    for url, (size, tag) in zip(objects, versions):
+        key.update(f"\n{url}\0{size}\0{tag}".encode("utf-8", "surrogateescape"))
+    url_digest = hashlib.sha256(source.location.encode("utf-8")).hexdigest()[:16]
+    name = source.location.rstrip("/").rsplit("/", 1)[-1] or "root"
+    cache = os.path.abspath(cache_dir) if cache_dir is not None else default_cache_dir()
+    return os.path.join(
+        cache, "index", f"{name}-{url_digest}", f"index-v1-{key.hexdigest()[:32]}.bin"
+    )
+
+
+def _build_and_open(
+    meta: LeRobotMetadata,
+    columns: dict[str, np.ndarray],
+    names: list[str],
+    path: str,
+    tracked: list[str],
+    threads: int,
+    progress: Progress,
+    tolerance_s: float,
+) -> EpisodeIndex:
     timestamp = columns["timestamp"].astype(np.float64)
     report = _build(
         meta,
         timestamp,
         {name: columns[name] for name in names},
         path,
+        tracked,
         threads,
         progress,
         tolerance_s,
     )
     if progress is True:
         print(
-            f"stoker: indexed {meta.num_episodes} episodes of {root}: {report.summary()}",
+            f"stoker: indexed {meta.num_episodes} episodes of {meta.root}: {report.summary()}",
             file=sys.stderr,
         )
     index = EpisodeIndex.open(path)
@@ -372,9 +474,14 @@ def _indexable_columns(meta: LeRobotMetadata) -> list[str]:
 
 def _tracked_files(meta: LeRobotMetadata) -> list[str]:
     """The meta files the metadata was read from, and every data file."""
-    return lerobot_format.meta_files(meta.root, meta.codebase_version) + [
+    return lerobot_format.meta_files(meta.source, meta.codebase_version) + [
         str(p) for p in meta.data_files
     ]
+
+
+def _video_files(meta: LeRobotMetadata) -> list[str]:
+    """Every camera's video files, camera after camera, as the index numbers them."""
+    return [str(p) for camera in meta.cameras for p in meta.videos[camera].files]
 
 
 def _build(
@@ -382,6 +489,7 @@ def _build(
     timestamp: np.ndarray,
     columns: dict[str, np.ndarray],
     path: str,
+    tracked: list[str],
     threads: int,
     progress: Progress,
     tolerance_s: float,
@@ -416,7 +524,7 @@ def _build(
             episode_video,
             episode_offset,
             [(name, np.ascontiguousarray(values)) for name, values in columns.items()],
-            _tracked_files(meta),
+            tracked,
             float(tolerance_s),
             int(threads),
             callback,
@@ -432,7 +540,7 @@ def _build(
 def _describes(index: EpisodeIndex, root: str) -> bool:
     """False for an index of another folder (a dataset copied or moved with its .stoker/): its
     absolute paths name the original's files, which may well be unchanged."""
-    prefix = os.path.join(root, "")
+    prefix = root.rstrip("/") + "/" if is_url(root) else os.path.join(root, "")
     return all(path.startswith(prefix) for path in index.video_files)
 
 

@@ -2,6 +2,8 @@
 
     stoker etl path/to/src path/to/dst --size 224x224 [--codec h264|av1] [--gop N] [--crf N]
         [--cameras KEY ...] [--workers N] [--on-error raise|skip]
+    stoker etl s3://bucket/prefix/src path/to/dst --size 224x224 [--endpoint-url URL]
+        [--profile NAME] [--region NAME]
 
     report = stoker.etl.materialize("src", "dst", size=(224, 224))
 
@@ -50,13 +52,25 @@ from typing import IO, Any, Callable, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError, DecodeError, Error
-from stoker._files import checked_path, copy_file, read_json, remove_file, write_json
-from stoker.dataset_index import _ProgressBar, load_index
+from stoker._files import (
+    checked_path,
+    copy_file,
+    read_json,
+    remove_file,
+    write_bytes,
+    write_json,
+)
+from stoker.dataset_index import _ProgressBar, load_index, load_remote_index
 from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
+from stoker.storage import (
+    S3Options,
+    add_storage_arguments,
+    open_dataset_root,
+    storage_options_from_args,
+)
 from stoker.typed_columns import convert_json_columns, json_candidates
 from stoker.video import VideoReader
 
@@ -149,12 +163,14 @@ def materialize(
     json_columns: str | Sequence[str] = "auto",
     interpolation: str = "bilinear",
     progress: Progress = True,
+    storage_options: dict[str, Any] | S3Options | None = None,
 ) -> EtlReport:
     """Writes the LeRobot dataset in ``src`` to ``dst`` as a LeRobot v3.0 dataset at training
     size, with typed columns, and builds its stoker index. See the module documentation.
 
     Args:
-        src: the source dataset folder (LeRobot v2.1 or v3.0).
+        src: the source dataset folder (LeRobot v2.1 or v3.0), or its URL (``s3://``,
+            ``https://``; DST stays local).
         dst: the output folder: new, empty, or an unfinished (or finished) run of the same
             command, which is then continued.
         size: ``(height, width)`` of the output frames (even numbers; at least 64 for AV1), or
@@ -175,6 +191,7 @@ def materialize(
         progress: True shows progress bars with ETA on stderr and a summary at the end; False
             is silent; a callable is called with (units done, units to do) after each unit of
             this run (an exception it raises stops the run as Ctrl-C would).
+        storage_options: for a URL SRC, see :mod:`stoker.storage`.
 
     Raises:
         ValueError: bad arguments, or ``dst`` holds a run of another source, or of other video
@@ -200,16 +217,19 @@ def materialize(
         workers = _core.usable_cores()
     elif not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    src = os.path.abspath(checked_path(src, "source dataset folder"))
+    source = open_dataset_root(checked_path(src, "source dataset folder"), storage_options)
+    src = source.location
     dst = os.path.abspath(checked_path(dst, "destination folder"))
-    if dst == src or dst.startswith(os.path.join(src, "")) or src.startswith(os.path.join(dst, "")):
+    if not source.remote and (
+        dst == src or dst.startswith(os.path.join(src, "")) or src.startswith(os.path.join(dst, ""))
+    ):
         raise ValueError(
             f"the destination {dst} must be outside the source {src} and not contain it"
         )
     # SVT-AV1 prints its configuration for every encoder it opens unless told otherwise.
     os.environ.setdefault("SVT_LOG", "1")
 
-    meta = read_lerobot_metadata(src)
+    meta = read_lerobot_metadata(source)
     if cameras is None:
         cameras = list(meta.cameras)
     else:
@@ -217,7 +237,10 @@ def materialize(
         unknown = [c for c in cameras if c not in meta.cameras]
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
-    index = load_index(src, progress=verbose)
+    if source.remote:
+        index = load_remote_index(source, meta, progress=verbose)
+    else:
+        index = load_index(src, progress=verbose)
     options = {
         "size": [height, width],
         "codec": codec,
@@ -419,17 +442,16 @@ class _RunState:
 
 def _source_fingerprint(meta: LeRobotMetadata) -> str:
     """Hash of the size and modification time of the source's info.json, data and videos."""
-    files = [os.path.join(meta.root, lerobot_format.INFO_PATH), *meta.data_files]
+    files = [meta.source.url(lerobot_format.INFO_PATH), *(str(p) for p in meta.data_files)]
     for videos in meta.videos.values():
-        files += list(videos.files)
+        files += [str(p) for p in videos.files]
     digest = hashlib.sha256()
-    for path in files:
-        stat = os.stat(path)
-        digest.update(
-            f"{os.path.relpath(path, meta.root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode(
-                "utf-8", "surrogateescape"
-            )
+    # Local files: size and mtime in ns; remote objects: size and ETag (or modification time).
+    for path, (size, version) in zip(files, meta.source.versions(files)):
+        name = (
+            path[len(meta.root) + 1 :] if meta.source.remote else os.path.relpath(path, meta.root)
         )
+        digest.update(f"{name}\0{size}\0{version}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
@@ -439,6 +461,7 @@ def _source_fingerprint(meta: LeRobotMetadata) -> str:
 
 def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) -> list[_Unit]:
     file_frames: dict[int, int] = {}
+    file_bytes: dict[int, int] = {}
     videos = {camera: index.videos_of(camera) for camera in cameras}
     first_frames = {camera: index.first_frames(camera) for camera in cameras}
     units = []
@@ -450,6 +473,7 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
             source = index.video_files[v]
             if v not in file_frames:
                 file_frames[v] = VideoReader(source, frame_table=index.frame_table(v)).num_frames
+                file_bytes[v] = meta.source.size(source)
             share = int(meta.length[e]) / max(file_frames[v], 1)
             target = lerobot_format.file_path(
                 dst, lerobot_format.VIDEO_PATH, e, meta.chunks_size, video_key=camera
@@ -464,7 +488,7 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
                     first_frame=int(first_frames[camera][e]),
                     frames=int(meta.length[e]),
                     target=target,
-                    bytes_in=int(round(os.path.getsize(source) * share)),
+                    bytes_in=int(round(file_bytes[v] * share)),
                 )
             )
     return units
@@ -604,7 +628,7 @@ def _write_dataset(
         )
         for camera in cameras
     }
-    source_episodes = lerobot_format.read_episode_table(meta.root, meta.codebase_version).sort_by(
+    source_episodes = lerobot_format.read_episode_table(meta.source, meta.codebase_version).sort_by(
         "episode_index"
     )
     kept_rows = pa.array(kept)
@@ -621,18 +645,14 @@ def _write_dataset(
     lerobot_format.write_episodes(dst, columns, chunks_size)
 
     if meta.codebase_version == "v3.0":  # SRC's own table, as it is
-        copy_file(
-            os.path.join(meta.root, lerobot_format.TASKS_PATH),
-            os.path.join(dst, lerobot_format.TASKS_PATH),
-        )
+        _copy_member(meta, lerobot_format.TASKS_PATH, dst)
     else:
         lerobot_format.write_tasks(dst, meta.tasks)
     stats = _kept_stats(meta, kept, source_episodes, features)
     if stats is not None:
         lerobot_format.write_stats(dst, stats)
-    subtasks = os.path.join(meta.root, lerobot_format.SUBTASKS_PATH)
-    if os.path.exists(subtasks):
-        copy_file(subtasks, os.path.join(dst, lerobot_format.SUBTASKS_PATH))
+    if meta.source.exists(lerobot_format.SUBTASKS_PATH):
+        _copy_member(meta, lerobot_format.SUBTASKS_PATH, dst)
 
     info = lerobot_format.v30_info(
         meta.info,
@@ -655,7 +675,9 @@ def _kept_rows(
 ) -> tuple[pa.Table, list[str], dict[str, Any]]:
     """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
     renumbered; with the names of the JSON columns and the features of their typed columns."""
-    table = pa.concat_tables([pq.read_table(path) for path in meta.data_files])
+    table = pa.concat_tables(
+        [meta.source.read_parquet(str(path), "data file") for path in meta.data_files]
+    )
     table = table.replace_schema_metadata(None)  # HF's feature description would be stale
     rows = np.concatenate(
         [np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e]) for e in kept]
@@ -735,16 +757,25 @@ def _kept_features(meta: LeRobotMetadata, cameras: Sequence[str]) -> set:
     return {name for name in meta.features if name not in meta.cameras or name in cameras}
 
 
+def _copy_member(meta: LeRobotMetadata, member: str, dst: str) -> None:
+    """Copies file ``member`` of SRC to the same place in DST, atomically."""
+    if not meta.source.remote:
+        copy_file(meta.source.url(member), os.path.join(dst, member))
+        return
+    data = meta.source.read_bytes(member, "meta file")
+    write_bytes(os.path.join(dst, member), data)
+
+
 def _kept_stats(
     meta: LeRobotMetadata, kept: list[int], source_episodes: pa.Table, features: set
 ) -> dict | None:
     """meta/stats.json of DST: the kept episodes' statistics aggregated (from SRC's per-episode
     ones); SRC's own stats.json when it lacks those of some kept episode; None when it has
     neither."""
-    per_episode = lerobot_format.read_episode_stats(meta.root, source_episodes)
+    per_episode = lerobot_format.read_episode_stats(meta.source, source_episodes)
     episodes = [int(meta.episode_index[e]) for e in kept]
     if per_episode is None or not all(e in per_episode for e in episodes):
-        return lerobot_format.read_stats(meta.root)
+        return lerobot_format.read_stats(meta.source)
     return lerobot_format.aggregate_stats([per_episode[e] for e in episodes], features)
 
 
@@ -806,7 +837,9 @@ def _verify(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("src", help="the LeRobot dataset to read (v2.1 or v3.0)")
+    parser.add_argument(
+        "src", help="the LeRobot dataset to read (v2.1 or v3.0): a folder or an s3:// URL"
+    )
     parser.add_argument(
         "dst",
         help="the folder to write: a new one, or the same folder again "
@@ -875,6 +908,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="resampling to the output size (default bilinear)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_storage_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -897,6 +931,7 @@ def main(args: argparse.Namespace) -> int:
             json_columns=json_columns,
             interpolation=args.interpolation,
             progress=not args.no_progress,
+            storage_options=storage_options_from_args(args),
         )
     except KeyboardInterrupt:
         print("stoker etl: interrupted; run the same command again to continue", file=sys.stderr)

@@ -22,8 +22,9 @@ import numpy as np
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import checked_path
-from stoker.dataset_index import EpisodeIndex, load_index
+from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
 from stoker.lerobot_meta import read_lerobot_metadata
+from stoker.storage import S3Options, is_url, open_dataset_root
 from stoker.video import VideoReader
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
@@ -198,8 +199,12 @@ class LeRobotDataset:
     ``task`` text.
 
     Args:
-        root: the dataset folder.
+        root: the dataset folder, or its URL: ``s3://bucket/prefix/dataset`` (or an
+            S3-compatible store), ``https://host/path``. Metadata is read with pyarrow, videos
+            by ranged requests; the index is cached locally (see :mod:`stoker.dataset_index`).
         spec: the window; without one, items hold the sample's own row and frames.
+        storage_options: for a URL, :class:`stoker.S3Options` or a dict of its fields (fsspec
+            spellings too); default: the environment's (AWS_* variables, ~/.aws), as the AWS CLI.
         cache_dir, rebuild, threads, progress: passed to :func:`stoker.dataset_index.load_index`.
 
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
@@ -208,7 +213,9 @@ class LeRobotDataset:
     ``torch.utils.data.DataLoader``): each child opens the videos again. It pickles (spawn or
     forkserver workers, Ray tasks) as its folder, spec and index file; unpickling reads the
     metadata and maps the index again, and refuses (:class:`stoker.DatasetError`) a dataset
-    or index changed since.
+    or index changed since. A remote dataset pickles with its storage options, registered again
+    in the process that unpickles it (its objects are not re-checked there: the index is keyed
+    by their versions when opened).
     """
 
     def __init__(
@@ -216,23 +223,53 @@ class LeRobotDataset:
         root: str | os.PathLike,
         spec: WindowSpec | None = None,
         *,
+        storage_options: Mapping[str, Any] | S3Options | None = None,
         cache_dir: str | None = None,
         rebuild: bool = False,
         threads: int | None = None,
         progress: bool = True,
     ):
+        spec = spec if spec is not None else WindowSpec()
+        if is_url(root):
+            source = open_dataset_root(checked_path(root, "dataset URL"), storage_options)
+            meta = read_lerobot_metadata(source)
+            if threads is not None and (not isinstance(threads, int) or threads < 1):
+                raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+            if cache_dir is not None:
+                cache_dir = checked_path(cache_dir, "cache_dir")
+            index = load_remote_index(
+                source,
+                meta,
+                rebuild=rebuild,
+                threads=threads or 0,
+                progress=progress,
+                cache_dir=cache_dir,
+            )
+            self._storage_options: S3Options | None = source.options
+            self._open(source.location, meta, index, spec)
+            return
         root = os.path.abspath(checked_path(root, "dataset folder"))
-        meta = read_lerobot_metadata(root)
+        meta = read_lerobot_metadata(root, storage_options)
         index = load_index(
             root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
         )
-        self._open(root, meta, index, spec if spec is not None else WindowSpec())
+        self._storage_options = None
+        self._open(root, meta, index, spec)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "spec": self.spec, "index": self.index}
+        state = {"root": self.root, "spec": self.spec, "index": self.index}
+        if self._storage_options is not None:
+            state["storage_options"] = self._storage_options
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         index = state["index"]
+        self._storage_options = state.get("storage_options")
+        if self._storage_options is not None:
+            # Registers the options again, for the videos this process will open.
+            source = open_dataset_root(state["root"], self._storage_options)
+            self._open(state["root"], read_lerobot_metadata(source), index, state["spec"])
+            return
         stale = index.stale_files()
         if stale:
             raise DatasetError(

@@ -41,11 +41,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 
 from stoker._core import DatasetError
-from stoker._files import read_json, remove_file, write_json, write_parquet
+from stoker._files import remove_file, write_json, write_parquet
+from stoker.storage import Root, RootLike, open_dataset_root
 
 SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
 
@@ -111,13 +110,15 @@ class Info:
 # Reading
 
 
-def read_info(root: str) -> Info:
-    """Reads and checks ``meta/info.json`` of the dataset in folder ``root``: a known
+def read_info(root: RootLike) -> Info:
+    """Reads and checks ``meta/info.json`` of the dataset in folder ``root`` (a path, or a
+    :class:`stoker.storage.Root` for remote ones, as every reader here): a known
     ``codebase_version``, a positive ``fps``, ``features`` with dtypes and integer shapes, a
     ``data_path``, a ``video_path`` when there are video features, and a positive integer
     ``chunks_size`` (default 1000)."""
-    path = os.path.join(root, INFO_PATH)
-    raw = read_json(path)
+    source = open_dataset_root(root)
+    path = source.url(INFO_PATH)
+    raw = source.read_json(INFO_PATH)
     version = raw.get("codebase_version")
     if version not in SUPPORTED_VERSIONS:
         raise DatasetError(
@@ -151,15 +152,16 @@ def read_info(root: str) -> Info:
     return info
 
 
-def read_tasks(root: str, version: str) -> tuple[np.ndarray, np.ndarray]:
+def read_tasks(root: RootLike, version: str) -> tuple[np.ndarray, np.ndarray]:
     """The tasks table (v2.1 ``meta/tasks.jsonl``, v3.0 ``meta/tasks.parquet``) as (task texts
     by task_index, with "" where an index is unused; the task_index values in table order)."""
+    source = open_dataset_root(root)
     if version == "v3.0":
-        path = os.path.join(root, TASKS_PATH)
-        table = read_parquet_table(path, "meta file")
+        path = source.url(TASKS_PATH)
+        table = source.read_parquet(TASKS_PATH, "meta file")
     else:
-        path = os.path.join(root, V21_TASKS_PATH)
-        table = _read_jsonl(path)
+        path = source.url(V21_TASKS_PATH)
+        table = source.read_jsonl_table(V21_TASKS_PATH)
     if table.num_rows == 0:
         return np.array([], dtype=str), np.array([], dtype=np.int64)
     text_column = None
@@ -181,33 +183,34 @@ def read_tasks(root: str, version: str) -> tuple[np.ndarray, np.ndarray]:
     return texts.astype(str), task_index
 
 
-def episodes_location(root: str, version: str) -> str:
+def episodes_location(root: RootLike, version: str) -> str:
     """Where the episode table is: the file (v2.1) or the folder of files (v3.0)."""
+    source = open_dataset_root(root)
     if version == "v3.0":
-        return os.path.join(root, "meta", "episodes")
-    return os.path.join(root, V21_EPISODES_PATH)
+        return source.url(os.path.join("meta", "episodes"))
+    return source.url(V21_EPISODES_PATH)
 
 
-def read_episode_table(root: str, version: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_episode_table(
+    root: RootLike, version: str, columns: Sequence[str] | None = None
+) -> pa.Table:
     """The per-episode table as stored (v2.1 ``meta/episodes.jsonl``, v3.0 every file of
     ``meta/episodes/``), in file order. With ``columns``, exactly those columns, a column the
     files lack coming back as nulls; else every column."""
+    source = open_dataset_root(root)
     if version != "v3.0":
-        table = _read_jsonl(os.path.join(root, V21_EPISODES_PATH))
+        table = source.read_jsonl_table(V21_EPISODES_PATH)
         return table if columns is None else _with_columns(table, columns)
-    paths = _episode_files(root)
+    paths = _episode_files(source)
     if not paths:
-        raise DatasetError(f"missing meta files {os.path.join(root, _EPISODE_FILES)}")
+        raise DatasetError(f"missing meta files {source.url(_EPISODE_FILES)}")
     tables = []
     for path in paths:
         if columns is None:
-            tables.append(read_parquet_table(path, "meta file"))
+            tables.append(source.read_parquet(path, "meta file"))
             continue
-        try:
-            present = set(pq.read_schema(path).names)
-        except (OSError, pa.ArrowException) as e:
-            raise DatasetError(f"cannot read meta file {path}: {e}") from None
-        table = read_parquet_table(
+        present = set(source.read_schema(path, "meta file").names)
+        table = source.read_parquet(
             path, "meta file", columns=[name for name in columns if name in present]
         )
         tables.append(_with_columns(table, columns))
@@ -215,7 +218,7 @@ def read_episode_table(root: str, version: str, columns: Sequence[str] | None = 
         return pa.concat_tables(tables, promote_options="permissive")
     except pa.ArrowException as e:
         raise DatasetError(
-            f"episode tables in {episodes_location(root, version)} disagree on column types: {e}"
+            f"episode tables in {episodes_location(source, version)} disagree on column types: {e}"
         ) from None
 
 
@@ -231,7 +234,7 @@ def task_lists(episodes: pa.Table) -> pa.ChunkedArray:
     return tasks.cast(pa.list_(pa.string()))
 
 
-def read_episode_stats(root: str, episodes: pa.Table) -> dict[int, FeatureStats] | None:
+def read_episode_stats(root: RootLike, episodes: pa.Table) -> dict[int, FeatureStats] | None:
     """Per-episode statistics, by episode_index: from the ``stats/<feature>/<statistic>``
     columns of the episode table (v3.0), else from ``meta/episodes_stats.jsonl`` (v2.1). None
     when the dataset has neither."""
@@ -248,11 +251,12 @@ def read_episode_stats(root: str, episodes: pa.Table) -> dict[int, FeatureStats]
                     entry.setdefault(feature, {})[statistic] = np.asarray(value, np.float64)
             result[int(episode)] = entry
         return result
-    path = os.path.join(root, V21_EPISODES_STATS_PATH)
-    if not os.path.exists(path):
+    source = open_dataset_root(root)
+    path = source.url(V21_EPISODES_STATS_PATH)
+    if not source.exists(V21_EPISODES_STATS_PATH):
         return None
     result = {}
-    for number, record in _json_lines(path):
+    for number, record in _json_lines(source, V21_EPISODES_STATS_PATH):
         try:
             result[int(record["episode_index"])] = {
                 feature: {k: np.asarray(v, np.float64) for k, v in values.items()}
@@ -275,51 +279,51 @@ def stats_columns(episodes: pa.Table, features: Collection[str]) -> list[str]:
     ]
 
 
-def read_stats(root: str) -> dict[str, Any] | None:
+def read_stats(root: RootLike) -> dict[str, Any] | None:
     """``meta/stats.json``, or None when the dataset has none."""
-    path = os.path.join(root, STATS_PATH)
-    return read_json(path) if os.path.exists(path) else None
+    source = open_dataset_root(root)
+    return source.read_json(STATS_PATH) if source.exists(STATS_PATH) else None
 
 
-def meta_files(root: str, version: str) -> list[str]:
+def meta_files(root: RootLike, version: str) -> list[str]:
     """The meta files the metadata of the dataset is read from, those that exist."""
+    source = open_dataset_root(root)
     if version == "v3.0":
         names = [INFO_PATH, TASKS_PATH]
-        tables = _episode_files(root)
+        tables = _episode_files(source)
     else:
         names = [INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH]
         tables = []
-    files = [os.path.join(root, name) for name in names] + tables
-    return [path for path in files if os.path.exists(path)]
+    return [source.url(name) for name in names if source.exists(name)] + tables
 
 
 def format_paths(
-    root: str, template: str, template_name: str, **columns: np.ndarray | str
+    root: RootLike, template: str, template_name: str, **columns: np.ndarray | str
 ) -> np.ndarray:
-    """Absolute paths from a path template of info.json (``template_name`` says which), one
-    per entry of the array arguments; a string argument is the same in every path."""
+    """Absolute paths (URLs, for a remote root) from a path template of info.json
+    (``template_name`` says which), one per entry of the array arguments; a string argument is
+    the same in every path."""
+    source = open_dataset_root(root)
     n = len(next(v for v in columns.values() if isinstance(v, np.ndarray)))
     values = {k: (v.tolist() if isinstance(v, np.ndarray) else [v] * n) for k, v in columns.items()}
     try:
         paths = [
-            os.path.join(root, template.format(**dict(zip(values, row))))
-            for row in zip(*values.values())
+            source.url(template.format(**dict(zip(values, row)))) for row in zip(*values.values())
         ]
     except (KeyError, IndexError, ValueError) as e:
         raise DatasetError(
-            f"{os.path.join(root, INFO_PATH)}: cannot fill {template_name} {template!r}: {e!r}"
+            f"{source.url(INFO_PATH)}: cannot fill {template_name} {template!r}: {e!r}"
         ) from None
     return np.array(paths, dtype=str)
 
 
-def read_parquet_table(path: str, what: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """A Parquet file (``what`` names its role in messages: "meta file", "data file")."""
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing {what} {path}")
-    try:
-        return pq.read_table(path, columns=columns)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read {what} {path}: {e}") from None
+def read_parquet_table(
+    path: str, what: str, columns: Sequence[str] | None = None, root: Root | None = None
+) -> pa.Table:
+    """A Parquet file (``what`` names its role in messages: "meta file", "data file"), a
+    member of ``root`` (default: a local file)."""
+    source = root if root is not None else open_dataset_root(os.path.dirname(path) or ".")
+    return source.read_parquet(path, what, columns=columns)
 
 
 def int_column(table: pa.Table, name: str, where: str) -> np.ndarray:
@@ -356,23 +360,12 @@ def _parse_features(raw: Any, path: str) -> dict[str, Feature]:
     return features
 
 
-def _read_jsonl(path: str) -> pa.Table:
-    if not os.path.isfile(path):
-        raise DatasetError(f"missing meta file {path}")
-    if os.path.getsize(path) == 0:
-        return pa.table({})
-    try:
-        return pa_json.read_json(path)
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read meta file {path}: {e}") from None
-
-
-def _json_lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _json_lines(source: Root, member: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, JSON object) of every non-blank line of a JSON-lines file."""
+    path = source.url(member)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except OSError as e:
+        lines = source.read_bytes(member, "meta file").decode("utf-8").splitlines()
+    except ValueError as e:
         raise DatasetError(f"cannot read meta file {path}: {e}") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -386,9 +379,19 @@ def _json_lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, record
 
 
-def _episode_files(root: str) -> list[str]:
-    """The files of a v3.0 episode table, in order."""
-    return sorted(glob.glob(os.path.join(root, _EPISODE_FILES)))
+def _episode_files(source: Root) -> list[str]:
+    """The files of a v3.0 episode table, in order. Where the root cannot be listed (plain
+    HTTP), files 0, 1, ... are probed (chunks of info.json's ``chunks_size``) up to the first
+    missing one."""
+    if source.listable:
+        return source.glob(os.path.join("meta", "episodes"), "chunk-*/file-*.parquet")
+    chunks_size = read_info(source).chunks_size
+    files: list[str] = []
+    while True:
+        path = file_path("", EPISODES_PATH, len(files), chunks_size)
+        if not source.exists(path):
+            return files
+        files.append(source.url(path))
 
 
 def _with_columns(table: pa.Table, columns: Sequence[str]) -> pa.Table:

@@ -12,8 +12,9 @@ episodes and files (all of them, when a check covers many).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -21,19 +22,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError
-from stoker._files import checked_path
 from stoker.lerobot_format import (
     DEFAULT_COLUMNS,
     Feature,
     float_column,
     format_paths,
     int_column,
-    read_parquet_table,
 )
+from stoker.storage import LocalRoot, Root, RootLike, S3Options, open_dataset_root
 
 __all__ = [
     "CameraVideos",
@@ -52,7 +51,7 @@ _MAX_LISTED = 20
 class CameraVideos:
     """Where one camera's frames are, per episode.
 
-    ``files`` are the distinct video files (absolute paths) in dataset order, and
+    ``files`` are the distinct video files (absolute paths, or URLs) in dataset order, and
     ``file_index[e]`` says which of them holds the e-th episode (the e-th entry of
     :attr:`LeRobotMetadata.episode_index`). ``from_timestamp[e]`` / ``to_timestamp[e]`` are the
     episode's span in that file in seconds, as the metadata states it (v2.1: 0 and
@@ -78,6 +77,7 @@ class LeRobotMetadata:
     Per-episode arrays have one entry per episode, sorted by ``episode_index``. Rows are
     numbered in dataset order (the ``index`` column): episode e covers rows
     ``dataset_from_index[e]`` to ``dataset_to_index[e]`` (exclusive). All arrays are read-only.
+    ``root`` is the folder's absolute path, or its URL; ``source`` reads its files.
     """
 
     root: str
@@ -98,15 +98,22 @@ class LeRobotMetadata:
     task_index: np.ndarray  # int64 [E], the episode's first task; -1 when it lists none
     episode_data_file: np.ndarray  # int32 [E]: index into data_files
     # Per data file, in dataset order.
-    data_files: np.ndarray  # str [F], absolute paths
+    data_files: np.ndarray  # str [F], absolute paths (URLs)
     data_file_from_index: np.ndarray  # int64 [F]
     data_file_to_index: np.ndarray  # int64 [F], exclusive
     # Per camera.
     videos: dict[str, CameraVideos]
+    source: Root = dataclasses.field(
+        default_factory=lambda: LocalRoot("."), compare=False, repr=False
+    )
 
 
-def read_lerobot_metadata(root) -> LeRobotMetadata:
-    """Reads the metadata of the LeRobot dataset in folder ``root``.
+def read_lerobot_metadata(
+    root: RootLike, storage_options: Mapping[str, Any] | S3Options | None = None
+) -> LeRobotMetadata:
+    """Reads the metadata of the LeRobot dataset in folder ``root``: a path, an
+    ``s3://bucket/prefix`` or ``https://`` URL (with ``storage_options``, see
+    :mod:`stoker.storage`), or a :class:`stoker.storage.Root`.
 
     Checks that the meta files exist and agree: a known ``codebase_version``, at least one
     episode with frames, episode row ranges that are contiguous and match the lengths, every
@@ -116,14 +123,15 @@ def read_lerobot_metadata(root) -> LeRobotMetadata:
     Raises:
         stoker.DatasetError: naming the meta file, or all the offending episodes and files.
     """
-    root = os.path.abspath(checked_path(root, "dataset folder"))
-    info = lerobot_format.read_info(root)
+    source = open_dataset_root(root, storage_options)
+    info = lerobot_format.read_info(source)
     if info.codebase_version == "v3.0":
-        parts = _read_v30(root, info)
+        parts = _read_v30(source, info)
     else:
-        parts = _read_v21(root, info)
+        parts = _read_v21(source, info)
     meta = LeRobotMetadata(
-        root=root,
+        root=source.location,
+        source=source,
         codebase_version=info.codebase_version,
         fps=info.fps,
         cameras=info.cameras,
@@ -172,7 +180,7 @@ def read_columns(
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
 
-    _check_schemas(meta.data_files)
+    _check_schemas(meta.source, meta.data_files)
     needed = list(dict.fromkeys(["index", "episode_index", "timestamp", *names]))
     columns = _load_columns(meta, needed, readable)
     _check_rows(meta, columns, tolerance_s)
@@ -183,7 +191,7 @@ def read_columns(
 # v2.1
 
 
-def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
+def _read_v21(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
     where = lerobot_format.episodes_location(root, info.codebase_version)
     episodes = lerobot_format.read_episode_table(
         root, info.codebase_version, columns=("episode_index", "length", "tasks")
@@ -207,7 +215,7 @@ def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
     data_files = format_paths(
         root, info.data_path, "data_path", episode_chunk=episode_chunk, episode_index=episode_index
     )
-    _check_files_exist(data_files, episode_index, "missing data files")
+    _check_files_exist(root, data_files, episode_index, "missing data files")
 
     videos = {}
     for camera in info.cameras:
@@ -220,6 +228,7 @@ def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
             video_key=camera,
         )
         _check_files_exist(
+            root,
             paths,
             episode_index,
             f"missing video files of camera {camera!r} (the camera is missing from these episodes)",
@@ -254,7 +263,7 @@ def _read_v21(root: str, info: lerobot_format.Info) -> dict[str, Any]:
 _VIDEO_FIELDS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 
 
-def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
+def _read_v30(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
     task_texts, task_index = lerobot_format.read_tasks(root, info.codebase_version)
     wanted = [
         "episode_index",
@@ -311,7 +320,7 @@ def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
         chunk_index=data_chunk[first],
         file_index=data_file[first],
     )
-    _check_files_exist(data_files, None, "missing data files")
+    _check_files_exist(root, data_files, None, "missing data files")
     file_from = from_index[first]
     file_to = np.maximum.reduceat(to_index, np.flatnonzero(np.diff(episode_data_file, prepend=-1)))
 
@@ -338,7 +347,7 @@ def _read_v30(root: str, info: lerobot_format.Info) -> dict[str, Any]:
 
 
 def _camera_videos_v30(
-    root: str,
+    root: Root,
     info: lerobot_format.Info,
     episodes: pa.Table,
     episode_index: np.ndarray,
@@ -365,7 +374,7 @@ def _camera_videos_v30(
         chunk_index=chunk[first],
         file_index=file[first],
     )
-    absent = [i for i, path in enumerate(files) if not _nonempty_file(path)]
+    absent = _absent(root, files)
     if absent:
         raise DatasetError(
             f"missing video files of camera {camera!r}: "
@@ -461,9 +470,19 @@ def _nonempty_file(path: str) -> bool:
         return False
 
 
-def _check_files_exist(paths: np.ndarray, episode_index: np.ndarray | None, what: str):
+def _absent(root: Root, paths: np.ndarray) -> list[int]:
+    """Positions of the paths (members of ``root``) that are missing or empty."""
+    if not root.remote:
+        return [i for i, path in enumerate(paths) if not _nonempty_file(path)]
+    sizes = _parallel(root.size, [str(p) for p in paths])
+    return [i for i, size in enumerate(sizes) if size <= 0]
+
+
+def _check_files_exist(
+    root: Root, paths: np.ndarray, episode_index: np.ndarray | None, what: str
+) -> None:
     """Raises ``what: <the absent or empty files>`` when any of ``paths`` is missing."""
-    absent = [i for i, path in enumerate(paths) if not _nonempty_file(path)]
+    absent = _absent(root, paths)
     if absent:
         if episode_index is None:
             items = (str(paths[i]) for i in absent)
@@ -534,15 +553,10 @@ def _parallel(function, items) -> list:
         return list(pool.map(function, items))
 
 
-def _read_schema(path: str) -> pa.Schema:
-    try:
-        return pq.read_schema(path).remove_metadata()
-    except (OSError, pa.ArrowException) as e:
-        raise DatasetError(f"cannot read data file {path}: {e}") from None
-
-
-def _check_schemas(paths: np.ndarray) -> None:
-    schemas = _parallel(_read_schema, paths)
+def _check_schemas(source: Root, paths: np.ndarray) -> None:
+    schemas = _parallel(
+        lambda path: source.read_schema(str(path), "data file").remove_metadata(), paths
+    )
     reference = schemas[0]
     offenders = []
     for path, schema in zip(paths[1:], schemas[1:]):
@@ -578,11 +592,11 @@ def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str
     def load(f: int) -> None:  # each file fills its own rows of the arrays
         path = meta.data_files[f]
         start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
-        schema_names = pq.read_schema(path).names
+        schema_names = meta.source.read_schema(path, "data file").names
         missing = [name for name in names if name not in schema_names]
         if missing:
             raise DatasetError(f"data file {path} lacks the columns {missing}")
-        table = read_parquet_table(path, "data file", columns=names)
+        table = meta.source.read_parquet(path, "data file", columns=names)
         if table.num_rows != stop - start:
             episodes = meta.episode_index[meta.episode_data_file == f]
             raise DatasetError(

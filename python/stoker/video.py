@@ -1,15 +1,24 @@
-"""Frame-exact random access to one video: a file, or its bytes held in memory."""
+"""Frame-exact random access to one video: a file, an object in S3 or behind HTTP(S), or its
+bytes held in memory."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from stoker import _core
 from stoker._core import InvalidArgumentError
 from stoker._files import checked_path
+from stoker.storage import (
+    S3Options,
+    as_s3_options,
+    is_url,
+    register_remote_options,
+    require_remote_io,
+)
 
 _LAYOUTS = {"NHWC": _core.Layout.NHWC, "NCHW": _core.Layout.NCHW}
 _INTERPOLATIONS = {"bilinear": _core.Interpolation.bilinear, "area": _core.Interpolation.area}
@@ -18,7 +27,9 @@ _INTERPOLATIONS = {"bilinear": _core.Interpolation.bilinear, "area": _core.Inter
 class VideoReader:
     """Reads frames of one video (MP4, MKV, WebM, MOV) by index or by time.
 
-    The video is a file, or its bytes in memory (``bytes``, ``bytearray`` or ``memoryview``,
+    The video is a file, a URL (``s3://bucket/key``, ``https://...``, a presigned URL
+    included; read by ranged requests, see :mod:`stoker.storage` for credentials and
+    ``storage_options``), or its bytes in memory (``bytes``, ``bytearray`` or ``memoryview``,
     e.g. a member of a tar shard), decoded by the same code; bytes are copied once, and
     ``name=`` names them in error messages.
 
@@ -38,6 +49,8 @@ class VideoReader:
             videos at once.
         frame_table: a saved frame table of this same video.
         name: what messages call a video given as bytes; default ``"<memory>"``.
+        storage_options: for a URL: :class:`stoker.S3Options` or a dict of its fields (fsspec
+            spellings too); default: the environment's (AWS_* variables, ~/.aws).
     """
 
     def __init__(
@@ -47,6 +60,7 @@ class VideoReader:
         threads: int = 1,
         frame_table: bytes | None = None,
         name: str | None = None,
+        storage_options: Mapping[str, Any] | S3Options | None = None,
     ):
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
@@ -54,6 +68,9 @@ class VideoReader:
             raise TypeError("frame_table must be bytes from VideoReader.frame_table")
         table = None if frame_table is None else bytes(frame_table)
         self._threads = threads
+        self._storage_options: S3Options | None = None
+        if storage_options is not None and not is_url(source):
+            raise InvalidArgumentError("storage_options are for videos named by a URL")
         if isinstance(source, (bytes, bytearray, memoryview)):
             if name is not None and "\0" in name:
                 raise InvalidArgumentError(f"name {name!r} holds a NUL character")
@@ -64,6 +81,11 @@ class VideoReader:
             if name is not None:
                 raise ValueError("name= is for videos given as bytes; a file is named by its path")
             path = checked_path(source, "video path")
+            if is_url(path):
+                require_remote_io(path)  # TODO(remote-io merge)
+                if storage_options is not None:
+                    self._storage_options = as_s3_options(storage_options)
+                    register_remote_options(path, self._storage_options)
             self._reader = _core.VideoReader(path, threads, table)
         self._pts = self._reader.pts()
         self._pts.flags.writeable = False
@@ -72,7 +94,7 @@ class VideoReader:
 
     @property
     def path(self) -> str:
-        """The file's path, or the name of a video given as bytes."""
+        """The file's path (or URL), or the name of a video given as bytes."""
         return self._reader.name
 
     @property
@@ -191,7 +213,9 @@ class VideoReader:
         """Pickles as what reopens the video without a scan: its path (or its bytes and name)
         and its frame table. The reopened file must be the one scanned: a file changed since
         is refused (:class:`stoker.Error` naming it)."""
-        arguments = {"threads": self._threads, "frame_table": self.frame_table}
+        arguments: dict[str, Any] = {"threads": self._threads, "frame_table": self.frame_table}
+        if self._storage_options is not None:
+            arguments["storage_options"] = self._storage_options
         data = self._reader.source_bytes()  # a copy, made only here, of what C++ holds
         if data is not None:
             return (_reopen, (data, dict(arguments, name=self.path)))

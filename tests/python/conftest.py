@@ -106,3 +106,14 @@ def lerobot_large(tmp_path_factory, lerobot_cache):
     return lerobot_datasets.write_v30(tmp_path_factory.mktemp("lerobot") / "large", [40] * 4,
                                       CAMERAS, fps=30, size=(96, 128), episodes_per_file=2,
                                       content="camera", cache_dir=lerobot_cache)
+
+
+# Object storage (see s3_server.py): one moto server per session, signature checking on.
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A running :class:`s3_server.S3Server` (moto); buckets are the tests' own."""
+    import s3_server
+
+    with s3_server.S3Server() as server:
+        yield server

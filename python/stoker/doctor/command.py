@@ -9,6 +9,7 @@ from stoker.doctor.measure import diagnose, synthetic_step
 from stoker.lerobot import LeRobotDataset, WindowSpec
 from stoker.lerobot_meta import read_lerobot_metadata
 from stoker.loader import Loader
+from stoker.storage import S3Options, add_storage_arguments, storage_options_from_args
 
 
 def _load_spec(path: str | None) -> WindowSpec | None:
@@ -45,9 +46,9 @@ def _load_spec(path: str | None) -> WindowSpec | None:
     )
 
 
-def default_spec(dataset_root: str) -> WindowSpec:
+def default_spec(dataset_root: str, storage_options: S3Options | None = None) -> WindowSpec:
     """Every camera's last three frames at 224x224, and the next 16 actions when there are."""
-    meta = read_lerobot_metadata(dataset_root)
+    meta = read_lerobot_metadata(dataset_root, storage_options)
     fps = meta.fps
     delta = {camera: [-2 / fps, -1 / fps, 0.0] for camera in meta.cameras}
     if "action" in meta.features:
@@ -56,7 +57,9 @@ def default_spec(dataset_root: str) -> WindowSpec:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", help="a LeRobot dataset folder (v2.1 or v3.0)")
+    parser.add_argument(
+        "dataset", help="a LeRobot dataset (v2.1 or v3.0): a folder, or an s3:// URL"
+    )
     parser.add_argument(
         "--spec",
         help="window spec, YAML or JSON: delta_timestamps, size, "
@@ -82,11 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for the HTML report (default ./stoker-doctor)",
     )
     parser.add_argument("--no-sweep", action="store_true", help="skip the thread sweep")
+    add_storage_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    spec = _load_spec(args.spec) or default_spec(args.dataset)
-    ds = LeRobotDataset(args.dataset, spec)
+    storage_options = storage_options_from_args(args)
+    spec = _load_spec(args.spec) or default_spec(args.dataset, storage_options)
+    ds = LeRobotDataset(args.dataset, spec, storage_options=storage_options)
     loader = Loader(ds, batch_size=args.batch_size, threads=args.threads, device=args.device)
     report = diagnose(
         loader, step=synthetic_step(args.step_ms), steps=args.steps, sweep=not args.no_sweep

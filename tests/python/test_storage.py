@@ -1,0 +1,522 @@
+"""Datasets and videos in object storage: options, credentials, errors, metadata over S3 and
+HTTP equal to the local copy's, the remote index cache, and (once the engine's remote sources
+are merged) items, videos and faults.
+
+The store is moto's server with signature checking on (s3_server.py): a wrong secret is refused
+as AWS refuses it.
+"""
+
+import functools
+import http.server
+import os
+import pickle
+import threading
+import time
+
+import botocore.exceptions
+import numpy as np
+import pytest
+
+import lerobot_datasets
+import stoker
+from s3_server import Faults, FaultProxy
+from stoker import _core
+from stoker.dataset_index import remote_index_path
+from stoker.lerobot_meta import read_columns, read_lerobot_metadata
+from stoker.storage import S3Options, as_s3_options, is_url, join, open_dataset_root
+
+CAMERAS = ("observation.images.top", "observation.images.wrist")
+BUCKET = "stoker-data"
+
+# TODO(remote-io merge): remove once the engine's remote sources are in every build.
+needs_remote_io = pytest.mark.skipif(not hasattr(_core, "stat_source"),
+                                     reason="remote-io not merged")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: two tiny datasets (2 episodes, 2 cameras, 64x48 H.264), uploaded once.
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory, lerobot_cache):
+    root = tmp_path_factory.mktemp("tiny")
+    common = dict(cameras=CAMERAS, fps=30, codec="h264", size=(48, 64), cache_dir=lerobot_cache)
+    return {
+        "v21": lerobot_datasets.write_v21(root / "v21", [3, 4], **common),
+        "v30": lerobot_datasets.write_v30(root / "v30", [3, 4], episodes_per_file=2, **common),
+    }
+
+
+@pytest.fixture(scope="session")
+def s3(s3_server, tiny):
+    """The server with both datasets uploaded to s3://stoker-data/ds/<version>."""
+    s3_server.create_bucket(BUCKET)
+    for version, written in tiny.items():
+        s3_server.upload_tree(written.root, BUCKET, f"ds/{version}")
+    return s3_server
+
+
+@pytest.fixture
+def s3_env(s3, monkeypatch, tmp_path):
+    """The environment pointing at the server with the real keys, and a private cache."""
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    return s3
+
+
+def url(version):
+    return f"s3://{BUCKET}/ds/{version}"
+
+
+def local_to_url(path, written, version):
+    return url(version) + "/" + os.path.relpath(str(path), written.root).replace(os.sep, "/")
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+def test_storage_options_take_fsspec_and_s3fs_spellings():
+    options = as_s3_options({"key": "AK", "secret": "SK", "token": "TK", "anon": False,
+                             "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000",
+                                               "region_name": "eu-west-3"},
+                             "max_attempts": 3})
+    assert options == S3Options(access_key_id="AK", secret_access_key="SK", session_token="TK",
+                                endpoint_url="http://127.0.0.1:9000", region="eu-west-3",
+                                max_attempts=3)
+    assert as_s3_options({"endpoint_url": "https://s3.example", "region": "r"}) == S3Options(
+        endpoint_url="https://s3.example", region="r")
+    assert as_s3_options(None) == S3Options()
+    assert as_s3_options(options) is options
+
+
+def test_unknown_or_conflicting_storage_options_are_refused_by_name():
+    with pytest.raises(stoker.InvalidArgumentError, match="'use_ssl'"):
+        as_s3_options({"key": "AK", "use_ssl": False})
+    with pytest.raises(stoker.InvalidArgumentError, match=r"client_kwargs\['verify'\]"):
+        as_s3_options({"client_kwargs": {"verify": False}})
+    with pytest.raises(stoker.InvalidArgumentError, match="twice"):
+        as_s3_options({"key": "A", "access_key_id": "B"})
+    with pytest.raises(stoker.InvalidArgumentError, match="max_attempts"):
+        as_s3_options({"max_attempts": "3"})
+    with pytest.raises(stoker.InvalidArgumentError, match="endpoint_url"):
+        S3Options(endpoint_url="127.0.0.1:9000")
+
+
+def test_options_repr_leaves_secrets_out():
+    text = repr(S3Options(access_key_id="AK", secret_access_key="hush", session_token="quiet"))
+    assert "AK" in text and "hush" not in text and "quiet" not in text
+
+
+def test_options_resolve_from_the_environment_and_profiles(monkeypatch, tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[work]\naws_access_key_id = PK\naws_secret_access_key = PS\n")
+    config = tmp_path / "config"
+    config.write_text("[profile work]\nregion = ap-south-1\n")
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3",
+                 "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "EK")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ES")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    env = S3Options().resolved()
+    assert (env.access_key_id, env.secret_access_key) == ("EK", "ES")
+    assert env.endpoint_url == "http://127.0.0.1:1" and env.region == "us-east-1"
+    # A profile named explicitly wins over the environment's keys, as in the AWS CLI.
+    work = S3Options(profile="work").resolved()
+    assert (work.access_key_id, work.secret_access_key, work.region) == ("PK", "PS", "ap-south-1")
+    # Explicit fields win over everything.
+    explicit = S3Options(profile="work", access_key_id="XK", secret_access_key="XS",
+                         region="sa-east-1", endpoint_url="http://h:2").resolved()
+    assert (explicit.access_key_id, explicit.region, explicit.endpoint_url) == (
+        "XK", "sa-east-1", "http://h:2")
+
+
+def test_urls_and_joins():
+    assert is_url("s3://b/k") and is_url("HTTPS://h/p") and is_url("http://h")
+    assert not is_url("/data/s3:/x") and not is_url(b"s3://b") and not is_url("file.mp4")
+    assert join("s3://b/ds/", "meta", "info.json") == "s3://b/ds/meta/info.json"
+    assert join("https://h/v.mp4?X-Sig=1", "x") == "https://h/v.mp4/x?X-Sig=1"
+    assert join("/data/ds", "meta") == os.path.join("/data/ds", "meta")
+
+
+def test_storage_options_are_refused_for_a_local_folder(tiny):
+    with pytest.raises(stoker.InvalidArgumentError, match="remote"):
+        read_lerobot_metadata(tiny["v21"].root, {"key": "AK"})
+
+
+# ---------------------------------------------------------------------------------------------
+# The server and its errors
+
+
+def test_the_server_checks_signatures(s3):
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        s3.client(secret="not-the-secret").head_bucket(Bucket=BUCKET)
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        s3.client(secret="not-the-secret").get_object(Bucket=BUCKET,
+                                                      Key="ds/v21/meta/info.json")
+    assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+
+
+def test_refused_credentials_are_named_with_the_url(s3_env):
+    with pytest.raises(stoker.DatasetError) as raised:
+        read_lerobot_metadata(url("v21"), {"secret": "not-the-secret", "max_attempts": 1})
+    message = str(raised.value)
+    assert f"{url('v21')}/meta/info.json" in message and "refused the credentials" in message
+
+
+def test_a_missing_bucket_is_named(s3_env):
+    with pytest.raises(stoker.DatasetError) as raised:
+        read_lerobot_metadata("s3://no-such-bucket/ds")
+    assert "bucket 'no-such-bucket' does not exist" in str(raised.value)
+
+
+def test_a_missing_key_is_named(s3_env):
+    with pytest.raises(stoker.DatasetError, match=f"missing meta file {url('nowhere')}/meta/info"):
+        read_lerobot_metadata(url("nowhere"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata over S3 and HTTP equal to the local copy's
+
+
+def check_same_metadata(remote, local, written, version):
+    to_url = np.vectorize(lambda p: local_to_url(p, written, version))
+    assert remote.root == url(version) if remote.root.startswith("s3") else True
+    for name in ("codebase_version", "fps", "cameras", "features", "chunks_size", "info",
+                 "num_episodes", "num_frames"):
+        assert getattr(remote, name) == getattr(local, name), name
+    for name in ("tasks", "episode_index", "length", "dataset_from_index", "dataset_to_index",
+                 "task_index", "episode_data_file", "data_file_from_index",
+                 "data_file_to_index"):
+        np.testing.assert_array_equal(getattr(remote, name), getattr(local, name), err_msg=name)
+    assert list(remote.data_files) == [remote.source.url(os.path.relpath(p, written.root))
+                                       for p in local.data_files]
+    for camera in local.cameras:
+        r, l = remote.videos[camera], local.videos[camera]
+        assert list(r.files) == [remote.source.url(os.path.relpath(p, written.root))
+                                 for p in l.files]
+        np.testing.assert_array_equal(r.file_index, l.file_index)
+        np.testing.assert_array_equal(r.from_timestamp, l.from_timestamp)
+        np.testing.assert_array_equal(r.to_timestamp, l.to_timestamp)
+    if remote.root.startswith("s3://"):
+        assert list(remote.data_files) == list(to_url(local.data_files))
+
+
+@pytest.mark.parametrize("version", ["v21", "v30"])
+def test_metadata_over_s3_equals_the_local_copy(s3_env, tiny, version):
+    written = tiny[version]
+    local = read_lerobot_metadata(written.root)
+    remote = read_lerobot_metadata(url(version))
+    check_same_metadata(remote, local, written, version)
+    names = ["observation.state", "action", "timestamp", "frame_index", "index"]
+    for name, values in read_columns(local, names).items():
+        np.testing.assert_array_equal(read_columns(remote, names)[name], values)
+
+
+def test_explicit_options_reach_the_store_without_the_environment(s3, tiny, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    options = {"key": s3.access_key_id, "secret": s3.secret_access_key,
+               "client_kwargs": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"}}
+    remote = read_lerobot_metadata(url("v30"), options)
+    assert remote.num_frames == sum(tiny["v30"].lengths)
+
+
+@pytest.fixture(scope="module")
+def http_root(tiny):
+    """The datasets' parent folder served over plain HTTP (no listing used)."""
+    folder = os.path.dirname(tiny["v21"].root)
+    handler = functools.partial(QuietHandler, directory=folder)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("version", ["v21", "v30"])
+def test_metadata_over_http_equals_the_local_copy(http_root, tiny, version):
+    written = tiny[version]
+    remote = read_lerobot_metadata(f"{http_root}/{version}")
+    check_same_metadata(remote, read_lerobot_metadata(written.root), written, version)
+    with pytest.raises(stoker.DatasetError, match="enumerable from its metadata"):
+        remote.source.glob("meta")
+
+
+# ---------------------------------------------------------------------------------------------
+# The index cache of remote datasets
+
+
+def test_the_remote_index_key_changes_when_an_object_is_uploaded_again(s3_env, tiny, tmp_path):
+    written = tiny["v30"]
+    source = open_dataset_root(url("v30"))
+    meta = read_lerobot_metadata(source)
+    first = remote_index_path(source, meta, str(tmp_path))
+    assert first.startswith(os.path.join(str(tmp_path), "index", "v30-"))
+    assert remote_index_path(source, meta, str(tmp_path)) == first  # nothing changed
+    video = written.video_paths[CAMERAS[1]][0]
+    key = f"ds/v30/{os.path.relpath(video, written.root)}"
+    try:
+        with open(video, "rb") as f:
+            s3_env.put(BUCKET, key, f.read() + b"\0")  # a new version of one video
+        second = remote_index_path(source, meta, str(tmp_path))
+        assert second != first and os.path.dirname(second) == os.path.dirname(first)
+    finally:
+        s3_env.s3.upload_file(video, BUCKET, key)
+    time.sleep(0.01)
+    # Restored bytes: the same size; the version (ETag, else modification time) still differs.
+    assert remote_index_path(source, meta, str(tmp_path)) != second
+
+
+@pytest.mark.skipif(hasattr(_core, "stat_source"), reason="the engine reads remote videos")
+def test_without_remote_sources_a_remote_dataset_says_so(s3_env):  # TODO(remote-io merge)
+    with pytest.raises(stoker.Error, match="cannot read remote videos"):
+        stoker.LeRobotDataset(url("v21"), progress=False)
+    with pytest.raises(stoker.Error, match="cannot read remote videos"):
+        stoker.VideoReader(f"{url('v21')}/videos/x.mp4")
+
+
+# ---------------------------------------------------------------------------------------------
+# Items, videos, loaders and faults: these need the engine's remote sources.
+
+
+def spec():
+    return stoker.WindowSpec(delta_timestamps={CAMERAS[0]: [-1 / 30, 0.0],
+                                               "action": [0.0, 1 / 30]})
+
+
+def same_items(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        if isinstance(a[name], np.ndarray):
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+        else:
+            assert a[name] == b[name], name
+
+
+@needs_remote_io
+@pytest.mark.parametrize("version", ["v21", "v30"])
+def test_items_over_s3_equal_the_local_copy(s3_env, tiny, version):
+    local = stoker.LeRobotDataset(tiny[version].root, spec(), progress=False)
+    remote = stoker.LeRobotDataset(url(version), spec(), progress=False)
+    assert len(remote) == len(local)
+    for i in range(len(local)):
+        same_items(remote[i], local[i])
+    assert all(f.startswith(url(version) + "/") for f in remote.index.video_files)
+    again = stoker.LeRobotDataset(url(version), spec(), progress=False)
+    assert again.index.report is None  # the cached index, mapped
+    child = pickle.loads(pickle.dumps(remote))
+    same_items(child[len(local) - 1], local[len(local) - 1])
+
+
+@needs_remote_io
+def test_explicit_options_reach_the_videos(s3, tiny, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    options = stoker.S3Options(access_key_id=s3.access_key_id,
+                               secret_access_key=s3.secret_access_key,
+                               endpoint_url=s3.endpoint, region="us-east-1")
+    ds = stoker.LeRobotDataset(url("v21"), spec(), storage_options=options, progress=False,
+                               cache_dir=str(os.path.join(os.path.dirname(tiny["v21"].root),
+                                                          "cache-explicit")))
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
+    same_items(ds[2], local[2])
+    same_items(pickle.loads(pickle.dumps(ds))[5], local[5])
+
+
+# TODO(remote-io merge): in a quick try, moto 5.2.5 with signature checking on answered a
+# presigned GET (urllib, direct) with 500; check this and the expired-URL test when enabling.
+@needs_remote_io
+def test_video_reader_over_s3_and_presigned_https(s3_env, tiny):
+    path = tiny["v21"].video_paths[CAMERAS[0]][1]
+    key = f"ds/v21/{os.path.relpath(path, tiny['v21'].root)}"
+    local = stoker.VideoReader(path)
+    expected = local.get_frames(range(len(local)))
+    for source in (f"s3://{BUCKET}/{key}", s3_env.presign(BUCKET, key, 600)):
+        reader = stoker.VideoReader(source)
+        np.testing.assert_array_equal(reader.get_frames(range(len(reader))), expected)
+        np.testing.assert_array_equal(reader.pts, local.pts)
+    reader = stoker.VideoReader(f"s3://{BUCKET}/{key}", storage_options={"max_attempts": 2})
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(reader)).get_frames([0]),
+                                  expected[:1])
+
+
+@needs_remote_io
+def test_an_expired_presigned_url_is_refused_plainly(s3_env, tiny):
+    key = f"ds/v21/{os.path.relpath(tiny['v21'].video_paths[CAMERAS[0]][0], tiny['v21'].root)}"
+    expired = s3_env.presign(BUCKET, key, 1)
+    time.sleep(2)
+    with pytest.raises(stoker.Error) as raised:
+        stoker.VideoReader(expired)
+    assert "403" in str(raised.value) or "denied" in str(raised.value).lower()
+
+
+@needs_remote_io
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_loader_over_s3_gives_the_local_batches(s3_env, tiny, threads):
+    local = stoker.LeRobotDataset(tiny["v30"].root, spec(), progress=False)
+    remote = stoker.LeRobotDataset(url("v30"), spec(), progress=False)
+    a = list(stoker.Loader(local, batch_size=3, seed=1, threads=threads, output="numpy"))
+    b = list(stoker.Loader(remote, batch_size=3, seed=1, threads=threads, output="numpy"))
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        same_items(dict(x), dict(y))
+
+
+@pytest.fixture
+def proxy(s3, monkeypatch, tmp_path):
+    """A FaultProxy in front of the server, and the environment pointing at it."""
+    with FaultProxy(s3.endpoint, seed=7) as fault_proxy:
+        for name, value in s3.env(fault_proxy.endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+        yield fault_proxy
+
+
+@needs_remote_io
+def test_items_survive_faults_and_retries_are_counted(proxy, tiny):
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
+    options = {"max_attempts": 10, "backoff_base_s": 0.001, "backoff_max_s": 0.01,
+               "low_speed_timeout_s": 1, "min_request_bytes": 1024}
+    before = _core.remote_stats()
+    proxy.set_faults(Faults(slowdown=0.15, error=0.05, reset=0.05, truncate=0.05, stall=0.02,
+                            stall_s=0.2))
+    remote = stoker.LeRobotDataset(url("v21"), spec(), storage_options=options, progress=False)
+    for i in range(len(local)):
+        same_items(remote[i], local[i])
+    after = _core.remote_stats()
+    assert sum(proxy.faults_injected.values()) > 0
+    assert after["retries"] > before["retries"]
+
+
+@needs_remote_io
+def test_a_store_that_never_recovers_fails_plainly_in_time(proxy, tiny):
+    proxy.set_faults(down=True)
+    key = f"ds/v21/{os.path.relpath(tiny['v21'].video_paths[CAMERAS[0]][0], tiny['v21'].root)}"
+    started = time.monotonic()
+    with pytest.raises(stoker.Error) as raised:
+        stoker.VideoReader(f"s3://{BUCKET}/{key}",
+                           storage_options={"max_attempts": 3, "total_timeout_s": 3,
+                                            "backoff_base_s": 0.01, "backoff_max_s": 0.05})
+    assert time.monotonic() - started < 6
+    assert f"s3://{BUCKET}/{key}" in str(raised.value) and "503" in str(raised.value)
+
+
+@needs_remote_io
+def test_skip_and_raise_over_s3(s3_env, tiny, tmp_path):
+    """A video missing from the store: raise names it; on_error="skip" skips its samples."""
+    written = tiny["v21"]
+    prefix = "ds/v21-broken"
+    s3_env.upload_tree(written.root, BUCKET, prefix)
+    remote_url = f"s3://{BUCKET}/{prefix}"
+    ds = stoker.LeRobotDataset(remote_url, spec(), progress=False)
+    video = written.video_paths[CAMERAS[0]][1]
+    key = f"{prefix}/{os.path.relpath(video, written.root)}"
+    with open(video, "rb") as f:
+        damaged = bytearray(f.read())
+    damaged[len(damaged) // 2 :] = bytes(len(damaged) - len(damaged) // 2)
+    s3_env.put(BUCKET, key, bytes(damaged))  # replaced since the index was built
+    with pytest.raises(stoker.Error) as raised:
+        for _ in stoker.Loader(ds, batch_size=2, seed=0, threads=2):
+            pass
+    assert f"s3://{BUCKET}/{key}" in str(raised.value)
+    loader = stoker.Loader(ds, batch_size=2, seed=0, threads=2, on_error="skip")
+    rows = np.concatenate([b["index"] for b in loader])
+    assert not set(rows.tolist()) & set(range(3, 7))
+    assert loader.stats()["skipped"] == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def test_etl_and_doctor_take_the_aws_cli_flags():
+    import argparse
+
+    from stoker import etl
+    from stoker.doctor import command
+    from stoker.storage import storage_options_from_args
+
+    for module in (etl, command):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        extra = ["--size", "64x48"] if module is etl else []
+        positional = ["s3://b/src", "dst"] if module is etl else ["s3://b/ds"]
+        args = parser.parse_args(positional + extra + ["--endpoint-url", "http://127.0.0.1:9",
+                                                       "--profile", "work", "--region", "r"])
+        assert storage_options_from_args(args) == S3Options(
+            endpoint_url="http://127.0.0.1:9", profile="work", region="r")
+        assert storage_options_from_args(parser.parse_args(positional + extra)) is None
+
+
+@needs_remote_io
+def test_etl_from_s3_equals_etl_from_the_local_copy(s3_env, tiny, tmp_path):
+    from stoker.etl import materialize
+
+    local = materialize(tiny["v21"].root, str(tmp_path / "local"), size=(32, 48),
+                        progress=False, workers=1)
+    remote = materialize(url("v21"), str(tmp_path / "remote"), size=(32, 48), progress=False,
+                         workers=1)
+    assert remote.source == url("v21") and local.episode_map == remote.episode_map
+    assert local.bytes_in == remote.bytes_in and remote.verified
+    a = stoker.LeRobotDataset(str(tmp_path / "local"), spec(), progress=False)
+    b = stoker.LeRobotDataset(str(tmp_path / "remote"), spec(), progress=False)
+    for i in range(len(a)):
+        same_items(a[i], b[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# The fault proxy itself
+
+
+def test_the_fault_proxy_forwards_signed_requests_and_injects_faults(s3, tiny):
+    key = "ds/v21/meta/info.json"
+    with open(os.path.join(tiny["v21"].root, "meta", "info.json"), "rb") as f:
+        expected = f.read()
+
+    def fetch(proxy):  # boto3 signs for the proxy's host, which the proxy passes on as is
+        body = s3.client(endpoint=proxy.endpoint).get_object(Bucket=BUCKET, Key=key)["Body"]
+        return body.read()
+
+    with FaultProxy(s3.endpoint, seed=3) as proxy:
+        assert fetch(proxy) == expected
+        proxy.set_faults(on_request={proxy.requests + 1: "slowdown"})
+        with pytest.raises(botocore.exceptions.ClientError) as raised:
+            fetch(proxy)
+        assert raised.value.response["Error"]["Code"] == "SlowDown"
+        for fault in ("truncate", "reset"):
+            proxy.set_faults(on_request={proxy.requests + 1: fault})
+            with pytest.raises(Exception, match="(?i)read|reset|connection|length"):
+                fetch(proxy)
+        proxy.set_faults(on_request={proxy.requests + 1: "stall"}, stall_s=0.3)
+        started = time.monotonic()
+        assert fetch(proxy) == expected and time.monotonic() - started >= 0.3
+        assert proxy.faults_injected == {"slowdown": 1, "truncate": 1, "reset": 1, "stall": 1}
+
+    counts = []
+    for _ in range(2):  # the same seed, the same faults
+        with FaultProxy(s3.endpoint, seed=11, faults=Faults(slowdown=0.3, error=0.2)) as proxy:
+            for _ in range(12):
+                try:
+                    fetch(proxy)
+                except botocore.exceptions.ClientError:
+                    pass
+            counts.append(dict(proxy.faults_injected))
+    assert counts[0] == counts[1] and sum(counts[0].values()) > 0
