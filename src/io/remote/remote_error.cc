@@ -1,0 +1,81 @@
+#include "io/remote/remote_error.h"
+
+namespace stoker::io {
+namespace {
+
+std::string decode_entities(std::string text) {
+  static constexpr std::pair<const char*, char> kEntities[] = {
+      {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    bool replaced = false;
+    if (text[i] == '&') {
+      for (const auto& [entity, c] : kEntities) {
+        if (text.compare(i, std::char_traits<char>::length(entity), entity) == 0) {
+          out.push_back(c);
+          i += std::char_traits<char>::length(entity);
+          replaced = true;
+          break;
+        }
+      }
+    }
+    if (!replaced) out.push_back(text[i++]);
+  }
+  return out;
+}
+
+std::string element(const std::string& body, const std::string& name) {
+  const std::string open = "<" + name + ">";
+  const size_t start = body.find(open);
+  if (start == std::string::npos) return "";
+  const size_t end = body.find("</" + name + ">", start + open.size());
+  if (end == std::string::npos) return "";
+  return decode_entities(body.substr(start + open.size(), end - start - open.size()));
+}
+
+}  // namespace
+
+S3Error parse_s3_error(const std::string& body) {
+  if (body.find("<Error>") == std::string::npos) return {};
+  return S3Error{.code = element(body, "Code"), .message = element(body, "Message")};
+}
+
+ErrorMeaning explain_http_error(long status, const S3Error& error, const std::string& bucket,
+                                const std::string& key, const std::string& if_match) {
+  const bool s3 = !bucket.empty();
+  const std::string& code = error.code;
+  if (status == 403 || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
+      code == "AccessDenied" || code == "ExpiredToken") {
+    std::string sentence;
+    if (error.message.find("Request has expired") != std::string::npos || code == "ExpiredToken") {
+      sentence = "the presigned URL or session token has expired: make a new one";
+    } else if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch") {
+      sentence =
+          "the credentials were refused: check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the "
+          "profile";
+    } else if (code == "AccessDenied") {
+      sentence = "access denied: these credentials may not read this object";
+    } else if (s3) {
+      sentence =
+          "access was refused: check the credentials (AWS_ACCESS_KEY_ID/"
+          "AWS_SECRET_ACCESS_KEY or the profile) and that they may read this object";
+    } else {
+      sentence = "the server refused access (a presigned URL may have expired)";
+    }
+    return {StatusCode::kPermissionDenied, sentence};
+  }
+  if (status == 404 || code == "NoSuchBucket" || code == "NoSuchKey") {
+    if (code == "NoSuchBucket")
+      return {StatusCode::kNotFound, "bucket '" + bucket + "' does not exist"};
+    if (s3) return {StatusCode::kNotFound, "no object '" + key + "' in bucket '" + bucket + "'"};
+    return {StatusCode::kNotFound, "no such object"};
+  }
+  if (status == 412) {
+    return {StatusCode::kCorruptData,
+            "the object changed since it was opened (ETag " + if_match + " no longer matches)"};
+  }
+  return {StatusCode::kIoError, ""};
+}
+
+}  // namespace stoker::io
