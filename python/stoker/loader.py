@@ -329,6 +329,7 @@ class Loader:
             options,
         )
         self._core: Any = _core.Loader(*self._native_arguments)  # None: to build again
+        self._remote_base = _core.remote_stats()
         self._pid = os.getpid()
         self._threads = int(self._core.stats()["threads"])
         self._batches_per_epoch = int(self._core.batches_per_epoch)
@@ -472,13 +473,20 @@ class Loader:
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
         blocked in ``next``) with its p50 / p95 / max, the ready-queue depth, decoder work,
-        skipped samples with their reasons, and the memory bound of the batch pool."""
+        skipped samples with their reasons, the memory bound of the batch pool, and under
+        ``"remote"`` the object-storage reads (requests, retries, failures, bytes fetched, cache
+        hits and misses, seconds waited) of this process since the stats were last reset."""
         s = self._native().stats()
         wait = s["data_wait"]
         s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
         s["data_wait_p95"] = float(np.percentile(wait, 95)) if len(wait) else 0.0
         s["data_wait_max"] = float(wait.max()) if len(wait) else 0.0
         s["memory_bound_bytes"] = s["batch_bytes"] * max(s["pool_batches"], s["buffers_allocated"])
+        # Remote reads (S3, HTTP) since the loader was made or its stats reset: requests,
+        # retries, failures, bytes, cache hits, wait. Counted per process, so loaders that run
+        # at the same time share them.
+        now = _core.remote_stats()
+        s["remote"] = {key: now[key] - self._remote_base.get(key, 0) for key in now}
         return s
 
     def with_options(self, **changes) -> Loader:
@@ -490,6 +498,7 @@ class Loader:
 
     def reset_stats(self) -> None:
         self._native().reset_stats()
+        self._remote_base = _core.remote_stats()
 
     def close(self) -> None:
         """Ends iteration now: drops the batches in flight and joins the threads. May be called

@@ -16,6 +16,7 @@
 #include "core/fuzzing.h"
 #include "core/mutex.h"
 #include "stoker/cores.h"
+#include "stoker/remote_source.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
@@ -534,6 +535,9 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
 std::vector<std::string> EpisodeIndex::stale_files() const {
   std::vector<std::string> stale;
   for (const TrackedFile& file : tracked_) {
+    // A remote object's version is its ETag, checked by every ranged read (If-Match) and by
+    // the key its dataset's index is cached under, not by a request per object here.
+    if (is_remote_url(file.path)) continue;
     Result<core::FileIdentity> now = core::stat_file(file.path);
     if (!now.ok() || now->size != file.size || now->mtime_ns != file.mtime_ns) {
       stale.push_back(file.path);

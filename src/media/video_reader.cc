@@ -12,6 +12,7 @@
 #include "core/file.h"
 #include "media/container.h"
 #include "media/media_cache.h"
+#include "stoker/remote_source.h"
 
 namespace stoker {
 
@@ -356,6 +357,11 @@ VideoReader::~VideoReader() = default;
 
 Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
                                                        VideoReaderOptions options) {
+  if (is_remote_url(path)) {
+    Result<std::shared_ptr<const ByteSource>> remote = open_source(path);
+    if (!remote.ok()) return remote.status().with_context("video '" + path + "'");
+    return open(std::move(remote).value(), std::move(options));
+  }
   const std::string context = "video '" + path + "'";
   if (options.threads < 1) {
     return Status(StatusCode::kInvalidArgument, context + ": threads must be at least 1");
