@@ -4,9 +4,12 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "arrays.h"
@@ -107,8 +110,9 @@ void register_media(nb::module_& m) {
       .def(
           "source_bytes",
           [](const VideoReader& r) -> nb::object {
+            // Bytes in memory only: a file or a remote object is reopened by its name.
             const std::shared_ptr<const ByteSource>& source = r.source();
-            if (source == nullptr) return nb::none();
+            if (source == nullptr || source->is_remote()) return nb::none();
             std::string bytes(static_cast<size_t>(source->size()), '\0');
             Result<size_t> read = [&] {
               nb::gil_scoped_release release;
@@ -127,6 +131,33 @@ void register_media(nb::module_& m) {
       .def_prop_ro("duration", [](const VideoReader& r) { return r.frame_table().duration(); })
       .def("pts", [](const VideoReader& r) { return copied_array(r.frame_table().pts_seconds()); })
       .def("is_key", [](const VideoReader& r) { return copied_array(r.frame_table().is_key()); })
+      .def(
+          "packet_bytes",
+          [](const VideoReader& r, std::optional<std::vector<int64_t>> frames) {
+            // Every packet's (offset, size) in decode order, or the byte ranges a decode of
+            // `frames` reads (FrameTable::byte_ranges); [] when packets are not addressable.
+            const FrameTable& table = r.frame_table();
+            std::vector<std::pair<int64_t, int64_t>> out;
+            if (!table.stream().packets_addressable) return out;
+            if (frames.has_value()) {
+              std::vector<int64_t> sorted = *frames;
+              for (int64_t f : sorted) {
+                if (f < 0 || f >= table.num_frames()) {
+                  throw nb::index_error(
+                      ("frame " + std::to_string(f) + " is out of range").c_str());
+                }
+              }
+              std::sort(sorted.begin(), sorted.end());
+              sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+              for (const ByteRange& range : table.byte_ranges(sorted, 0)) {
+                out.emplace_back(range.offset, range.length);
+              }
+            } else {
+              for (const PacketEntry& p : table.packets()) out.emplace_back(p.pos, p.size);
+            }
+            return out;
+          },
+          nb::arg("frames") = nb::none())
       .def("frame_table",
            [](const VideoReader& r) {
              std::vector<uint8_t> bytes = r.frame_table().serialize();

@@ -43,7 +43,7 @@ from stoker.lerobot_meta import (
     read_lerobot_metadata,
     readable_columns,
 )
-from stoker.storage import Root, S3Options, is_url, open_dataset_root, require_remote_io
+from stoker.storage import Root, S3Options, is_url, open_dataset_root
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -393,7 +393,6 @@ def load_remote_index(
                 return index
         except DatasetError:
             pass  # unreadable (corrupted, another version): rebuilt below
-    require_remote_io(source.location)  # TODO(remote-io merge)
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
         raise DatasetError(

@@ -29,10 +29,12 @@ import io
 import json
 import os
 import posixpath
+import random
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -54,7 +56,6 @@ __all__ = [
     "join",
     "open_dataset_root",
     "register_remote_options",
-    "require_remote_io",
 ]
 
 _SCHEMES = ("s3://", "http://", "https://")
@@ -131,21 +132,16 @@ class S3Options:
     def native(self) -> Any:
         """The engine's ``RemoteOptions`` of these (the cache fields are process-wide, see
         :func:`register_remote_options`)."""
-        remote_options: Any = getattr(_core, "RemoteOptions", None)  # TODO(remote-io merge)
-        if remote_options is None:
-            require_remote_io("remote options")
-        return remote_options(**{name: getattr(self, name) for name in _NATIVE_FIELDS})
+        return _core.RemoteOptions(**{name: getattr(self, name) for name in _NATIVE_FIELDS})
 
     def resolved(self) -> S3Options:
         """These options with every empty field of where-and-who filled from the environment
         and the shared AWS files, as the engine resolves them: what pyarrow is given."""
-        resolve = getattr(_core, "resolve_remote_options", None)  # TODO(remote-io merge)
-        if resolve is not None:
-            filled = resolve(self.native())
-            return dataclasses.replace(
-                self, **{name: getattr(filled, name) for name in _NATIVE_FIELDS}
-            )
-        return _resolve_in_python(self)
+        try:
+            filled = _core.resolve_remote_options(self.native())
+        except _core.Error as e:
+            raise DatasetError(str(e)) from None
+        return dataclasses.replace(self, **{name: getattr(filled, name) for name in _NATIVE_FIELDS})
 
 
 _NATIVE_FIELDS = tuple(
@@ -238,48 +234,6 @@ def as_s3_options(storage_options: Mapping[str, Any] | S3Options | None) -> S3Op
     return S3Options(**values)
 
 
-def _resolve_in_python(options: S3Options) -> S3Options:
-    """The environment's answer until the engine's resolver is merged: explicit fields, else the
-    AWS_* variables, else the profile's entries of the shared files. Fields left empty are
-    left to pyarrow's own AWS SDK chain (which reads the same places)."""
-    env = os.environ
-    profile = options.profile or env.get("AWS_PROFILE", "")
-    region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
-    endpoint = (
-        options.endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
-    )
-    key = options.access_key_id or env.get("AWS_ACCESS_KEY_ID", "")
-    secret = options.secret_access_key or env.get("AWS_SECRET_ACCESS_KEY", "")
-    token = options.session_token or env.get("AWS_SESSION_TOKEN", "")
-    if profile and not (options.access_key_id or options.anonymous):
-        # A profile named explicitly beats the environment's keys, as in the AWS CLI.
-        credentials = _profile_section(
-            env.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"), profile
-        )
-        if options.profile and credentials is None:
-            raise InvalidArgumentError(f"no profile {profile!r} in the shared AWS credentials")
-        if credentials:
-            key = credentials.get("aws_access_key_id", key)
-            secret = credentials.get("aws_secret_access_key", secret)
-            token = credentials.get("aws_session_token", "")
-    if profile:
-        config = _profile_section(
-            env.get("AWS_CONFIG_FILE", "~/.aws/config"),
-            profile if profile == "default" else f"profile {profile}",
-        )
-        region = region or (config or {}).get("region", "")
-        endpoint = endpoint or (config or {}).get("endpoint_url", "")
-    return dataclasses.replace(
-        options,
-        profile=profile,
-        region=region or "us-east-1",
-        endpoint_url=endpoint,
-        access_key_id=key,
-        secret_access_key=secret,
-        session_token=token,
-    )
-
-
 def _profile_section(path: str, section: str) -> dict[str, str] | None:
     parser = configparser.ConfigParser()
     try:
@@ -308,20 +262,10 @@ def join(url_or_path: str, *parts: str) -> str:
 def register_remote_options(prefix: str, options: S3Options) -> None:
     """Makes the engine open every URL starting with ``prefix`` with ``options`` (the videos a
     dataset's index names), and applies the process-wide range cache settings they carry."""
-    set_options = getattr(_core, "set_remote_options", None)  # TODO(remote-io merge)
-    if set_options is not None:
-        set_options(prefix, options.native())
-    configure = getattr(_core, "configure_remote_cache", None)  # TODO(remote-io merge)
-    if configure is not None and (options.cache_bytes or options.disk_cache_dir):
-        configure(int(options.cache_bytes), options.disk_cache_dir, int(options.disk_cache_bytes))
-
-
-def require_remote_io(url: str) -> None:
-    """Raises :class:`stoker.Error` when this build of the engine cannot open URLs."""
-    if not hasattr(_core, "stat_source"):  # TODO(remote-io merge): always there then
-        raise _core.Error(
-            f"{url}: this build of stoker cannot read remote videos (s3://, http(s)://); "
-            "it lacks the engine's remote sources"
+    _core.set_remote_options(prefix, options.native())
+    if options.cache_bytes or options.disk_cache_dir:
+        _core.configure_remote_cache(
+            int(options.cache_bytes), options.disk_cache_dir, int(options.disk_cache_bytes)
         )
 
 
@@ -369,9 +313,9 @@ class Root:
         raise NotImplementedError
 
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
-        """(size, version tag) of each member: the ETag for remote objects (from the engine's
-        HEAD, when merged; else pyarrow's modification time), the mtime in ns for files. Raises
-        naming the first that is missing."""
+        """(size, version tag) of each member: the ETag for remote objects (the engine's HEAD
+        requests, on a thread pool), the mtime in ns for files. Raises naming the first that
+        is missing."""
         raise NotImplementedError
 
     def open_parquet(self, member: Member) -> Any:
@@ -529,7 +473,7 @@ class S3Root(Root):
 
         urls = [self.url(m) for m in members]
         with self._errors(urls[0] if urls else self.location, "object"):
-            infos = self._fs.get_file_info([self._key(m) for m in members])
+            infos = self._retrying(lambda: self._fs.get_file_info([self._key(m) for m in members]))
         if any(info.type == fs.FileType.NotFound for info in infos):
             self._check_bucket()
         return infos
@@ -538,7 +482,7 @@ class S3Root(Root):
         from pyarrow import fs
 
         with self._errors(f"s3://{self.bucket}", "bucket"):
-            info = self._fs.get_file_info(self.bucket)
+            info = self._retrying(lambda: self._fs.get_file_info(self.bucket))
         if info.type == fs.FileType.NotFound:
             raise DatasetError(
                 f"{self.location}: the bucket {self.bucket!r} does not exist "
@@ -558,18 +502,45 @@ class S3Root(Root):
 
     def read_bytes(self, member: Member, what: str = "file") -> bytes:
         url = self.url(member)
-        with self._errors(url, what):
+
+        def read() -> bytes:
             with self._fs.open_input_stream(self._key(member)) as f:
                 return f.read()
+
+        with self._errors(url, what):
+            return self._retrying(read)
+
+    def _retrying(self, call: Callable[[], Any]) -> Any:
+        """``call()``, tried again as the engine's requests are (backoff with full jitter) when
+        it fails on something other than a missing object or refused credentials: pyarrow
+        retries failed requests, but not a body cut short or reset once it started."""
+        attempts = int(self.options.max_attempts) or 8
+        base = self.options.backoff_base_s or 0.05
+        ceiling = self.options.backoff_max_s or 5.0
+        for attempt in range(attempts):
+            try:
+                return call()
+            except FileNotFoundError:
+                raise
+            except (OSError, pa.ArrowException) as e:
+                text = str(e)
+                final = (
+                    attempt + 1 == attempts
+                    or "NoSuchBucket" in text
+                    or (_explain_s3_error("", "", text).find("refused the credentials") >= 0)
+                )
+                if final:
+                    raise
+                time.sleep(random.uniform(0, min(ceiling, base * 2**attempt)))
+        raise AssertionError("unreachable")
 
     def glob(self, folder: Member, pattern: str = "*") -> list[str]:
         from pyarrow import fs
 
         base = self.url(folder).rstrip("/")
         with self._errors(base + "/", "folder"):
-            infos = self._fs.get_file_info(
-                fs.FileSelector(base[len("s3://") :], recursive=True, allow_not_found=True)
-            )
+            selector = fs.FileSelector(base[len("s3://") :], recursive=True, allow_not_found=True)
+            infos = self._retrying(lambda: self._fs.get_file_info(selector))
         prefix = base[len("s3://") :] + "/"
         return sorted(
             f"s3://{info.path}"
@@ -579,24 +550,12 @@ class S3Root(Root):
         )
 
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
-        stat_source = getattr(_core, "stat_source", None)  # TODO(remote-io merge)
-        urls = [self.url(m) for m in members]
-        if stat_source is not None:
-            register_remote_options(self.location + "/", self.options)
-            return _stat_all(stat_source, urls)
-        from pyarrow import fs
-
-        result = []
-        for url, info in zip(urls, self._info(members)):
-            if info.type != fs.FileType.File:
-                raise DatasetError(f"missing object {url}")
-            result.append((info.size, str(info.mtime_ns)))
-        return result
+        register_remote_options(self.location + "/", self.options)
+        return _stat_all([self.url(m) for m in members])
 
     def open_parquet(self, member: Member) -> Any:
-        url = self.url(member)
-        with self._errors(url, "file"):
-            return self._fs.open_input_file(self._key(member))
+        # Read whole, so that a transfer cut short is retried here, not met mid-table.
+        return pa.BufferReader(self.read_bytes(member, "file"))
 
     @contextmanager
     def _errors(self, url: str, what: str) -> Iterator[None]:
@@ -633,12 +592,12 @@ def _explain_s3_error(url: str, what: str, text: str) -> str:
     return f"cannot read {what} {url}: {text}"
 
 
-def _stat_all(stat_source: Any, urls: Sequence[str]) -> list[tuple[int, str]]:
+def _stat_all(urls: Sequence[str]) -> list[tuple[int, str]]:
     """(size, ETag) of every URL by the engine's HEAD requests, on a thread pool."""
 
     def stat(url: str) -> tuple[int, str]:
         try:
-            size, tag, _ = stat_source(url)
+            size, tag, _ = _core.stat_source(url)
         except _core.Error as e:
             raise DatasetError(str(e)) from None
         return int(size), str(tag)
@@ -740,17 +699,7 @@ class HttpRoot(Root):
         )
 
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
-        stat_source = getattr(_core, "stat_source", None)  # TODO(remote-io merge)
-        urls = [self.url(m) for m in members]
-        if stat_source is not None:
-            return _stat_all(stat_source, urls)
-        result = []
-        for url in urls:
-            head = self._head(url)
-            if head is None:
-                raise DatasetError(f"missing file {url}")
-            result.append(head)
-        return result
+        return _stat_all([self.url(m) for m in members])
 
     def open_parquet(self, member: Member) -> Any:
         return pa.BufferReader(self.read_bytes(member, "file"))

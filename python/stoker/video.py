@@ -17,7 +17,6 @@ from stoker.storage import (
     as_s3_options,
     is_url,
     register_remote_options,
-    require_remote_io,
 )
 
 _LAYOUTS = {"NHWC": _core.Layout.NHWC, "NCHW": _core.Layout.NCHW}
@@ -82,7 +81,6 @@ class VideoReader:
                 raise ValueError("name= is for videos given as bytes; a file is named by its path")
             path = checked_path(source, "video path")
             if is_url(path):
-                require_remote_io(path)  # TODO(remote-io merge)
                 if storage_options is not None:
                     self._storage_options = as_s3_options(storage_options)
                     register_remote_options(path, self._storage_options)
@@ -141,6 +139,14 @@ class VideoReader:
     def frame_table(self) -> bytes:
         """The frame table in a versioned binary form, for ``VideoReader(..., frame_table=)``."""
         return self._reader.frame_table()
+
+    def packet_bytes(self, frames: Sequence[int] | None = None) -> list[tuple[int, int]]:
+        """Where the video's packets lie in its file, as ``(offset, size)`` pairs: every packet
+        in decode order, or, given ``frames``, the byte ranges that decoding those frames reads
+        (from each frame's keyframe to its own packet, adjacent ones merged): what a remote
+        read of them fetches. Empty when the container does not store packets verbatim
+        (MPEG-TS, AVI): those are read through the demuxer."""
+        return self._reader.packet_bytes(None if frames is None else [int(f) for f in frames])
 
     def frame_at(self, seconds: float, *, tolerance: float | None = None) -> int:
         """Index of the frame shown at ``seconds`` (the nearest pts)."""

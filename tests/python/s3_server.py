@@ -16,16 +16,19 @@ request must be signed with that key (a wrong secret gets 403 SignatureDoesNotMa
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
 import random
+import re
 import socket
 import socketserver
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Dict, Optional
@@ -35,8 +38,9 @@ REGION = "us-east-1"
 # slack for boto3 retries (any request beyond them must be signed).
 _SETUP_REQUESTS = 3
 
-_POLICY = json.dumps({"Version": "2012-10-17",
-                      "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]})
+_POLICY = json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+)
 
 
 def free_port() -> int:
@@ -51,12 +55,19 @@ class S3Server:
     def __init__(self, python: str = sys.executable, timeout_s: float = 30):
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(_SETUP_REQUESTS),
-                   AWS_DEFAULT_REGION=REGION, MOTO_ALLOW_NONEXISTENT_REGION="true")
+        env = dict(
+            os.environ,
+            INITIAL_NO_AUTH_ACTION_COUNT=str(_SETUP_REQUESTS),
+            AWS_DEFAULT_REGION=REGION,
+            MOTO_ALLOW_NONEXISTENT_REGION="true",
+        )
         self._log = open(os.devnull, "wb")
         self._process = subprocess.Popen(
             [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log, stderr=self._log, env=env)
+            stdout=self._log,
+            stderr=self._log,
+            env=env,
+        )
         try:
             self._wait_ready(timeout_s)
             self.access_key_id, self.secret_access_key = self._make_user()
@@ -81,8 +92,13 @@ class S3Server:
     def _make_user(self) -> tuple:
         import boto3
 
-        iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=REGION,
-                           aws_access_key_id="setup", aws_secret_access_key="setup")
+        iam = boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+        )
         iam.create_user(UserName="stoker-test")
         iam.put_user_policy(UserName="stoker-test", PolicyName="s3-all", PolicyDocument=_POLICY)
         key = iam.create_access_key(UserName="stoker-test")["AccessKey"]
@@ -93,18 +109,28 @@ class S3Server:
         import boto3
         from botocore.config import Config
 
-        return boto3.client("s3", endpoint_url=endpoint or self.endpoint, region_name=REGION,
-                            aws_access_key_id=self.access_key_id,
-                            aws_secret_access_key=secret or self.secret_access_key,
-                            config=Config(s3={"addressing_style": "path"},
-                                          retries={"total_max_attempts": 1}))
+        return boto3.client(
+            "s3",
+            endpoint_url=endpoint or self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=secret or self.secret_access_key,
+            config=Config(
+                s3={"addressing_style": "path"},
+                signature_version="s3v4",
+                retries={"total_max_attempts": 1},
+            ),
+        )
 
     def env(self, endpoint: Optional[str] = None) -> Dict[str, str]:
         """AWS_* variables for the real key and this server (or ``endpoint``, e.g. a proxy)."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key_id,
-                "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
-                "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
-                "AWS_ENDPOINT_URL": endpoint or self.endpoint}
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL": endpoint or self.endpoint,
+        }
 
     def create_bucket(self, bucket: str) -> None:
         self.s3.create_bucket(Bucket=bucket)
@@ -128,8 +154,9 @@ class S3Server:
         self.s3.put_object(Bucket=bucket, Key=key, Body=data)
 
     def presign(self, bucket: str, key: str, expires: int = 600) -> str:
-        return self.s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
-                                              ExpiresIn=expires)
+        return self.s3.generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires
+        )
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -246,8 +273,10 @@ class FaultProxy:
             time.sleep(faults.latency_s)
         if kind in ("slowdown", "error"):
             status, code = (503, "SlowDown") if kind == "slowdown" else (500, "InternalError")
-            xml = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                   f"<Message>injected by FaultProxy</Message></Error>").encode()
+            xml = (
+                f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                f"<Message>injected by FaultProxy</Message></Error>"
+            ).encode()
             handler.send_response(status)
             handler.send_header("Content-Type", "application/xml")
             handler.send_header("Content-Length", str(len(xml)))
@@ -265,8 +294,11 @@ class FaultProxy:
         for name, value in headers:
             if name.lower() not in ("transfer-encoding", "connection", "content-length"):
                 handler.send_header(name, value)
-        declared = len(data) if handler.command != "HEAD" else int(
-            dict((k.lower(), v) for k, v in headers).get("content-length", 0))
+        declared = (
+            len(data)
+            if handler.command != "HEAD"
+            else int(dict((k.lower(), v) for k, v in headers).get("content-length", 0))
+        )
         handler.send_header("Content-Length", str(declared))
         handler.end_headers()
         if handler.command == "HEAD":
@@ -274,8 +306,9 @@ class FaultProxy:
         if kind in ("reset", "truncate") and len(data) > 1:
             self._send(handler, data[: len(data) // 2], faults)
             if kind == "reset":  # RST instead of FIN
-                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                              b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                handler.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                )
             handler.close_connection = True
             handler.connection.close()
             return
@@ -299,8 +332,9 @@ class FaultProxy:
                 connection = http.client.HTTPConnection(*self._upstream, timeout=60)
                 handler._upstream = connection
             try:
-                connection.putrequest(handler.command, handler.path, skip_host=True,
-                                      skip_accept_encoding=True)
+                connection.putrequest(
+                    handler.command, handler.path, skip_host=True, skip_accept_encoding=True
+                )
                 for name, value in handler.headers.items():
                     if name.lower() not in ("connection", "proxy-connection"):
                         connection.putheader(name, value)
@@ -326,3 +360,78 @@ class FaultProxy:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+# ---------------------------------------------------------------------------------------------
+# Plain HTTP
+
+
+class HttpFileServer:
+    """Files of a local folder served over HTTP on 127.0.0.1 with ranges (206), HEAD and ETags,
+    as a web server or a CDN serves videos. A URL may carry ``?expires=<unix time>`` like a
+    presigned URL's query: past that time the server answers 403 with S3's
+    ``AccessDenied``/``Request has expired`` body. (moto, with signature checking on, answers
+    500 to every presigned URL, so these tests use this server for query-string URLs.)"""
+
+    def __init__(self, folder: str):
+        folder = os.path.abspath(folder)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                parsed = urllib.parse.urlsplit(self.path)
+                expires = urllib.parse.parse_qs(parsed.query).get("expires")
+                if expires and float(expires[0]) < time.time():
+                    body = (
+                        b'<?xml version="1.0"?><Error><Code>AccessDenied</Code>'
+                        b"<Message>Request has expired</Message></Error>"
+                    )
+                    self._answer(403, body, {"Content-Type": "application/xml"})
+                    return
+                path = os.path.join(folder, urllib.parse.unquote(parsed.path).lstrip("/"))
+                if not os.path.isfile(path):
+                    self._answer(404, b"not found", {})
+                    return
+                with open(path, "rb") as f:
+                    data = f.read()
+                headers = {"ETag": f'"{hashlib.md5(data).hexdigest()}"', "Accept-Ranges": "bytes"}
+                ranged = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
+                if ranged:
+                    first = int(ranged.group(1))
+                    last = min(int(ranged.group(2) or len(data) - 1), len(data) - 1)
+                    headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+                    self._answer(206, data[first : last + 1], headers)
+                else:
+                    self._answer(200, data, headers)
+
+            do_HEAD = do_GET
+
+            def _answer(self, status: int, body: bytes, headers: Dict[str, str]) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "HttpFileServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

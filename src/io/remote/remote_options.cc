@@ -74,9 +74,10 @@ Result<RemoteOptions> resolve_remote_options(const RemoteOptions& options) {
     const std::string profile_key = from_profile("aws_access_key_id");
     const bool use_env =
         !env_key.empty() && !env_secret.empty() && !(profile_given && !profile_key.empty());
+    // A field given explicitly (a secret alone, say) is kept: only the empty ones are filled.
     if (use_env) {
       r.access_key_id = env_key;
-      r.secret_access_key = env_secret;
+      if (r.secret_access_key.empty()) r.secret_access_key = env_secret;
       if (r.session_token.empty()) r.session_token = env("AWS_SESSION_TOKEN");
     } else if (!profile_key.empty()) {
       r.access_key_id = profile_key;
