@@ -10,6 +10,7 @@ namespace stoker::python {
 void register_core(nanobind::module_& m);
 void register_dataset(nanobind::module_& m);
 void register_etl(nanobind::module_& m);
+void register_io(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_pipeline(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
@@ -29,6 +30,7 @@ NB_MODULE(_core, m) {
   pthread_atfork(nullptr, nullptr, &after_fork_in_child);
   stoker::python::register_errors(m);
   stoker::python::register_core(m);
+  stoker::python::register_io(m);
   stoker::python::register_media(m);
   stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);

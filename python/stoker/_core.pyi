@@ -68,6 +68,139 @@ def commit_file(temporary: str, path: str) -> None:
     Makes the finished file `temporary` durable and renames it to `path` in the same folder (fsync, rename, fsync of the folder), as stoker's C++ writes its own files.
     """
 
+class RemoteOptions:
+    """
+    How to reach and read remote objects (see stoker/remote_source.h); empty strings and zeros mean 'from the environment' or the default.
+    """
+
+    def __init__(self, *, region: str = '', endpoint_url: str = '', profile: str = '', access_key_id: str = '', secret_access_key: str = '', session_token: str = '', anonymous: bool = False, max_attempts: int = 0, total_timeout_s: float = 0.0, connect_timeout_s: float = 0.0, low_speed_timeout_s: float = 0.0, backoff_base_s: float = 0.0, backoff_max_s: float = 0.0, read_through_gap_bytes: int = -1, min_request_bytes: int = 0) -> None: ...
+
+    @property
+    def region(self) -> str: ...
+
+    @region.setter
+    def region(self, arg: str, /) -> None: ...
+
+    @property
+    def endpoint_url(self) -> str:
+        """implies path-style addressing"""
+
+    @endpoint_url.setter
+    def endpoint_url(self, arg: str, /) -> None: ...
+
+    @property
+    def profile(self) -> str: ...
+
+    @profile.setter
+    def profile(self, arg: str, /) -> None: ...
+
+    @property
+    def access_key_id(self) -> str: ...
+
+    @access_key_id.setter
+    def access_key_id(self, arg: str, /) -> None: ...
+
+    @property
+    def secret_access_key(self) -> str: ...
+
+    @secret_access_key.setter
+    def secret_access_key(self, arg: str, /) -> None: ...
+
+    @property
+    def session_token(self) -> str: ...
+
+    @session_token.setter
+    def session_token(self, arg: str, /) -> None: ...
+
+    @property
+    def anonymous(self) -> bool:
+        """unsigned requests (public buckets)"""
+
+    @anonymous.setter
+    def anonymous(self, arg: bool, /) -> None: ...
+
+    @property
+    def max_attempts(self) -> int:
+        """0: 8"""
+
+    @max_attempts.setter
+    def max_attempts(self, arg: int, /) -> None: ...
+
+    @property
+    def total_timeout_s(self) -> float:
+        """0: 120"""
+
+    @total_timeout_s.setter
+    def total_timeout_s(self, arg: float, /) -> None: ...
+
+    @property
+    def connect_timeout_s(self) -> float:
+        """0: 10"""
+
+    @connect_timeout_s.setter
+    def connect_timeout_s(self, arg: float, /) -> None: ...
+
+    @property
+    def low_speed_timeout_s(self) -> float:
+        """0: 15"""
+
+    @low_speed_timeout_s.setter
+    def low_speed_timeout_s(self, arg: float, /) -> None: ...
+
+    @property
+    def backoff_base_s(self) -> float:
+        """0: 0.05"""
+
+    @backoff_base_s.setter
+    def backoff_base_s(self, arg: float, /) -> None: ...
+
+    @property
+    def backoff_max_s(self) -> float:
+        """0: 5"""
+
+    @backoff_max_s.setter
+    def backoff_max_s(self, arg: float, /) -> None: ...
+
+    @property
+    def read_through_gap_bytes(self) -> int:
+        """-1: 1 MiB"""
+
+    @read_through_gap_bytes.setter
+    def read_through_gap_bytes(self, arg: int, /) -> None: ...
+
+    @property
+    def min_request_bytes(self) -> int:
+        """0: 256 KiB"""
+
+    @min_request_bytes.setter
+    def min_request_bytes(self, arg: int, /) -> None: ...
+
+def resolve_remote_options(options: RemoteOptions) -> RemoteOptions:
+    """
+    `options` with every empty field filled from the environment (AWS variables, ~/.aws/credentials and ~/.aws/config) and the defaults.
+    """
+
+def set_remote_options(prefix: str, options: RemoteOptions) -> None:
+    """
+    Options for every URL starting with `prefix` that stoker opens (the longest prefix wins).
+    """
+
+def configure_remote_cache(memory_bytes: int, disk_folder: str = '', disk_bytes: int = 0) -> None:
+    """
+    The process's range cache: `memory_bytes` in memory, and up to `disk_bytes` in `disk_folder` when it is not empty.
+    """
+
+def remote_stats() -> dict:
+    """Counters of this process's remote reads since it started."""
+
+def stat_source(path_or_url: str) -> tuple[int, str, int]:
+    """
+    (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).
+    """
+
+def is_remote_url(path: str) -> bool:
+    """Whether `path` is an s3://, http:// or https:// URL."""
+
 class Layout(enum.Enum):
     NHWC = 0
     """[N, H, W, 3] interleaved RGB"""

@@ -1,6 +1,7 @@
 #include "stoker/remote_source.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -397,6 +398,34 @@ TEST_F(RemoteSourceTest, OpenSourceSharesOneSourcePerUrl) {
   EXPECT_TRUE(is_remote_url("s3://b/k"));
   EXPECT_TRUE(is_remote_url("https://x/y"));
   EXPECT_FALSE(is_remote_url("/tmp/s3://x"));
+}
+
+TEST_F(RemoteSourceTest, AForkedChildReadsWithThreadsAndConnectionsOfItsOwn) {
+  const auto bytes = random_bytes(400000, 16);
+  server_.put(path("v.mp4"), bytes);
+  auto source = open(path("v.mp4"));
+  const std::vector<ByteRange> first = {{0, 100000}};
+  source->prefetch(first);  // the parent's I/O threads and connections are in use
+  std::vector<uint8_t> out(1000);
+  ASSERT_EQ(*source->read_at(0, out), 1000u);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A new pool and an empty cache: the prefetch and the reads work as in the parent.
+    const std::vector<ByteRange> later = {{200000, 100000}};
+    source->prefetch(later);
+    std::vector<uint8_t> mine(100000);
+    auto got = source->read_at(200000, mine);
+    auto again = source->read_at(0, mine);
+    const bool ok = got.ok() && again.ok() && std::equal(mine.begin(), mine.end(), bytes.begin()) &&
+                    remote_stats().cache_misses > 0;
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(*source->read_at(500, out), 1000u);  // the parent goes on
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), bytes.begin() + 500));
 }
 
 // setenv for one test, restored after.
