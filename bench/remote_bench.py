@@ -22,8 +22,9 @@ What it does:
                    then timed ones;
      stoker s3     the same from s3://bench/...: the index built from the store first (its own
                    cache folder, so it is really built; timed apart), then the first epoch from
-                   a cold range cache ("cold", the whole epoch, pipeline start included; at most
-                   --cold-batches), then up to --batches more ("steady": what later epochs see);
+                   a cold range cache: its first batch ("first", pipeline start included) and
+                   the rest of it ("cold"; at most --cold-batches in all), together "epoch1";
+                   then up to --batches more ("steady": what later epochs see);
      torchcodec s3fs  a torch DataLoader with 2 workers over a map-style Dataset that opens each
                    camera's video per item with s3fs.S3FileSystem(...).open(url, "rb") and
                    decodes the window's frames with torchcodec's VideoDecoder(file_object,
@@ -195,7 +196,8 @@ def worker_stoker(spec: dict) -> dict:
     batches = endless(loader)
     if remote:
         cold = min(spec["cold_batches"], len(loader))
-        result["phases"].append(run_phase(batches, "cold", cold, float("inf")))
+        result["phases"].append(run_phase(batches, "first", 1, float("inf")))
+        result["phases"].append(run_phase(batches, "cold", cold - 1, float("inf")))
     else:
         result["phases"].append(run_phase(batches, "warmup", spec["warmup"], float("inf")))
     result["phases"].append(run_phase(batches, "steady", spec["batches"], spec["max_seconds"]))
@@ -351,8 +353,7 @@ def run_worker(spec: dict, python: str, log: Path, proxy, server_pid: int) -> di
         memory = lb.TreeMemory(child.pid)
         memory.start()
         for line in child.stdout:
-            if line.startswith(PHASE):
-                time.sleep(0.05)  # bodies finishing their last slice are counted after it
+            if line.startswith(PHASE):  # counted when read: a request or two may straddle it
                 marks.append((line[len(PHASE) :].strip(), proxy.requests, proxy.bytes_sent))
             elif line.strip() == lb.TIMING_DONE:
                 memory.stop_peak()
@@ -383,6 +384,24 @@ def run_worker(spec: dict, python: str, log: Path, proxy, server_pid: int) -> di
     result["store_load"] = store / elapsed
     result["other_load"] = max(0.0, others) / elapsed
     return result
+
+
+def add_epoch_phase(run: dict) -> None:
+    """stoker s3's first pass from a cold cache, "epoch1": its first batch and the rest of the
+    cold phase together (the targets' cold numbers)."""
+    parts = [p for p in run.get("phases", []) if p["name"] in ("first", "cold")]
+    if len(parts) != 2:
+        return
+    merged = {"name": "epoch1", "ids": parts[0]["ids"] + parts[1]["ids"]}
+    for key in ("batches", "samples", "seconds"):
+        merged[key] = parts[0][key] + parts[1][key]
+    merged["samples_per_s"] = merged["samples"] / merged["seconds"]
+    for source in ("proxy", "stoker_remote"):
+        if all(p.get(source) for p in parts):
+            merged[source] = {
+                k: parts[0][source][k] + parts[1][source][k] for k in parts[0][source]
+            }
+    run["phases"].insert(2, merged)
 
 
 class PacketMap:
@@ -486,7 +505,7 @@ def report(runs: dict[str, dict], needs: dict[tuple, dict], settings: Settings) 
     rows: list[dict] = []
     header = (
         f"  {'loader / phase':<28}{'samples/s':>10}{'samples':>8}{'s':>6}{'req/smp':>9}"
-        f"{'kB/smp':>9}{'need kB':>9}{'groups':>8}{'req/grp':>8}{'B/need':>8}"
+        f"{'kB/smp':>9}{'need kB':>9}{'groups':>8}{'req/grp':>8}{'B/need':>9}"
         f"{'RSS MB':>8}{'store':>6}{'others':>8}"
     )
     print(header)
@@ -512,7 +531,7 @@ def report(runs: dict[str, dict], needs: dict[tuple, dict], settings: Settings) 
                 f"  {loader + ' / ' + phase['name']:<28}{phase['samples_per_s']:>10.2f}"
                 f"{phase['samples']:>8}{phase['seconds']:>6.1f}{fmt(req, '.3f'):>9}"
                 f"{fmt(None if kb is None else kb / 1e3, '.0f'):>9}{fmt(need_kb, '.0f'):>9}"
-                f"{fmt(groups, '.2f'):>8}{fmt(req_per_group):>8}{fmt(over_need):>8}"
+                f"{fmt(groups, '.2f'):>8}{fmt(req_per_group):>8}{fmt(over_need):>9}"
                 f"{run['peak_rss_mb']:>8.0f}{run['store_load']:>6.2f}"
                 f"{run['other_load']:>7.2f}{'!' if run['other_load'] > BUSY_LOAD else ' '}"
             )
@@ -593,7 +612,7 @@ def report(runs: dict[str, dict], needs: dict[tuple, dict], settings: Settings) 
 
     targets = []
     local = phase_of("stoker_local", "steady")
-    for name in ("cold", "steady"):
+    for name in ("epoch1", "steady"):
         phase = phase_of("stoker_s3", name)
         if phase is None or local is None:
             targets.append(
@@ -610,7 +629,7 @@ def report(runs: dict[str, dict], needs: dict[tuple, dict], settings: Settings) 
             f"{compare_decoders.verdict(fraction >= LOCAL_FRACTION_TARGET)}"
             f"{busy_note(runs.get('stoker_s3'), runs.get('stoker_local'))}"
         )
-    for name in ("cold", "steady"):
+    for name in ("first", "epoch1", "steady"):
         phase = phase_of("stoker_s3", name)
         need = needs.get(("stoker_s3", name))
         if phase is None or need is None or "proxy" not in phase:
@@ -638,7 +657,7 @@ def report(runs: dict[str, dict], needs: dict[tuple, dict], settings: Settings) 
                 f"{PEER_BYTES_TARGET:g}x its bytes: not measured: {why(peer)}"
             )
             continue
-        for name in ("cold", "steady"):
+        for name in ("epoch1", "steady"):
             ours = phase_of("stoker_s3", name)
             if ours is None:
                 targets.append(f"stoker s3 {name} vs {peer}: not measured ({why('stoker_s3')})")
@@ -873,15 +892,15 @@ def main() -> int:
             if loader == "lerobot_s3":
                 python = lerobot_python()
                 if python is None:
-                    runs[loader] = {
-                        "missing": "not measured: no .venv-lerobot (`make test-lerobot` creates it)"
-                    }
+                    runs[loader] = {"missing": "no .venv-lerobot (`make test-lerobot` creates it)"}
                     continue
             spec = {**common, **specs[loader], "result": str(work / f"{loader}.json")}
             print(f"{loader}: running", flush=True)
             runs[loader] = run_worker(
                 spec, python, work / f"{loader}.log", proxy, server._process.pid
             )
+            if loader == "stoker_s3":
+                add_epoch_phase(runs[loader])
             if loader == "lerobot_s3" and "error" in runs[loader]:
                 runs[loader]["error"] = (
                     f"not measured: cannot read the server: {runs[loader]['error']}"
