@@ -50,7 +50,7 @@ struct RemoteOptions {
   double backoff_max_s = 0;        // [0, min(backoff_max_s (default 5), base * 2^n)]
 
   // Reads.
-  int64_t read_through_gap_bytes = -1;  // default 1 MiB: ranges closer than this, one request
+  int64_t read_through_gap_bytes = -1;  // default 64 KiB: ranges closer than this, one request
   int64_t min_request_bytes = 0;        // default 256 KiB: a small read fetches this much ahead
 };
 

@@ -82,7 +82,7 @@ class S3Options:
             abandoned [15].
         backoff_base_s, backoff_max_s: the wait before try n is uniform in
             [0, min(backoff_max_s, backoff_base_s * 2**n)] [0.05, 5].
-        read_through_gap_bytes: ranges closer than this are fetched by one request [1 MiB].
+        read_through_gap_bytes: ranges closer than this are fetched by one request [64 KiB].
         min_request_bytes: a small read fetches this much ahead [256 KiB].
         cache_bytes: the process's in-memory range cache [256 MiB].
         disk_cache_dir, disk_cache_bytes: a range cache on local disk, kept across processes

@@ -413,10 +413,26 @@ def test_a_loader_over_s3_gives_the_local_batches(s3_env, tiny, threads):
     local = stoker.LeRobotDataset(tiny["v30"].root, spec(), progress=False)
     remote = stoker.LeRobotDataset(url("v30"), spec(), progress=False)
     a = list(stoker.Loader(local, batch_size=3, seed=1, threads=threads, output="numpy"))
-    b = list(stoker.Loader(remote, batch_size=3, seed=1, threads=threads, output="numpy"))
+    loader = stoker.Loader(remote, batch_size=3, seed=1, threads=threads, output="numpy")
+    b = list(loader)
     assert len(a) == len(b)
     for x, y in zip(a, b):
         same_items(dict(x), dict(y))
+    # Every packet read went through the range cache, counted in the loader's stats.
+    remote_reads = loader.stats()["remote"]
+    assert remote_reads["cache_hits"] + remote_reads["cache_misses"] > 0
+    assert remote_reads["failures"] == 0
+
+
+def test_a_dataset_naming_a_missing_video_is_refused_by_name(s3_env, tiny):
+    written = tiny["v21"]
+    prefix = "ds/v21-missing-video"
+    s3_env.upload_tree(written.root, BUCKET, prefix)
+    key = f"{prefix}/{os.path.relpath(written.video_paths[CAMERAS[1]][0], written.root)}"
+    s3_env.s3.delete_object(Bucket=BUCKET, Key=key)
+    with pytest.raises(stoker.Error) as raised:
+        stoker.LeRobotDataset(f"s3://{BUCKET}/{prefix}", spec(), progress=False)
+    assert f"s3://{BUCKET}/{key}" in str(raised.value)
 
 
 @pytest.fixture

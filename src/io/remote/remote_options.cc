@@ -106,7 +106,7 @@ RemoteOptions with_default_limits(RemoteOptions r) {
   default_if_unset(r.low_speed_timeout_s, 0.0, 15.0);
   default_if_unset(r.backoff_base_s, 0.0, 0.05);
   default_if_unset(r.backoff_max_s, 0.0, 5.0);
-  if (r.read_through_gap_bytes < 0) r.read_through_gap_bytes = int64_t{1} << 20;
+  if (r.read_through_gap_bytes < 0) r.read_through_gap_bytes = int64_t{64} << 10;
   default_if_unset(r.min_request_bytes, int64_t{0}, int64_t{256} << 10);
   return r;
 }

@@ -485,7 +485,7 @@ TEST(ResolveRemoteOptions, ReadsTheEnvironmentAndTheSharedFilesLikeTheAwsCli) {
   EXPECT_EQ(defaults->endpoint_url, "");
   EXPECT_EQ(defaults->max_attempts, 8);
   EXPECT_EQ(defaults->total_timeout_s, 120);
-  EXPECT_EQ(defaults->read_through_gap_bytes, 1 << 20);
+  EXPECT_EQ(defaults->read_through_gap_bytes, 64 << 10);
   EXPECT_EQ(defaults->min_request_bytes, 256 << 10);
 
   {
