@@ -97,9 +97,10 @@ class VideoReader {
  public:
   /// Opens the local file at `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by
   /// one demux scan, or takes options.frame_table. A URL (s3://, http(s)://) opens the shared
-  /// remote source of open_source() (stoker/remote_source.h) and reads it as open(source) does. Errors name the file: missing, not a video,
-  /// no video stream, unknown codec, unreadable (kNotFound, kCorruptData, kUnsupported,
-  /// kIoError); a saved table of another version of the file (kCorruptData, "stale").
+  /// remote source of open_source() (stoker/remote_source.h) and reads it as open(source) does.
+  /// Errors name the file: missing, not a video, no video stream, unknown codec, unreadable
+  /// (kNotFound, kCorruptData, kUnsupported, kIoError); a saved table of another version of the
+  /// file (kCorruptData, "stale").
   static Result<std::unique_ptr<VideoReader>> open(const std::string& path,
                                                    VideoReaderOptions options = {});
   /// The same over `source`, which the reader shares for its lifetime (and its containers for

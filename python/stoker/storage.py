@@ -20,6 +20,7 @@ object, credentials the store refused, or another error with the store's words.
 
 from __future__ import annotations
 
+import abc
 import configparser
 import dataclasses
 import fnmatch
@@ -276,7 +277,7 @@ def register_remote_options(prefix: str, options: S3Options) -> None:
 Member = str  # a path relative to the root, or an absolute path / URL under it
 
 
-class Root:
+class Root(abc.ABC):
     """A dataset's folder. Members are named by a path relative to it ("meta/info.json") or by
     their absolute path / URL (what :meth:`url` returns). ``what`` arguments name the member's
     role in messages ("meta file", "data file").
@@ -293,34 +294,36 @@ class Root:
     #: The options remote reads use (S3Options() for a local root).
     options: S3Options = S3Options()
 
+    @abc.abstractmethod
     def url(self, member: Member) -> str:
         """The absolute path or URL of a member: what indexes and messages name."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def exists(self, member: Member) -> bool:
-        raise NotImplementedError
+        """Whether the member is there (a file, an object)."""
 
+    @abc.abstractmethod
     def size(self, member: Member) -> int:
         """The member's size in bytes; -1 when it does not exist."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read_bytes(self, member: Member, what: str = "file") -> bytes:
-        raise NotImplementedError
+        """The member's bytes; raises naming ``what`` and its URL when it cannot be read."""
 
+    @abc.abstractmethod
     def glob(self, folder: Member, pattern: str = "*") -> list[str]:
         """The URLs (paths) of every file under ``folder``, at any depth, whose path relative to
         ``folder`` matches the glob ``pattern`` ("*" crosses "/"), sorted."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
         """(size, version tag) of each member: the ETag for remote objects (the engine's HEAD
         requests, on a thread pool), the mtime in ns for files. Raises naming the first that
         is missing."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def open_parquet(self, member: Member) -> Any:
         """What ``pyarrow.parquet`` reads: a path, or an open random-access file."""
-        raise NotImplementedError
 
     # Shared by every kind ----------------------------------------------------------------
 
