@@ -20,6 +20,7 @@ from stoker._core import (
 )
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
+from stoker.image import decode_image, decode_images, probe_image
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import (
@@ -60,9 +61,12 @@ __all__ = [
     "VideoReader",
     "WeightedSampler",
     "WindowSpec",
+    "decode_image",
+    "decode_images",
     "diagnose",
     "expand_group_weights",
     "load_index",
+    "probe_image",
     "profile",
     "synthetic_step",
     "usable_cores",
