@@ -135,3 +135,29 @@ def test_etl_on_ray_writes_the_same_bytes_as_a_local_run(lerobot_v30, tmp_path):
                             progress=False, ray=True)
     assert again.units_transcoded == 2 and again.units_resumed == local.units_transcoded - 2
     assert files(tmp_path / "ray") == theirs
+
+
+def test_doctor_sweeps_the_cpus_of_read_tasks_and_names_a_line_of_the_table(lerobot_v30,
+                                                                             tmp_path):
+    from stoker.doctor import ray_sweep
+
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    result = ray_sweep.sweep(ds, address="local", batch_size=2, step_ms=5, steps=4)
+    assert [p.cpus for p in result.points] == [1, 2]
+    assert all(p.steps == 4 and p.samples_per_s > 0 for p in result.points)
+    assert result.verdict in ("scale-pool", "run-etl", "stop-tuning")
+    assert result.verdict in result.summary()
+    path = result.write_report(tmp_path)
+    assert os.path.exists(path) and os.path.exists(tmp_path / "ray_sweep.json")
+
+    # The decision table, on given points.
+    def verdict(rates_and_waits):
+        made = ray_sweep.RaySweep("x", 2, 5.0, 1, 4, [
+            ray_sweep.RayPoint(c, c, rate, wait, 1.0, 4)
+            for c, (rate, wait) in zip([1, 2, 4], rates_and_waits)])
+        made.conclude()
+        return made.verdict
+
+    assert verdict([(10, 0.8), (19, 0.6), (36, 0.4)]) == "scale-pool"
+    assert verdict([(10, 0.8), (14, 0.7), (14.5, 0.7)]) == "run-etl"
+    assert verdict([(10, 0.2), (11, 0.05), (11.2, 0.04)]) == "stop-tuning"
