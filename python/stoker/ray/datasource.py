@@ -25,6 +25,7 @@ Shuffling (``shuffle=``):
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterator, Mapping
@@ -156,7 +157,7 @@ class LeRobotDatasource(Datasource):
             )
             tasks.append(
                 ReadTask(
-                    lambda task=task: self.read_task(task),
+                    functools.partial(self.read_task, task),
                     metadata,
                     per_task_row_limit=per_task_row_limit,
                 )
@@ -188,7 +189,6 @@ class LeRobotDatasource(Datasource):
             else:
                 yield from built
         finally:
-            iterator.close()
             stats = loader.stats()
             loader.close()
             if stats["skipped"]:
