@@ -152,6 +152,7 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/loader_bench.py --build $(BUILD) $(LOADER_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/etl_bench.py
 	PYTHONPATH=python $(PYTHON) bench/remote_bench.py $(REMOTE_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/ray_bench.py $(RAY_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
 
 ## Housekeeping ---------------------------------------------------------------------------
