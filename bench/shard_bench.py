@@ -104,9 +104,14 @@ def run_stoker(urls: list[str], threads: int) -> tuple[int, float]:
         random_resized_crop=(CROP, CROP), hflip=0.5, mean=MEAN, std=STD, dtype="float32"
     )
     loader = stoker.Loader(
-        ds, batch_size=BATCH, shuffle=True, seed=0, threads=threads, transforms=transforms,
+        ds,
+        batch_size=BATCH,
+        shuffle=True,
+        seed=0,
+        threads=threads,
+        transforms=transforms,
         shuffle_buffer=BUFFER,
-    )  # fmt: skip
+    )
     return _time(loader)
 
 
@@ -140,7 +145,12 @@ class _PillowTransform:
                 break
         if box is None:
             side = min(width, height)
-            box = ((width - side) // 2, (height - side) // 2, (width + side) // 2, (height + side) // 2)
+            box = (
+                (width - side) // 2,
+                (height - side) // 2,
+                (width + side) // 2,
+                (height + side) // 2,
+            )
         image = image.resize((CROP, CROP), Image.Resampling.BILINEAR, box=box)
         if random.random() < 0.5:
             image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
@@ -183,15 +193,18 @@ def run_limit(urls: list[str], threads: int) -> tuple[int, float]:
     ds = stoker.ShardDataset(urls, {"image": stoker.Image("jpg")})
     offsets, sizes = ds.field_ranges("jpg")
     first = np.flatnonzero(ds.sample_shard == 0)[:512]
-    data = _core.read_ranges(urls[0], offsets[first], sizes[first])
+    data = _core.read_ranges(urls[0], offsets[first], sizes[first]).tobytes()
+    ends = np.cumsum(sizes[first])
+    images = [data[end - size : end] for end, size in zip(ends, sizes[first])]
     transforms = stoker.Transforms(
         random_resized_crop=(CROP, CROP), hflip=0.5, mean=MEAN, std=STD, dtype="float32"
     )
     options = transforms.core_options(None, "TCHW")
     out = np.empty((len(first), 3, CROP, CROP), np.float32)
-    _core.decode_images(data, sizes[first], out, first, options, 0, 0)  # warm
+    ids = np.ascontiguousarray(first, np.int64)
+    _core.decode_images(images, options, out, CROP, CROP, seed=0, epoch=0, ids=ids)  # warm
     began = time.perf_counter()
-    _core.decode_images(data, sizes[first], out, first, options, 0, 1)
+    _core.decode_images(images, options, out, CROP, CROP, seed=0, epoch=1, ids=ids)
     return len(first), time.perf_counter() - began
 
 
@@ -233,8 +246,13 @@ def measure(name: str, urls: list[str], threads: int) -> dict:
     if child.returncode != 0:
         raise RuntimeError(f"{name} failed ({child.returncode}): {out[-2000:]}")
     samples, seconds = json.loads(out.strip().splitlines()[-1])
-    return {"name": name, "samples": samples, "seconds": seconds, "rate": samples / seconds,
-            "peak_mb": peak / 1e6}  # fmt: skip
+    return {
+        "name": name,
+        "samples": samples,
+        "seconds": seconds,
+        "rate": samples / seconds,
+        "peak_mb": peak / 1e6,
+    }
 
 
 def main() -> int:
@@ -252,9 +270,11 @@ def main() -> int:
         return 0
     images = args.images or (800 if args.quick else 5000)
     out = Path(args.out)
-    print(f"shard_bench: {images} JPEGs {WIDTH}x{HEIGHT} in {SHARDS} shards, batch {BATCH}, "
-          f"{args.threads} threads, on {platform.processor() or platform.machine()} "
-          f"({os.cpu_count()} CPUs)")  # fmt: skip
+    print(
+        f"shard_bench: {images} JPEGs {WIDTH}x{HEIGHT} in {SHARDS} shards, batch {BATCH}, "
+        f"{args.threads} threads, on {platform.processor() or platform.machine()} "
+        f"({os.cpu_count()} CPUs)"
+    )
     urls = make_shards(out / "shard_data" / str(images), images)
     limit = measure("limit", urls, args.threads)
     per_image = limit["seconds"] / limit["samples"]
@@ -262,19 +282,29 @@ def main() -> int:
     results = [measure(name, urls, args.threads) for name in ("stoker", "webdataset")]
     by = {r["name"]: r for r in results}
     for r in results:
-        print(f"  {r['name']:<11} {r['rate']:8.1f} samples/s   peak {r['peak_mb']:7.1f} MB   "
-              f"({r['samples']} samples in {r['seconds']:.2f} s)")  # fmt: skip
-    print(f"  physical limit: {physical:.1f} samples/s ({args.threads} cores x one core's "
-          f"decode + crop, {per_image * 1e3:.2f} ms per image)")  # fmt: skip
+        print(
+            f"  {r['name']:<11} {r['rate']:8.1f} samples/s   peak {r['peak_mb']:7.1f} MB   "
+            f"({r['samples']} samples in {r['seconds']:.2f} s)"
+        )
+    print(
+        f"  physical limit: {physical:.1f} samples/s ({args.threads} cores x one core's "
+        f"decode + crop, {per_image * 1e3:.2f} ms per image)"
+    )
     speed = by["stoker"]["rate"] / by["webdataset"]["rate"]
     memory = by["stoker"]["peak_mb"] / by["webdataset"]["peak_mb"]
     share = by["stoker"]["rate"] / physical
-    print(f"  stoker / webdataset: {speed:.2f}x samples/s (target >= 3x) "
-          f"{'MET' if speed >= 3 else 'NOT MET'}")  # fmt: skip
-    print(f"  stoker / webdataset peak memory: {memory:.2f} (target <= 0.5) "
-          f"{'MET' if memory <= 0.5 else 'NOT MET'}")  # fmt: skip
-    print(f"  stoker / physical limit: {share:.0%} (target >= 85%) "
-          f"{'MET' if share >= 0.85 else 'NOT MET'}")  # fmt: skip
+    print(
+        f"  stoker / webdataset: {speed:.2f}x samples/s (target >= 3x) "
+        f"{'MET' if speed >= 3 else 'NOT MET'}"
+    )
+    print(
+        f"  stoker / webdataset peak memory: {memory:.2f} (target <= 0.5) "
+        f"{'MET' if memory <= 0.5 else 'NOT MET'}"
+    )
+    print(
+        f"  stoker / physical limit: {share:.0%} (target >= 85%) "
+        f"{'MET' if share >= 0.85 else 'NOT MET'}"
+    )
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "shard_results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["name", "samples", "seconds", "rate", "peak_mb"])

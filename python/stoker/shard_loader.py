@@ -133,7 +133,9 @@ class ShardLoader:
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not isinstance(shuffle_buffer, (int, np.integer)) or shuffle_buffer < 0:
-            raise ValueError(f"shuffle_buffer must be a non-negative integer, got {shuffle_buffer!r}")
+            raise ValueError(
+                f"shuffle_buffer must be a non-negative integer, got {shuffle_buffer!r}"
+            )
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         if prefetch is not None and (not isinstance(prefetch, (int, np.integer)) or prefetch < 1):
@@ -162,7 +164,9 @@ class ShardLoader:
         self.equal_batches = bool(equal_batches)
         self.rank, self.world_size = _loader._distributed_defaults(rank, world_size)
         if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank must be in [0, world_size), got {self.rank} of {self.world_size}")
+            raise ValueError(
+                f"rank must be in [0, world_size), got {self.rank} of {self.world_size}"
+            )
         self.transforms = transforms
         self.on_error = on_error
         self._images = self._image_options()
@@ -280,7 +284,9 @@ class ShardLoader:
         """Resumes at ``state``'s position; the configuration must match this loader's, and
         the recomputed cursor and buffer must equal the saved ones (else the shards changed)."""
         if state.get("version") != _STATE_VERSION or state.get("kind") != "shards":
-            raise ValueError("not a state_dict of a loader over a ShardDataset (or another version)")
+            raise ValueError(
+                "not a state_dict of a loader over a ShardDataset (or another version)"
+            )
         config = self._config()
         for key in _STATE_CONFIG:
             if state.get(key) != config[key]:
@@ -362,6 +368,7 @@ class ShardLoader:
     def _image_options(self) -> dict[str, Any]:
         """Per image field: the C++ transform options and the output shape and dtype."""
         out = {}
+        self._decode: Any = getattr(_core, "decode_images", None)
         for name, decoder in self.dataset.spec.items():
             if not isinstance(decoder, Image):
                 continue
@@ -374,6 +381,10 @@ class ShardLoader:
                 raise InvalidArgumentError(
                     f"image field {name!r} has no output size: give stoker.Image(size=...) in "
                     "the spec, or transforms with resize, center_crop or random_resized_crop"
+                )
+            if self._decode is None:
+                raise InvalidArgumentError(
+                    f"image field {name!r}: this stoker was built without the image decoder"
                 )
             chw = options.layout == _core.Layout.NCHW
             shape = (3, height, width) if chw else (height, width, 3)
@@ -441,7 +452,8 @@ class ShardLoader:
         bytes_read = 0
         for shard in np.unique(shards):
             rows = np.flatnonzero(shards == shard)
-            offsets, sizes, where = [], [], []
+            offsets, sizes = [], []
+            where: list[tuple[str, int]] = []
             for name, (o, s, _) in wanted.items():
                 present = rows[o[rows] >= 0]
                 offsets.append(o[present])
@@ -450,12 +462,12 @@ class ShardLoader:
             all_offsets = np.concatenate(offsets)
             all_sizes = np.concatenate(sizes)
             data = _core.read_ranges(ds.urls[int(shard)], all_offsets, all_sizes)
-            view = memoryview(data)
+            view = memoryview(data.data)
             ends = np.cumsum(all_sizes)
             for (name, row), end, size in zip(where, ends, all_sizes):
                 members[name][row] = view[int(end - size) : int(end)]
             bytes_read += int(all_sizes.sum())
-        for name, (_, _, fields) in wanted.items():
+        for name in wanted:
             for row in range(n):
                 if members[name][row] is None and row not in failed:
                     decoder = ds.spec[name]
@@ -475,16 +487,29 @@ class ShardLoader:
     ) -> np.ndarray:
         options, shape = self._images[name]
         dtype = self.transforms.dtype
-        out = np.zeros((len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype])
+        out = np.zeros(
+            (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
+        )
         rows = [r for r in range(len(ids)) if got[r] is not None]
         if not rows:
             return out
-        sizes = np.array([len(got[r]) for r in rows], np.int64)
-        data = np.frombuffer(b"".join(got[r] for r in rows), np.uint8)
-        # Samples lacking the field are already failed; the others decode into their slots
-        # (directly when none is missing).
+        # The binding takes one bytes object per image: a copy of each member (cheap next to
+        # its decode). Samples lacking the field are already failed; the others decode into
+        # their slots (directly when none is missing).
+        images = [bytes(got[r]) for r in rows]
         target = out if len(rows) == len(ids) else np.zeros((len(rows), *out.shape[1:]), out.dtype)
-        errors = _core.decode_images(data, sizes, target, ids[rows], options, self.seed, epoch)
+        height, width = (shape[1], shape[2]) if shape[0] == 3 else (shape[0], shape[1])
+        errors = self._decode(
+            images,
+            options,
+            target,
+            height,
+            width,
+            seed=self.seed,
+            epoch=epoch,
+            ids=np.ascontiguousarray(ids[rows]),
+            collect_errors=True,
+        )
         if target is not out:
             out[rows] = target
         field = self.dataset.resolve(self.dataset.spec[name], ids)[2]
@@ -516,11 +541,15 @@ class ShardLoader:
                         member, name=f"{self.dataset.shard_of(int(ids[row]))}:{fields[row]}"
                     )
                     layout = "NCHW" if decoder.layout == "TCHW" else "NHWC"
-                    reader.get_frames(decoder.frames, size=decoder.size, layout=layout, out=clips[row])
+                    reader.get_frames(
+                        decoder.frames, size=decoder.size, layout=layout, out=clips[row]
+                    )
                 else:
                     values[row] = _decode_member(decoder, member)
             except (ValueError, KeyError, TypeError, _core.Error, OSError) as error:
-                failed[row] = self._where(int(ids[row]), fields[row], str(error) or type(error).__name__)
+                failed[row] = self._where(
+                    int(ids[row]), fields[row], str(error) or type(error).__name__
+                )
         if clips is not None:
             return clips
         if isinstance(decoder, Text):

@@ -117,11 +117,15 @@ def _folder_samples(root: str) -> list[Sample]:
 
 def _is_image_folder(root: str) -> bool:
     entries = [e for e in os.listdir(root) if not e.startswith(".")]
-    return bool(entries) and all(os.path.isdir(os.path.join(root, e)) for e in entries) and all(
-        member_field(f)[1] in IMAGE_EXTENSIONS
-        for e in entries
-        for f in os.listdir(os.path.join(root, e))
-        if not f.startswith(".")
+    return (
+        bool(entries)
+        and all(os.path.isdir(os.path.join(root, e)) for e in entries)
+        and all(
+            member_field(f)[1] in IMAGE_EXTENSIONS
+            for e in entries
+            for f in os.listdir(os.path.join(root, e))
+            if not f.startswith(".")
+        )
     )
 
 
@@ -155,7 +159,9 @@ def _manifest_samples(path: str) -> list[Sample]:
             members.append(("txt", str(row["txt"]).encode()))
         if "cls" in names and row["cls"] is not None:
             members.append(("cls", str(int(row["cls"])).encode()))
-        extra = {n: row[n] for n in names if n not in file_columns and n not in ("key", "txt", "cls")}
+        extra = {
+            n: row[n] for n in names if n not in file_columns and n not in ("key", "txt", "cls")
+        }
         if extra:
             members.append(("json", json.dumps(extra, sort_keys=True).encode()))
         if not members:
@@ -201,7 +207,9 @@ def _tar_bytes(key: str, sizes: Sequence[tuple[str, int]]) -> int:
     total = 0
     for field, size in sizes:
         name = f"{key}.{field}"
-        total += _BLOCK + (_BLOCK + -(-len(name.encode()) // _BLOCK) * _BLOCK if len(name) > 100 else 0)
+        total += _BLOCK + (
+            _BLOCK + -(-len(name.encode()) // _BLOCK) * _BLOCK if len(name) > 100 else 0
+        )
         total += -(-size // _BLOCK) * _BLOCK
     return total
 
@@ -302,9 +310,14 @@ def write_shards(
     counts = [starts[k + 1] - starts[k] for k in range(len(names))]
     write_json(
         os.path.join(dst, "index.json"),
-        {"format": "stoker-shards", "version": INDEX_VERSION, "shards": names,
-         "shard_bytes": sizes, "samples": counts},
-    )  # fmt: skip
+        {
+            "format": "stoker-shards",
+            "version": INDEX_VERSION,
+            "shards": names,
+            "shard_bytes": sizes,
+            "samples": counts,
+        },
+    )
     if classes is not None:
         write_json(os.path.join(dst, "classes.json"), classes)
     _write_columns(samples, order, starts, names, os.path.join(dst, "columns.parquet"))
@@ -320,8 +333,14 @@ def _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers) ->
         for field, value in members:
             stat = (len(value), 0) if isinstance(value, bytes) else _stat(value)
             listing.update(f"{field}:{stat}".encode())
-    options = {"src": os.path.abspath(src), "shard_bytes": target, "resize": resize,
-               "shuffle_seed": shuffle_seed, "prefix": prefix, "version": _PLAN_VERSION}  # fmt: skip
+    options = {
+        "src": os.path.abspath(src),
+        "shard_bytes": target,
+        "resize": resize,
+        "shuffle_seed": shuffle_seed,
+        "prefix": prefix,
+        "version": _PLAN_VERSION,
+    }
     fingerprint = hashlib.sha1(json.dumps(options, sort_keys=True).encode() + listing.digest())
     path = os.path.join(state, "plan.json")
     if os.path.exists(path):
@@ -346,10 +365,12 @@ def _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers) ->
 
     if resize is None:
         sizes = [
-            _tar_bytes(key, [(f, len(v) if isinstance(v, bytes) else os.path.getsize(v))
-                             for f, v in members])
+            _tar_bytes(
+                key,
+                [(f, len(v) if isinstance(v, bytes) else os.path.getsize(v)) for f, v in members],
+            )
             for key, members in samples
-        ]  # fmt: skip
+        ]
     else:
         with ThreadPoolExecutor(workers) as pool:
             sizes = list(pool.map(measure, range(n)))
@@ -386,8 +407,13 @@ def _write_shard(samples: list[Sample], path: str, resize: int | None, pool) -> 
                 tar.addfile(info, io.BytesIO(data))
                 members.append([name, tar.offset - -(-len(data) // _BLOCK) * _BLOCK, len(data)])
     size = os.path.getsize(temporary)
-    index = {"format": "stoker-shard-index", "version": INDEX_VERSION, "shard_bytes": size,
-             "members": members, "labels": _labels(samples)}  # fmt: skip
+    index = {
+        "format": "stoker-shard-index",
+        "version": INDEX_VERSION,
+        "shard_bytes": size,
+        "members": members,
+        "labels": _labels(samples),
+    }
     _core.commit_file(temporary, path)
     write_json(path + INDEX_SUFFIX, index)
     return size
@@ -434,7 +460,9 @@ def _write_columns(samples, order, starts, names, path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("src", help="a folder of samples, an ImageFolder tree or a Parquet manifest")
+    parser.add_argument(
+        "src", help="a folder of samples, an ImageFolder tree or a Parquet manifest"
+    )
     parser.add_argument("dst", help="the folder the shards go to")
     parser.add_argument("--shard-bytes", default="256MB", help="target shard size (256MB)")
     parser.add_argument("--resize", type=int, help="shorter side of resized images")

@@ -184,7 +184,9 @@ class Json:
         keys = dict(self.keys)
         for key, kind in keys.items():
             if kind not in _JSON_TYPES:
-                raise ValueError(f"Json key {key!r}: type must be one of {_JSON_TYPES}, got {kind!r}")
+                raise ValueError(
+                    f"Json key {key!r}: type must be one of {_JSON_TYPES}, got {kind!r}"
+                )
         object.__setattr__(self, "keys", keys)
 
 
@@ -226,7 +228,9 @@ def _expand_braces(pattern: str) -> list[str]:
         if match_list is None:
             return [pattern]
         head, tail = pattern[: match_list.start()], pattern[match_list.end() :]
-        return [u for part in match_list.group(1).split(",") for u in _expand_braces(head + part + tail)]
+        return [
+            u for part in match_list.group(1).split(",") for u in _expand_braces(head + part + tail)
+        ]
     first, last = match.group(1), match.group(2)
     width = len(first) if first.startswith("0") or len(first) == len(last) else 0
     lo, hi = int(first), int(last)
@@ -254,7 +258,9 @@ def expand_urls(
                 continue
             if is_url(url):
                 if not url.lower().startswith("s3://"):
-                    raise InvalidArgumentError(f"{url}: HTTP(S) cannot list; give the shards' names")
+                    raise InvalidArgumentError(
+                        f"{url}: HTTP(S) cannot list; give the shards' names"
+                    )
                 folder, pattern = url.rsplit("/", 1)
                 found = open_dataset_root(folder, storage_options).glob("", pattern)
             else:
@@ -492,7 +498,9 @@ class ShardDataset:
             return missing, missing
         return self._offsets[field_name], self._sizes[field_name]
 
-    def resolve(self, decoder: Decoder, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def resolve(
+        self, decoder: Decoder, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """For samples ``ids``: the byte offset and size of the first of ``decoder``'s fields
         each has (-1 when none), and which field that is ("" when none)."""
         offsets = np.full(len(ids), -1, np.int64)

@@ -12,7 +12,15 @@ import pytest
 from PIL import Image as PILImage
 
 import stoker
+import stoker.cli
+from stoker import _core
 from stoker.shards import member_field
+
+# The C++ image decoder comes with the image layer (branch wt-media2); until it is merged the
+# image tests cannot run.
+needs_image_decoder = pytest.mark.skipif(
+    not hasattr(_core, "decode_images"), reason="stoker built without the image decoder"
+)
 
 
 def photo(seed, width=96, height=72):
@@ -117,9 +125,15 @@ def test_one_epoch_covers_every_sample_exactly_once_across_ranks(tmp_path, cache
         seen = []
         for rank in range(world_size):
             loader = stoker.Loader(
-                ds, batch_size=8, seed=3, shuffle_buffer=16, rank=rank, world_size=world_size,
-                threads=2, output="numpy",
-            )  # fmt: skip
+                ds,
+                batch_size=8,
+                seed=3,
+                shuffle_buffer=16,
+                rank=rank,
+                world_size=world_size,
+                threads=2,
+                output="numpy",
+            )
             loader.set_epoch(epoch)
             ids = epoch_ids(loader)
             batch = next(iter(loader))
@@ -187,20 +201,34 @@ def test_text_labels_tokens_and_json_keys_become_columns(tmp_path, cache):
     samples = []
     for i in range(10):
         meta = {"width": 100 + i, "score": i / 4, "url": f"http://x/{i}", "ok": i % 2 == 0}
-        samples.append((f"k{i}", {
-            "txt": f"a caption {i} é".encode(), "cls": f"{i % 3}\n".encode(),
-            "npy": npy(np.arange(i + 1, dtype=np.int32)), "json": json.dumps(meta).encode(),
-        }))  # fmt: skip
+        samples.append(
+            (
+                f"k{i}",
+                {
+                    "txt": f"a caption {i} é".encode(),
+                    "cls": f"{i % 3}\n".encode(),
+                    "npy": npy(np.arange(i + 1, dtype=np.int32)),
+                    "json": json.dumps(meta).encode(),
+                },
+            )
+        )
     url = write_tar(tmp_path / "f.tar", samples)
     spec = stoker.ShardSpec(
-        caption=stoker.Text(), label=stoker.Label(), tokens=stoker.Tokens(pad=-1),
+        caption=stoker.Text(),
+        label=stoker.Label(),
+        tokens=stoker.Tokens(pad=-1),
         meta=stoker.Json(keys={"width": "int64", "score": "float32", "url": "str", "ok": "bool"}),
-    )  # fmt: skip
+    )
     loader = stoker.Loader(stoker.ShardDataset(url, spec), batch_size=4, shuffle=False)
     batch = next(iter(loader))
     assert batch["caption"] == [f"a caption {i} é" for i in range(4)]
     assert batch["label"].tolist() == [0, 1, 2, 0] and str(batch["label"].dtype) == "torch.int64"
-    assert batch["tokens"].tolist() == [[0, -1, -1, -1], [0, 1, -1, -1], [0, 1, 2, -1], [0, 1, 2, 3]]
+    assert batch["tokens"].tolist() == [
+        [0, -1, -1, -1],
+        [0, 1, -1, -1],
+        [0, 1, 2, -1],
+        [0, 1, 2, 3],
+    ]
     assert batch["tokens_length"].tolist() == [1, 2, 3, 4]
     assert batch["width"].tolist() == [100, 101, 102, 103]
     assert batch["score"].tolist() == [0.0, 0.25, 0.5, 0.75]
@@ -215,7 +243,11 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
     samples[4][1]["cls"] = b"seven"
     del samples[5][1]["txt"]
     url = write_tar(tmp_path / "bad-members.tar", samples)
-    spec = {"caption": stoker.Text(), "label": stoker.Label(), "meta": stoker.Json(keys={"w": "int64"})}
+    spec = {
+        "caption": stoker.Text(),
+        "label": stoker.Label(),
+        "meta": stoker.Json(keys={"w": "int64"}),
+    }
     ds = stoker.ShardDataset(url, spec)
     with pytest.raises(stoker.DatasetError, match=r"bad-members.tar: sample 'k2', field 'json'"):
         list(stoker.Loader(ds, batch_size=6, shuffle=False, output="numpy"))
@@ -233,11 +265,28 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
 def clip_bytes(tmp_path_factory):
     path = tmp_path_factory.mktemp("clips") / "c.mp4"
     subprocess.run(
-        ["ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-f", "lavfi", "-i",
-         "testsrc2=size=64x48:rate=10:duration=1", "-c:v", "libx264", "-preset", "veryfast",
-         "-pix_fmt", "yuv420p", "-g", "5", str(path)],
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-y",
+            "-loglevel",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=64x48:rate=10:duration=1",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            "-pix_fmt",
+            "yuv420p",
+            "-g",
+            "5",
+            str(path),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return path.read_bytes()
 
 
@@ -267,19 +316,25 @@ def image_shard(tmp_path, n=12):
     return write_tar(tmp_path / "images.tar", samples), samples
 
 
+@needs_image_decoder
 def test_images_match_pillow_decode_and_resize(tmp_path, cache):
     url, samples = image_shard(tmp_path)
     ds = stoker.ShardDataset(url, {"image": stoker.Image("jpg;png", size=(48, 64))})
     loader = stoker.Loader(
-        ds, batch_size=12, shuffle=False, output="numpy",
+        ds,
+        batch_size=12,
+        shuffle=False,
+        output="numpy",
         transforms=stoker.Transforms(layout="THWC"),
-    )  # fmt: skip
+    )
     (batch,) = list(loader)
     assert batch["image"].shape == (12, 48, 64, 3) and batch["image"].dtype == np.uint8
     for i, (key, fields) in enumerate(samples):
         (data,) = [v for f, v in fields.items() if f != "cls"]
-        reference = PILImage.open(io.BytesIO(data)).convert("RGB").resize(
-            (64, 48), PILImage.Resampling.BILINEAR
+        reference = (
+            PILImage.open(io.BytesIO(data))
+            .convert("RGB")
+            .resize((64, 48), PILImage.Resampling.BILINEAR)
         )
         difference = np.abs(batch["image"][i].astype(int) - np.asarray(reference, int))
         # Tolerance: mean absolute difference under 3 levels of 255 (JPEG decoded at a reduced
@@ -287,13 +342,17 @@ def test_images_match_pillow_decode_and_resize(tmp_path, cache):
         assert difference.mean() < 3.0, (key, difference.mean())
 
 
+@needs_image_decoder
 def test_image_batches_are_the_same_whatever_the_thread_count(tmp_path, cache):
     url, _ = image_shard(tmp_path)
     ds = stoker.ShardDataset(url, {"image": stoker.Image(), "label": stoker.Label()})
     transforms = stoker.Transforms(
-        random_resized_crop=(32, 32), hflip=0.5, mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2),
+        random_resized_crop=(32, 32),
+        hflip=0.5,
+        mean=(0.5, 0.5, 0.5),
+        std=(0.2, 0.2, 0.2),
         dtype="float32",
-    )  # fmt: skip
+    )
 
     def run(threads):
         loader = stoker.Loader(
@@ -308,6 +367,7 @@ def test_image_batches_are_the_same_whatever_the_thread_count(tmp_path, cache):
     assert one[0][0].shape == (5, 3, 32, 32) and one[0][0].dtype == np.float32
 
 
+@needs_image_decoder
 def test_an_undecodable_image_is_named(tmp_path, cache):
     url = write_tar(
         tmp_path / "broken.tar",
@@ -388,8 +448,21 @@ def test_stoker_shard_resizes_and_takes_image_folders_and_manifests(tmp_path, ca
         for i in range(6):
             (tree / name / f"{i}.jpg").write_bytes(encoded(photo(10 * c + i, 160, 120), "JPEG"))
     dst = tmp_path / "out"
-    assert stoker.cli.main(["shard", str(tree), str(dst), "--shard-bytes", "20KB", "--resize",
-                            "60", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        stoker.cli.main(
+            [
+                "shard",
+                str(tree),
+                str(dst),
+                "--shard-bytes",
+                "20KB",
+                "--resize",
+                "60",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads((dst / "classes.json").read_text()) == ["cat", "dog"]
     names = json.loads((dst / "index.json").read_text())["shards"]
     ds = stoker.ShardDataset([str(dst / n) for n in names], {"label": stoker.Label()})
@@ -403,11 +476,22 @@ def test_stoker_shard_resizes_and_takes_image_folders_and_manifests(tmp_path, ca
     for i in range(5):
         (files / f"{i}.png").write_bytes(encoded(photo(i, 40, 30), "PNG"))
     manifest = files / "manifest.parquet"
-    pq.write_table(pa.table({"png": [f"{i}.png" for i in range(5)], "txt": [f"t{i}" for i in range(5)],
-                             "cls": list(range(5)), "score": [0.5 * i for i in range(5)]}), manifest)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "png": [f"{i}.png" for i in range(5)],
+                "txt": [f"t{i}" for i in range(5)],
+                "cls": list(range(5)),
+                "score": [0.5 * i for i in range(5)],
+            }
+        ),
+        manifest,
+    )
     report = stoker.write_shards(manifest, tmp_path / "m", shard_bytes="1MB", progress=False)
-    ds = stoker.ShardDataset(str(tmp_path / "m" / report.shards[0]),
-                             {"caption": stoker.Text(), "meta": stoker.Json(keys={"score": "float64"})})  # fmt: skip
+    ds = stoker.ShardDataset(
+        str(tmp_path / "m" / report.shards[0]),
+        {"caption": stoker.Text(), "meta": stoker.Json(keys={"score": "float64"})},
+    )
     (batch,) = list(stoker.Loader(ds, batch_size=5, shuffle=False, output="numpy"))
     assert sorted(batch["caption"]) == [f"t{i}" for i in range(5)]
     assert sorted(batch["score"].tolist()) == [0.0, 0.5, 1.0, 1.5, 2.0]
