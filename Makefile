@@ -154,6 +154,7 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/remote_bench.py $(REMOTE_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/ray_bench.py $(RAY_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
+	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
 
 ## Housekeeping ---------------------------------------------------------------------------
 

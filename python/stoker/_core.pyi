@@ -198,6 +198,11 @@ def stat_source(path_or_url: str) -> tuple[int, str, int]:
     (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).
     """
 
+def read_ranges(path_or_url: str, offsets: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.uint8]:
+    """
+    The bytes of each range [offset, offset + size) of a local file (pread) or a remote object (the ranges prefetched together through the range cache), one after another.
+    """
+
 def is_remote_url(path: str) -> bool:
     """Whether `path` is an s3://, http:// or https:// URL."""
 
@@ -429,6 +434,19 @@ class LoadBalancedSampler(Sampler):
     def report(self, epoch: int) -> dict: ...
 
 def expand_group_weights(weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], per_sample: bool) -> NDArray[numpy.float64]: ...
+
+def deal_shards(shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, epoch: int, world_size: int) -> list:
+    """
+    Each rank's shards in `epoch`, dealt by bytes (see stoker/shard_order.h).
+    """
+
+def shuffle_buffer_order(stream: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], buffer_size: int, seed: int, epoch: int, rank: int) -> NDArray[numpy.int64]:
+    """What a bounded shuffle buffer emits for `stream`."""
+
+def shuffle_buffer_state(stream: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], buffer_size: int, seed: int, epoch: int, rank: int, emitted: int) -> tuple:
+    """
+    (ids taken in, the buffer's ids) after `emitted` ids of shuffle_buffer_order().
+    """
 
 class CropMode(enum.Enum):
     none = 0
