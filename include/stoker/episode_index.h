@@ -11,6 +11,9 @@
 //   episode;
 // - the frame table of every video file (built in parallel);
 // - the low-dimensional columns (state, action, ...) as contiguous typed arrays;
+// - image cameras (LeRobot features of dtype `image`, whose PNG/JPEG bytes sit in the data
+//   files): per camera and row, where the row's encoded image lies in one side file, written
+//   beside the index by the Python front and memory-mapped here (workers share its pages);
 // - the size and modification time of every source file, so a changed dataset is detected.
 //
 // Ownership: open() returns a shared, immutable index; its arrays point into the mapping and
@@ -60,6 +63,13 @@ struct EpisodeIndexSource {
     std::vector<uint8_t> data;  // num_rows * dim values
   };
   std::vector<Column> columns;
+  /// Image cameras: names (they follow the video cameras in EpisodeIndex::cameras()), the side
+  /// file holding their encoded images back to back, and [image camera][row] each row's image
+  /// as (offset, length) in that file. Empty image_cameras: no side file.
+  std::vector<std::string> image_cameras;
+  std::string image_file;
+  std::vector<std::vector<int64_t>> image_offset;
+  std::vector<std::vector<int64_t>> image_length;
   /// Other files whose change must rebuild the index (metadata, Parquet tables).
   std::vector<std::string> tracked_files;
   /// How far a frame's pts may sit from the time its row states, after snapping, in seconds.
@@ -105,8 +115,12 @@ class EpisodeIndex {
   double fps() const { return fps_; }
   int64_t num_rows() const { return static_cast<int64_t>(row_episode_.size()); }
   int64_t num_episodes() const { return static_cast<int64_t>(episode_from_row_.size()); }
+  /// Every camera: the video cameras first, then the image cameras.
   int64_t num_cameras() const { return static_cast<int64_t>(cameras_.size()); }
+  int64_t num_video_cameras() const { return num_video_cameras_; }
   const std::vector<std::string>& cameras() const { return cameras_; }
+  /// Whether camera c's frames are images stored per row (else frames of its videos).
+  bool is_image_camera(int64_t c) const { return c >= num_video_cameras_; }
   const std::vector<std::string>& video_files() const { return video_files_; }
 
   /// REQUIRES: 0 <= row < num_rows(). O(1).
@@ -116,8 +130,8 @@ class EpisodeIndex {
   int64_t episode_task(int64_t e) const { return episode_task_[e]; }
   double row_timestamp(int64_t row) const { return row_timestamp_[row]; }
 
-  /// Camera c's video file for episode e, the episode's first frame in it, and the drift of the
-  /// stated offset from that frame's pts (seconds).
+  /// Video camera c's file for episode e, the episode's first frame in it, and the drift of the
+  /// stated offset from that frame's pts (seconds). REQUIRES: !is_image_camera(c).
   int64_t video_of(int64_t c, int64_t e) const { return episode_video_[c * num_episodes() + e]; }
   int64_t first_frame(int64_t c, int64_t e) const {
     return episode_first_frame_[c * num_episodes() + e];
@@ -128,6 +142,16 @@ class EpisodeIndex {
     const int64_t e = row_episode_[row];
     return first_frame(c, e) + (row - episode_from_row_[e]);
   }
+
+  /// The encoded image (PNG or JPEG) of image camera c at `row`, in the mapped side file.
+  /// REQUIRES: is_image_camera(c), 0 <= row < num_rows(). O(1).
+  std::span<const uint8_t> image_bytes(int64_t c, int64_t row) const {
+    const size_t k = static_cast<size_t>((c - num_video_cameras_) * num_rows() + row);
+    return image_data_.subspan(static_cast<size_t>(image_offset_[k]),
+                               static_cast<size_t>(image_length_[k]));
+  }
+  /// The side file of the image cameras ("" without any).
+  const std::string& image_file() const { return image_file_; }
 
   /// The frame table of video file `v`, decoded from the mapping on first use.
   Result<std::shared_ptr<const FrameTable>> frame_table(int64_t v) const;
@@ -150,6 +174,11 @@ class EpisodeIndex {
   };
 
   std::unique_ptr<core::MappedFile> mapping_;
+  std::unique_ptr<core::MappedFile> image_mapping_;
+  std::span<const uint8_t> image_data_;
+  std::span<const int64_t> image_offset_, image_length_;
+  std::string image_file_;
+  int64_t num_video_cameras_ = 0;
   uint32_t checksum_ = 0;
   double fps_ = 0;
   std::span<const int64_t> episode_from_row_, episode_length_, episode_task_;

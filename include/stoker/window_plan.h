@@ -40,6 +40,8 @@ struct WindowPlan {
   std::vector<int64_t> key_begin;
 
   /// One decode call per camera: the frames of all its keys, in key order, repeats allowed.
+  /// An image camera (EpisodeIndex::is_image_camera) has no video file (-1): its "frames" are
+  /// the rows whose images it reads (EpisodeIndex::image_bytes).
   struct Read {
     int64_t camera = 0;
     int64_t video_file = 0;
@@ -70,7 +72,9 @@ class WindowPlanner {
 
   /// The estimated decode cost of sample `row`, for balancing load across ranks: per camera,
   /// the packets a decoder must process for the sample's frames (from the keyframe before each
-  /// run of frames to its last frame, as VideoReader decodes) times the frame's pixels.
+  /// run of frames to its last frame, as VideoReader decodes) times the frame's pixels; per
+  /// image camera, the encoded bytes of its images times 8 (a PNG or JPEG decodes in time
+  /// roughly proportional to its bytes; a byte of a compressed image stands for several pixels).
   Result<double> cost(int64_t row) const;
 
  private:

@@ -66,7 +66,9 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
                              Int64Matrix episode_video, DoubleMatrix episode_video_offset,
                              std::vector<std::pair<std::string, AnyArray>> columns,
                              std::vector<std::string> tracked_files, double tolerance_s,
-                             int threads, std::optional<nb::callable> progress) {
+                             int threads, std::optional<nb::callable> progress,
+                             std::vector<std::tuple<std::string, Int64s, Int64s>> image_cameras,
+                             std::string image_file) {
   const size_t num_episodes = episode_from_row.shape(0);
   const size_t num_rows = row_timestamp.shape(0);
   if (episode_length.shape(0) != num_episodes || episode_task.shape(0) != num_episodes) {
@@ -77,6 +79,12 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
   }
   if (episode_video.shape(1) != num_episodes || episode_video_offset.shape(1) != num_episodes) {
     throw nb::value_error("episode_video and episode_video_offset need one column per episode");
+  }
+  for (const auto& [name, offset, length] : image_cameras) {
+    if (offset.shape(0) != num_rows || length.shape(0) != num_rows) {
+      throw nb::value_error(
+          ("image camera '" + name + "' needs an offset and a length per row").c_str());
+    }
   }
   struct PendingColumn {
     std::string name;
@@ -134,6 +142,12 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
            .dim = column.dim,
            .data = std::vector<uint8_t>(column.data, column.data + column.bytes)});
     }
+    for (const auto& [name, offset, length] : image_cameras) {
+      source.image_cameras.push_back(name);
+      source.image_offset.push_back(to_vector<int64_t>(offset));
+      source.image_length.push_back(to_vector<int64_t>(length));
+    }
+    source.image_file = std::move(image_file);
     source.tracked_files = std::move(tracked_files);
     source.tolerance_s = tolerance_s;
 
@@ -226,7 +240,11 @@ void register_dataset(nb::module_& m) {
         nb::arg("episode_video"), nb::arg("episode_video_offset"), nb::arg("columns"),
         nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
         nb::arg("progress").none(),
+        nb::arg("image_cameras") = std::vector<std::tuple<std::string, Int64s, Int64s>>(),
+        nb::arg("image_file") = "",
         "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
+        "image_cameras: (name, offset, length) per image camera, each row's image in "
+        "image_file.\n"
         "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
 
   nb::class_<IndexHandle>(m, "EpisodeIndex")
@@ -235,6 +253,24 @@ void register_dataset(nb::module_& m) {
       .def_prop_ro("num_episodes", [](const IndexHandle& h) { return h.index->num_episodes(); })
       .def_prop_ro("fps", [](const IndexHandle& h) { return h.index->fps(); })
       .def_prop_ro("cameras", [](const IndexHandle& h) { return h.index->cameras(); })
+      .def_prop_ro(
+          "num_video_cameras", [](const IndexHandle& h) { return h.index->num_video_cameras(); },
+          "The video cameras come first in `cameras`; the others are image cameras.")
+      .def_prop_ro("image_file", [](const IndexHandle& h) { return h.index->image_file(); })
+      .def(
+          "image_bytes",
+          [](const IndexHandle& h, int64_t camera, int64_t row) {
+            const EpisodeIndex& index = *h.index;
+            const int64_t c = checked_camera(index, camera);
+            if (!index.is_image_camera(c)) {
+              throw nb::value_error(
+                  ("camera '" + index.cameras()[c] + "' is a video camera").c_str());
+            }
+            const std::span<const uint8_t> bytes = index.image_bytes(c, checked_row(index, row));
+            return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          },
+          nb::arg("camera"), nb::arg("row"),
+          "A copy of the encoded image of an image camera at one row.")
       .def_prop_ro("video_files", [](const IndexHandle& h) { return h.index->video_files(); })
       .def_prop_ro("column_names",
                    [](const IndexHandle& h) {

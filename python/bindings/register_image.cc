@@ -12,6 +12,8 @@
 
 #include "arrays.h"
 #include "errors.h"
+#include "index_handle.h"
+#include "stoker/episode_index.h"
 #include "stoker/image_decoder.h"
 
 namespace nb = nanobind;
@@ -92,6 +94,47 @@ std::vector<std::string> decode_many(const std::vector<nb::bytes>& images,
   return messages;
 }
 
+// Decodes image camera `camera`'s images at `rows` of the index into out ([N, ...]), the random
+// parameters keyed by (seed, epoch, id, camera) as the Loader keys a sample's: what ds[i] reads.
+void decode_index_images(const IndexHandle& handle, int64_t camera, Ids rows,
+                         const TransformOptions& transform_options, Output out, int height,
+                         int width, uint64_t seed, uint32_t epoch, uint64_t id) {
+  const EpisodeIndex& index = *handle.index;
+  if (camera < 0 || camera >= index.num_cameras() || !index.is_image_camera(camera)) {
+    throw nb::value_error(("camera " + std::to_string(camera) + " is not an image camera").c_str());
+  }
+  auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
+  const size_t slot = transform->output_bytes(height, width);
+  if (height <= 0 || width <= 0 || out.nbytes() != rows.shape(0) * slot) {
+    throw nb::value_error("out does not hold one slot of the output size per row");
+  }
+  std::vector<ImageInput> inputs(rows.shape(0));
+  auto* base = static_cast<uint8_t*>(out.data());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int64_t row = rows.data()[k];
+    if (row < 0 || row >= index.num_rows()) {
+      throw nb::index_error(("row " + std::to_string(row) + " out of range").c_str());
+    }
+    inputs[k] = ImageInput{.bytes = index.image_bytes(camera, row),
+                           .out = base + k * slot,
+                           .id = id,
+                           .camera = static_cast<int>(camera)};
+  }
+  std::vector<Status> errors(inputs.size());
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = decode_images_into(
+        inputs, *transform,
+        ImageBatchOptions{.height = height, .width = width, .seed = seed, .epoch = epoch}, errors);
+    for (size_t k = 0; k < errors.size() && status.ok(); ++k) {
+      status = errors[k].with_context("camera '" + index.cameras()[camera] + "', row " +
+                                      std::to_string(rows.data()[k]));
+    }
+  }
+  raise_if_error(status, Area::kDataset);
+}
+
 }  // namespace
 
 void register_image(nb::module_& m) {
@@ -115,6 +158,11 @@ void register_image(nb::module_& m) {
         nb::arg("ids") = nb::none(), nb::arg("camera") = 0, nb::arg("threads") = 1,
         nb::arg("collect_errors") = false,
         "Decodes and transforms each image into its slot of out; see stoker.decode_images.");
+  m.def("decode_index_images", &decode_index_images, nb::arg("index"), nb::arg("camera"),
+        nb::arg("rows"), nb::arg("transform"), nb::arg("out"), nb::arg("height"), nb::arg("width"),
+        nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("id") = 0,
+        "Decodes an image camera's images at `rows` of an EpisodeIndex into out, as the "
+        "Loader does for sample `id`.");
 }
 
 }  // namespace stoker::python

@@ -8,6 +8,12 @@ released) and writes one versioned binary file, ``index-v1.bin``:
 * otherwise in a cache folder, ``<cache_dir>/<hash of the absolute root>/``, where
   ``cache_dir`` defaults to ``$STOKER_CACHE_DIR`` or ``~/.cache/stoker``.
 
+A dataset with image features (``"dtype": "image"``: PNG or JPEG bytes in the Parquet data
+files) gets a side file beside its index, ``index-v1.images.bin``: every image column read
+once with pyarrow, its encoded images written back to back, and per camera and row the
+image's (offset, length) stored in the index. The engine maps that file (processes share its
+pages); Python never holds the images.
+
 Later calls map the file and return at once, unless a dataset file (meta files, Parquet tables,
 videos) changed size or modification time since the build, in which case the index is rebuilt.
 An index file that cannot be read (corrupted, from another format version) is rebuilt too.
@@ -39,7 +45,9 @@ from stoker._core import DatasetError
 from stoker._files import checked_path
 from stoker.lerobot_meta import (
     LeRobotMetadata,
+    image_cameras,
     read_columns,
+    read_image_column,
     read_lerobot_metadata,
     readable_columns,
 )
@@ -96,6 +104,7 @@ class EpisodeIndex:
         self._path = path
         self._report = report
         self._cameras = tuple(core.cameras)
+        self._image_cameras = self._cameras[core.num_video_cameras :]
         self._camera_ids = {name: c for c, name in enumerate(self._cameras)}
         self._video_files = tuple(core.video_files)
         self._video_ids = {path: v for v, path in enumerate(self._video_files)}
@@ -136,6 +145,15 @@ class EpisodeIndex:
     @property
     def cameras(self) -> tuple[str, ...]:
         return self._cameras
+
+    @property
+    def image_cameras(self) -> tuple[str, ...]:
+        """The cameras whose frames are images stored per row (the last of :attr:`cameras`)."""
+        return self._image_cameras
+
+    def image_bytes(self, camera: str | int, row: int) -> bytes:
+        """A copy of the encoded image (PNG or JPEG) of an image camera at one row."""
+        return self._core.image_bytes(self._camera(camera), int(row))
 
     @property
     def video_files(self) -> tuple[str, ...]:
@@ -405,8 +423,9 @@ def load_remote_index(
     )
     # The key already says whether any object changed: nothing for the engine to stat.
     index = _build_and_open(meta, columns, names, path, [], threads or 0, progress, tolerance_s)
+    current = {os.path.basename(path), os.path.basename(image_file_of(path))}
     for other in os.listdir(folder):  # indexes of older versions of the objects
-        if other.startswith("index-v1-") and other != os.path.basename(path):
+        if other.startswith("index-v1-") and other not in current:
             try:
                 os.unlink(os.path.join(folder, other))
             except OSError:
@@ -483,6 +502,41 @@ def _video_files(meta: LeRobotMetadata) -> list[str]:
     return [str(p) for camera in meta.cameras for p in meta.videos[camera].files]
 
 
+def image_file_of(index_path: str) -> str:
+    """The side file holding the images of the index at ``index_path``."""
+    base = index_path[:-4] if index_path.endswith(".bin") else index_path
+    return base + ".images.bin"
+
+
+def _write_images(meta: LeRobotMetadata, cameras: tuple[str, ...], path: str) -> list[tuple]:
+    """Writes every row's image of every image camera to ``path`` (atomically) and returns, per
+    camera, (name, offset, length) of each row's image in it."""
+    located = []
+    partial = f"{path}.part-{os.getpid()}"
+    try:
+        with open(partial, "wb") as out:
+            position = 0
+            for camera in cameras:
+                offset = np.empty(meta.num_frames, np.int64)
+                length = np.empty(meta.num_frames, np.int64)
+                for f in range(len(meta.data_files)):
+                    start = int(meta.data_file_from_index[f])
+                    lengths, buffers = read_image_column(meta, f, camera)
+                    stop = start + len(lengths)
+                    length[start:stop] = lengths
+                    offset[start:stop] = position + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+                    for buffer in buffers:
+                        out.write(memoryview(buffer))
+                    position += int(lengths.sum())
+                located.append((camera, offset, length))
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    return located
+
+
 def _build(
     meta: LeRobotMetadata,
     timestamp: np.ndarray,
@@ -501,6 +555,12 @@ def _build(
         episode_video[c] = videos.file_index.astype(np.int64) + len(video_files)
         episode_offset[c] = videos.from_timestamp
         video_files.extend(str(p) for p in videos.files)
+
+    images = image_cameras(meta)
+    image_file = image_file_of(path) if images else ""
+    located = _write_images(meta, images, image_file) if images else []
+    if images:
+        tracked = [*tracked, image_file]
 
     if progress is True:
         callback: Callable[[int, int], None] | None = (
@@ -527,6 +587,8 @@ def _build(
             float(tolerance_s),
             int(threads),
             callback,
+            located,
+            image_file,
         )
     finally:
         if isinstance(callback, _ProgressBar):
@@ -538,9 +600,14 @@ def _build(
 
 def _describes(index: EpisodeIndex, root: str) -> bool:
     """False for an index of another folder (a dataset copied or moved with its .stoker/): its
-    absolute paths name the original's files, which may well be unchanged."""
+    absolute paths name the original's files (videos, the side file of images), which may well
+    be unchanged."""
     prefix = root.rstrip("/") + "/" if is_url(root) else os.path.join(root, "")
-    return all(path.startswith(prefix) for path in index.video_files)
+    images = index.native.image_file
+    # The side file of images lies beside its own index; a copied index names the original's.
+    return all(path.startswith(prefix) for path in index.video_files) and (
+        not images or images == image_file_of(index.path)
+    )
 
 
 def _writable_folder(folder: str) -> bool:

@@ -306,7 +306,9 @@ class LeRobotDataset:
 
     @property
     def cameras(self) -> tuple[str, ...]:
-        return tuple(self.meta.cameras)
+        """Every camera: the video features, then the image features (PNG / JPEG stored in the
+        data files)."""
+        return tuple(self.index.cameras)
 
     @property
     def features(self):
@@ -416,6 +418,8 @@ class LeRobotDataset:
 
     def _decode(self, read) -> np.ndarray:
         video = int(read["video_file"])
+        if video < 0:
+            return self._decode_images(int(read["camera"]), read["frames"])
         try:
             reader = self._readers.get(video)
             if reader is None:
@@ -430,3 +434,27 @@ class LeRobotDataset:
             # The frames and the frame table come from the index: a video that cannot give them
             # (damaged, changed since the index was built) is the dataset's problem.
             raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error
+
+    def _decode_images(self, camera: int, rows: np.ndarray) -> np.ndarray:
+        """An image camera's images at ``rows``, uint8 in the spec's size and layout: decoded in
+        C++ from the index's mapped side file through the Loader's own path (sample ``i``'s
+        random parameters are the Loader's for it; a spec has none)."""
+        height, width = self._image_size(camera)
+        options = _core.TransformOptions()
+        if self.spec.size is not None:
+            options.resize_height, options.resize_width = self.spec.size
+        chw = self.spec.layout == "TCHW"
+        options.layout = _core.Layout.NCHW if chw else _core.Layout.NHWC
+        shape = (len(rows), 3, height, width) if chw else (len(rows), height, width, 3)
+        out = np.empty(shape, np.uint8)
+        rows = np.ascontiguousarray(rows, np.int64)
+        _core.decode_index_images(self.index.native, camera, rows, options, out, height, width)
+        return out
+
+    def _image_size(self, camera: int) -> tuple[int, int]:
+        """(height, width) every image of ``camera`` comes out at: the spec's size, or the
+        first image's (as the Loader's batches hold it)."""
+        if self.spec.size is not None:
+            return self.spec.size
+        _, width, height, _, _ = _core.probe_image(self.index.image_bytes(camera, 0))
+        return height, width

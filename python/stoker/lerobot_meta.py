@@ -39,7 +39,9 @@ __all__ = [
     "DatasetError",
     "Feature",
     "LeRobotMetadata",
+    "image_cameras",
     "read_columns",
+    "read_image_column",
     "read_lerobot_metadata",
 ]
 
@@ -185,6 +187,69 @@ def read_columns(
     columns = _load_columns(meta, needed, readable)
     _check_rows(meta, columns, tolerance_s)
     return {name: columns[name] for name in names}
+
+
+def image_cameras(meta: LeRobotMetadata) -> tuple[str, ...]:
+    """The image features (``"dtype": "image"``: PNG or JPEG bytes stored in the data files), in
+    info.json order. Unlike :attr:`LeRobotMetadata.cameras`, they have no video files."""
+    return tuple(name for name, feature in meta.features.items() if feature.dtype == "image")
+
+
+def read_image_column(meta: LeRobotMetadata, f: int, name: str) -> tuple[np.ndarray, list]:
+    """Image feature ``name`` of data file ``f``: (each row's byte length, int64 [rows]; the
+    Arrow buffers holding the rows' encoded images back to back, in row order).
+
+    The column is LeRobot's ``{bytes, path}`` struct (or plain binary). The bytes are never
+    copied into Python objects: the buffers are slices of what pyarrow read.
+
+    Raises:
+        stoker.DatasetError: the file's rows do not match its episodes, or a row has no image
+            bytes (a null, or an image stored only by ``path``), naming the file and row.
+    """
+    path = meta.data_files[f]
+    start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
+    table = meta.source.read_parquet(path, "data file", columns=[name])
+    if table.num_rows != stop - start:
+        raise DatasetError(
+            f"data file {path} has {table.num_rows} rows, but its episodes have {stop - start} "
+            "in the metadata"
+        )
+    lengths = np.empty(stop - start, np.int64)
+    buffers = []
+    row = 0
+    for chunk in table.column(name).chunks:
+        if pa.types.is_struct(chunk.type):
+            if chunk.type.get_field_index("bytes") < 0:
+                raise DatasetError(
+                    f"data file {path}: image column {name!r} is {chunk.type}, with no 'bytes'"
+                )
+            nulls = np.asarray(chunk.is_null(), bool)
+            chunk = chunk.flatten()[chunk.type.get_field_index("bytes")]
+            nulls |= np.asarray(chunk.is_null(), bool)
+        else:
+            nulls = np.asarray(chunk.is_null(), bool)
+        if not (pa.types.is_binary(chunk.type) or pa.types.is_large_binary(chunk.type)):
+            raise DatasetError(
+                f"data file {path}: image column {name!r} holds {chunk.type}, not image bytes"
+            )
+        if nulls.any():
+            raise DatasetError(
+                f"data file {path}: image column {name!r} has no image bytes at row "
+                f"{start + row + int(np.argmax(nulls))} (images stored only by path are not read)"
+            )
+        offset_type = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
+        _, offsets_buffer, data = chunk.buffers()
+        offsets = np.frombuffer(offsets_buffer, offset_type)[
+            chunk.offset : chunk.offset + len(chunk) + 1
+        ].astype(np.int64)
+        lengths[row : row + len(chunk)] = np.diff(offsets)
+        if len(chunk):
+            buffers.append(data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])))
+        row += len(chunk)
+    if lengths.size and lengths.min() <= 0:
+        bad = int(np.argmin(lengths))
+        raise DatasetError(f"data file {path}: image column {name!r} is empty at row {start + bad}")
+    return lengths, buffers
 
 
 # ---------------------------------------------------------------------------------------------

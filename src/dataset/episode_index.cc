@@ -28,7 +28,8 @@ using core::ByteWriter;
 constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
 // 2: the file's size and CRC-32C checksums of the header and of everything after it.
 // 3: its frame tables know each packet's byte position (frame table format 3).
-constexpr uint32_t kFormatVersion = 3;
+// 4: image cameras (per row, an image's place in a side file of encoded images).
+constexpr uint32_t kFormatVersion = 4;
 constexpr size_t kMaxListed = 20;
 
 struct Section {
@@ -45,10 +46,12 @@ struct Header {
   double fps;
   int64_t num_episodes;
   int64_t num_rows;
-  int64_t num_cameras;
+  int64_t num_cameras;        // video cameras
+  int64_t num_image_cameras;  // image cameras, after them
   Section episode_from_row, episode_length, episode_task;
   Section row_episode, row_timestamp;
   Section episode_video, episode_first_frame, episode_drift;
+  Section image_offset, image_length;  // [image camera][row]
   Section records;
   uint64_t file_bytes;  // the whole file
   uint32_t body_crc;    // of the bytes after the header
@@ -118,6 +121,31 @@ Status check_source(const EpisodeIndexSource& s) {
       if (v < 0 || v >= static_cast<int64_t>(s.video_files.size())) {
         return invalid("camera '" + s.cameras[c] + "' names video file " + std::to_string(v) +
                        ", which does not exist");
+      }
+    }
+  }
+  const size_t image_cameras = s.image_cameras.size();
+  if (s.image_offset.size() != image_cameras || s.image_length.size() != image_cameras) {
+    return invalid("per-camera image columns do not match the image cameras");
+  }
+  if (image_cameras > 0 && s.image_file.empty()) {
+    return invalid("image cameras need the file of their images");
+  }
+  for (size_t c = 0; c < image_cameras; ++c) {
+    if (std::find(s.cameras.begin(), s.cameras.end(), s.image_cameras[c]) != s.cameras.end()) {
+      return invalid("camera '" + s.image_cameras[c] + "' is both a video and an image camera");
+    }
+    if (s.image_offset[c].size() != static_cast<size_t>(row) ||
+        s.image_length[c].size() != static_cast<size_t>(row)) {
+      return invalid("image camera '" + s.image_cameras[c] +
+                     "' does not have an image for each "
+                     "of the " +
+                     std::to_string(row) + " rows");
+    }
+    for (int64_t r = 0; r < row; ++r) {
+      if (s.image_offset[c][r] < 0 || s.image_length[c][r] <= 0) {
+        return invalid("image camera '" + s.image_cameras[c] + "' has no image at row " +
+                       std::to_string(r));
       }
     }
   }
@@ -288,6 +316,20 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   }
   if (!problems.empty()) return Status(StatusCode::kCorruptData, list_problems(problems));
 
+  if (!source.image_cameras.empty()) {
+    Result<core::FileIdentity> images = core::stat_file(source.image_file);
+    if (!images.ok()) return images.status().with_context("the index's image file");
+    for (size_t c = 0; c < source.image_cameras.size(); ++c) {
+      for (size_t r = 0; r < source.image_offset[c].size(); ++r) {
+        if (source.image_offset[c][r] > images->size - source.image_length[c][r]) {
+          return invalid("image camera '" + source.image_cameras[c] + "', row " +
+                         std::to_string(r) + ": its image lies beyond the end of '" +
+                         source.image_file + "'");
+        }
+      }
+    }
+  }
+
   std::vector<core::FileIdentity> tracked(source.tracked_files.size());
   for (size_t k = 0; k < tracked.size(); ++k) {
     Result<core::FileIdentity> identity = core::stat_file(source.tracked_files[k]);
@@ -304,6 +346,7 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   header.num_episodes = static_cast<int64_t>(episodes);
   header.num_rows = static_cast<int64_t>(source.row_timestamp.size());
   header.num_cameras = static_cast<int64_t>(cameras);
+  header.num_image_cameras = static_cast<int64_t>(source.image_cameras.size());
   ByteWriter w(sizeof(Header));
   header.episode_from_row = append_array<int64_t>(w, source.episode_from_row);
   header.episode_length = append_array<int64_t>(w, source.episode_length);
@@ -322,10 +365,21 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   header.episode_video = append_array<int64_t>(w, episode_video);
   header.episode_first_frame = append_array<int64_t>(w, first_frame);
   header.episode_drift = append_array<double>(w, drift);
+  std::vector<int64_t> image_offset, image_length;
+  for (size_t c = 0; c < source.image_cameras.size(); ++c) {
+    image_offset.insert(image_offset.end(), source.image_offset[c].begin(),
+                        source.image_offset[c].end());
+    image_length.insert(image_length.end(), source.image_length[c].begin(),
+                        source.image_length[c].end());
+  }
+  header.image_offset = append_array<int64_t>(w, image_offset);
+  header.image_length = append_array<int64_t>(w, image_length);
 
   ByteWriter records;
   records.pod<uint64_t>(cameras);
   for (const std::string& camera : source.cameras) records.string(camera);
+  for (const std::string& camera : source.image_cameras) records.string(camera);
+  records.string(source.image_file);
   records.pod<uint64_t>(videos.size());
   for (size_t v = 0; v < videos.size(); ++v) {
     const std::vector<uint8_t> table = videos[v].table->serialize();
@@ -417,11 +471,13 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   const int64_t episodes = header.num_episodes;
   const int64_t rows = header.num_rows;
   const int64_t cameras = header.num_cameras;
+  const int64_t image_cameras = header.num_image_cameras;
   // Every count sizes an array in the file, so none exceeds its size: products of them, and
   // offsets made from them, cannot overflow.
   const int64_t file_size = static_cast<int64_t>(size);
   if (episodes <= 0 || rows <= 0 || cameras < 0 || episodes > file_size || rows > file_size ||
-      cameras > file_size || cameras * episodes > file_size || !(header.fps > 0)) {
+      cameras > file_size || cameras * episodes > file_size || image_cameras < 0 ||
+      image_cameras > file_size || image_cameras * rows > file_size || !(header.fps > 0)) {
     return malformed("bad counts");
   }
   auto bytes_of = [&](const Section& s, size_t alignment) -> std::span<const uint8_t> {
@@ -442,7 +498,9 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
       !array(header.row_timestamp, rows, &x.row_timestamp_) ||
       !array(header.episode_video, cameras * episodes, &x.episode_video_) ||
       !array(header.episode_first_frame, cameras * episodes, &x.episode_first_frame_) ||
-      !array(header.episode_drift, cameras * episodes, &x.episode_drift_)) {
+      !array(header.episode_drift, cameras * episodes, &x.episode_drift_) ||
+      !array(header.image_offset, image_cameras * rows, &x.image_offset_) ||
+      !array(header.image_length, image_cameras * rows, &x.image_length_)) {
     return malformed("an array lies outside the file");
   }
   x.fps_ = header.fps;
@@ -453,10 +511,12 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
   ByteReader r(record_bytes);
   uint64_t count = 0;
   if (!r.pod(&count) || count != static_cast<uint64_t>(cameras)) return malformed("cameras");
-  x.cameras_.resize(count);
+  x.num_video_cameras_ = cameras;
+  x.cameras_.resize(cameras + image_cameras);
   for (std::string& camera : x.cameras_) {
     if (!r.string(&camera, size)) return malformed("cameras");
   }
+  if (!r.string(&x.image_file_, size)) return malformed("image file");
   if (!r.pod(&count) || count > size) return malformed("video files");
   x.video_files_.resize(count);
   x.frame_table_bytes_.resize(count);
@@ -527,6 +587,21 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
         x.episode_video_[k] >= static_cast<int64_t>(x.video_files_.size()) ||
         x.episode_first_frame_[k] < 0) {
       return malformed("episode video references");
+    }
+  }
+  if (image_cameras > 0) {
+    // The side file is part of the index: missing or changed, the index is rebuilt.
+    Result<std::unique_ptr<core::MappedFile>> images = core::MappedFile::open(x.image_file_);
+    if (!images.ok()) return malformed("its image file: " + images.status().message());
+    x.image_mapping_ = std::move(images).value();
+    x.image_data_ = x.image_mapping_->bytes();
+    const auto image_bytes = static_cast<int64_t>(x.image_data_.size());
+    for (int64_t k = 0; k < image_cameras * rows; ++k) {
+      if (x.image_offset_[k] < 0 || x.image_length_[k] <= 0 ||
+          x.image_offset_[k] > image_bytes - x.image_length_[k]) {
+        return malformed("image " + std::to_string(k % rows) + " of camera '" +
+                         x.cameras_[cameras + k / rows] + "' lies outside '" + x.image_file_ + "'");
+      }
     }
   }
   return std::shared_ptr<const EpisodeIndex>(std::move(index));

@@ -75,14 +75,16 @@ Status WindowPlanner::plan(int64_t row, WindowPlan* plan) const {
     if (camera < 0) continue;
     auto read = std::find_if(plan->reads.begin(), plan->reads.end(),
                              [&](const WindowPlan::Read& r) { return r.camera == camera; });
+    const bool image = index.is_image_camera(camera);
     if (read == plan->reads.end()) {
-      plan->reads.push_back({.camera = camera, .video_file = index.video_of(camera, episode)});
+      plan->reads.push_back(
+          {.camera = camera, .video_file = image ? -1 : index.video_of(camera, episode)});
       read = plan->reads.end() - 1;
     }
     plan->key_read[k] = read - plan->reads.begin();
     plan->key_read_begin[k] = static_cast<int64_t>(read->frames.size());
     for (size_t t = plan->rows.size() - steps; t < plan->rows.size(); ++t) {
-      read->frames.push_back(index.frame_of_row(camera, plan->rows[t]));
+      read->frames.push_back(image ? plan->rows[t] : index.frame_of_row(camera, plan->rows[t]));
     }
   }
   plan->key_begin.push_back(static_cast<int64_t>(plan->rows.size()));
@@ -94,6 +96,12 @@ Result<double> WindowPlanner::cost(int64_t row) const {
   STOKER_RETURN_IF_ERROR(plan(row, &window));
   double total = 0;
   for (WindowPlan::Read& read : window.reads) {
+    if (index_->is_image_camera(read.camera)) {
+      for (int64_t r : read.frames) {
+        total += 8.0 * static_cast<double>(index_->image_bytes(read.camera, r).size());
+      }
+      continue;
+    }
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FrameTable> table,
                             index_->frame_table(read.video_file));
     std::sort(read.frames.begin(), read.frames.end());

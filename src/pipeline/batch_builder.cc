@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/random.h"
+#include "stoker/image_decoder.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -90,6 +91,8 @@ Status BatchBuilder::plan_slot(BatchWork& work, int64_t slot, int64_t row) {
   collate_ns_ += nanoseconds_since(start);
 
   for (const WindowPlan::Read& read : plan.reads) {
+    // An image camera's random parameters are drawn by decode_images_into, from the same key.
+    if (index_->is_image_camera(read.camera)) continue;
     const std::string context = describe_read(work, row, read.camera);
     Result<const VideoReader*> reader = reader_of(read.video_file);
     if (!reader.ok()) return reader.status().with_context(context);
@@ -116,6 +119,7 @@ std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
     SlotRead read;
   };
   std::vector<Span> spans;
+  std::vector<ReadGroup> groups;
   for (int64_t slot = 0; slot < work.batch->size(); ++slot) {
     if (!errors[slot].ok()) continue;
     const WindowPlan& plan = work.plans[slot];
@@ -123,6 +127,10 @@ std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
     Status fits;
     for (size_t r = 0; r < plan.reads.size() && fits.ok(); ++r) {
       const WindowPlan::Read& read = plan.reads[r];
+      if (index_->is_image_camera(read.camera)) {  // images share no decoder: one group each
+        groups.push_back({SlotRead{slot, r}});
+        continue;
+      }
       Result<const VideoReader*> reader = reader_of(read.video_file);
       if (!reader.ok()) break;  // plan_slot opened it already
       const FrameTable& table = (*reader)->frame_table();
@@ -153,7 +161,6 @@ std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.video != b.video ? a.video < b.video : a.first < b.first;
   });
-  std::vector<ReadGroup> groups;
   int64_t video = -1, reach = -1;
   for (const Span& span : spans) {
     if (span.video != video || span.first > reach) {
@@ -172,6 +179,7 @@ void BatchBuilder::prefetch(BatchWork& work, const std::vector<ReadGroup>& group
   std::vector<int64_t> frames;
   for (const ReadGroup& group : groups) {
     const WindowPlan::Read& first = work.plans[group[0].slot].reads[group[0].read];
+    if (first.video_file < 0) continue;  // images: mapped from the index's side file
     Result<const VideoReader*> reader = reader_of(first.video_file);
     if (!reader.ok() || (*reader)->source() == nullptr) continue;  // decode_group reports it
     frames.clear();
@@ -208,6 +216,7 @@ void BatchBuilder::fail_slot(BatchWork& work, const SlotRead& read, const Status
 // (uint8 output) or into scratch memory that the transform then finishes into its slot.
 Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
   const WindowPlan::Read& first = work.plans[reads[0].slot].reads[reads[0].read];
+  if (index_->is_image_camera(first.camera)) return decode_images(work, reads);
   STOKER_ASSIGN_OR_RETURN(const VideoReader* reader, reader_of(first.video_file));
   const VideoStreamInfo& stream = reader->frame_table().stream();
   const auto [height, width] = layout_.camera_sizes[first.camera];
@@ -278,6 +287,52 @@ Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
     }
   }
   transform_ns_ += nanoseconds_since(start);
+  return Status();
+}
+
+// Each row's stored image, decoded and transformed straight into its time step's slot; the
+// random parameters are drawn from (seed, epoch, sample, camera), as for a video camera.
+Status BatchBuilder::decode_images(BatchWork& work, const ReadGroup& reads) {
+  std::vector<ImageInput> inputs;
+  std::vector<int64_t> rows;  // each input's row, for its error
+  for (const SlotRead& read : reads) {
+    const WindowPlan& plan = work.plans[read.slot];
+    const WindowPlan::Read& r = plan.reads[read.read];
+    for (size_t k = 0; k < layout_.keys.size(); ++k) {
+      if (plan.key_read[k] != static_cast<int64_t>(read.read)) continue;
+      const KeyLayout& key = layout_.keys[k];
+      for (int64_t t = 0; t < key.steps; ++t) {
+        const int64_t row = r.frames[plan.key_read_begin[k] + t];
+        rows.push_back(row);
+        inputs.push_back(ImageInput{.bytes = index_->image_bytes(r.camera, row),
+                                    .out = layout_.at(work.batch->buffer(), key, read.slot, t),
+                                    .id = static_cast<uint64_t>(plan.row),
+                                    .camera = static_cast<int>(r.camera)});
+      }
+    }
+  }
+  const auto [height, width] =
+      layout_.camera_sizes[work.plans[reads[0].slot].reads[reads[0].read].camera];
+  std::vector<Status> errors(inputs.size());
+  const Clock::time_point start = Clock::now();
+  Status status = decode_images_into(inputs, *transform_,
+                                     ImageBatchOptions{.height = height,
+                                                       .width = width,
+                                                       .seed = options_.seed,
+                                                       .epoch = work.epoch,
+                                                       .threads = 1},
+                                     errors);
+  decode_ns_ += nanoseconds_since(start);
+  {
+    core::MutexLock lock(&decode_mutex_);
+    ++decode_calls_;
+  }
+  STOKER_RETURN_IF_ERROR(status);
+  for (size_t k = 0; k < errors.size(); ++k) {
+    if (!errors[k].ok()) {
+      return errors[k].with_context("the image of row " + std::to_string(rows[k]));
+    }
+  }
   return Status();
 }
 

@@ -5,6 +5,7 @@
 //                   buffer, the transform's random parameters drawn, the reads listed;
 //   group_reads()   group the slots' reads by video file, then by the GOPs they touch
 //                   (overlapping keyframe-to-last-frame spans merge): one decoder pass each;
+//                   an image camera's read (rows of stored PNG/JPEG) is a group of its own;
 //   prefetch()      ask remote files for every group's bytes at once, so that their fetches
 //                   overlap each other and the decoding of groups before them;
 //   decode_group()  decode one group, each distinct frame once, converted straight into its
@@ -101,6 +102,7 @@ class BatchBuilder {
  private:
   Status plan_slot(BatchWork& work, int64_t slot, int64_t row);
   Status decode_reads(BatchWork& work, const ReadGroup& reads);
+  Status decode_images(BatchWork& work, const ReadGroup& reads);
   void fail_slot(BatchWork& work, const SlotRead& read, const Status& status);
   Status replace(BatchWork& work, int64_t slot, const Status& failure);
   Result<const VideoReader*> reader_of(int64_t video);

@@ -2,6 +2,8 @@
 
 #include <tuple>
 
+#include "stoker/image_decoder.h"
+
 namespace stoker::pipeline {
 namespace {
 
@@ -34,11 +36,23 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     std::vector<int64_t> shape = {batch_size};
     if (windowed) shape.push_back(key.steps);
     if (key.camera >= 0) {
-      const int64_t video = index.video_of(key.camera, 0);
-      Result<std::shared_ptr<const FrameTable>> table = index.frame_table(video);
-      if (!table.ok()) return table.status().with_context("camera '" + window_key.source + "'");
-      const VideoStreamInfo& stream = (*table)->stream();
-      std::tie(key.height, key.width) = transform.output_size(stream.height, stream.width);
+      int source_height = 0, source_width = 0;
+      if (index.is_image_camera(key.camera)) {
+        // Every image of a camera must come out at this size (decode_images_into checks).
+        Result<ImageInfo> image = probe_image(index.image_bytes(key.camera, 0));
+        if (!image.ok()) {
+          return image.status().with_context("camera '" + window_key.source + "', row 0");
+        }
+        source_height = image->height;
+        source_width = image->width;
+      } else {
+        const int64_t video = index.video_of(key.camera, 0);
+        Result<std::shared_ptr<const FrameTable>> table = index.frame_table(video);
+        if (!table.ok()) return table.status().with_context("camera '" + window_key.source + "'");
+        source_height = (*table)->stream().height;
+        source_width = (*table)->stream().width;
+      }
+      std::tie(key.height, key.width) = transform.output_size(source_height, source_width);
       key.step_bytes = transform.output_bytes(key.height, key.width);
       if (transform.options().layout == Layout::kNCHW) {
         shape.insert(shape.end(), {3, key.height, key.width});

@@ -39,8 +39,9 @@ struct BatchLayout {
   size_t batch_bytes = 0;                         // the buffer of one batch
 
   /// The layout of batches of `batch_size` samples of `planner`'s keys. A camera's output size
-  /// comes from its first video (every batch has one size per key). Errors: a camera whose
-  /// first frame table cannot be read, named.
+  /// comes from its first video, or for an image camera from its first image's header (every
+  /// batch has one size per key). Errors: a camera whose first frame table or image cannot be
+  /// read, named.
   static Result<BatchLayout> create(const EpisodeIndex& index, const WindowPlanner& planner,
                                     const ImageTransform& transform, int64_t batch_size);
 

@@ -473,3 +473,43 @@ def corrupt_media_data(path: str) -> None:
     os.unlink(path)
     with open(path, "wb") as f:
         f.write(bytes(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# Image features (LeRobot "dtype": "image": PNG / JPEG bytes in the data files)
+
+
+def image_pixels(episode: int, frame: int, size: Tuple[int, int] = (40, 48)) -> np.ndarray:
+    """The RGB pixels (uint8 [H, W, 3]) of the image feature at (episode, frame): seeded noise,
+    so that any misplaced row or pixel shows."""
+    rng = np.random.default_rng(episode * 100_003 + frame)
+    return rng.integers(0, 256, (*size, 3), dtype=np.uint8)
+
+
+def add_image_camera(written: WrittenDataset, name: str = "observation.images.wrist",
+                     size: Tuple[int, int] = (40, 48), image_format: str = "PNG") -> None:
+    """Adds image feature ``name`` to every data file of ``written`` as LeRobot stores it: a
+    ``{bytes, path}`` struct column of encoded images (``image_format`` "PNG" or "JPEG", made
+    with Pillow from :func:`image_pixels`), and ``"dtype": "image"`` in info.json."""
+    import io
+
+    from PIL import Image
+
+    for path in sorted(set(written.data_paths)):
+        table = pq.read_table(path)
+        episodes = table.column("episode_index").to_pylist()
+        frames = table.column("frame_index").to_pylist()
+        encoded = []
+        for e, f in zip(episodes, frames):
+            buffer = io.BytesIO()
+            Image.fromarray(image_pixels(e, f, size)).save(buffer, format=image_format)
+            encoded.append({"bytes": buffer.getvalue(), "path": f"frame_{e}_{f}.png"})
+        column = pa.array(encoded, pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+        pq.write_table(table.append_column(name, column), path)
+    info_path = os.path.join(written.root, "meta", "info.json")
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    info["features"][name] = {"dtype": "image", "shape": [size[0], size[1], 3],
+                              "names": ["height", "width", "channels"]}
+    lerobot_format.write_info(written.root, info)
+    written.cameras.append(name)
