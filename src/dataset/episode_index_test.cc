@@ -8,6 +8,7 @@
 #include <random>
 
 #include "media/testing/test_videos.h"
+#include "stoker/window_plan.h"
 
 namespace stoker {
 namespace {
@@ -266,6 +267,75 @@ TEST(FuzzSeeds, Indexes) {
     const std::string path = (folder / ("index-" + std::to_string(k))).string();
     ASSERT_TRUE(EpisodeIndex::build(sources[k], path).ok());
   }
+}
+
+// An image camera beside the video camera: each row's "image" is bytes that name the row (the
+// index does not parse images), all in one side file.
+EpisodeIndexSource with_image_camera(const std::string& side_file) {
+  EpisodeIndexSource source = make_source({episode_video("index_ep0")}, {0}, {0});
+  source.image_cameras = {"observation.images.wrist"};
+  source.image_file = side_file;
+  std::string bytes;
+  source.image_offset.emplace_back();
+  source.image_length.emplace_back();
+  for (int row = 0; row < kFrames; ++row) {
+    const std::string image = "image of row " + std::to_string(row);
+    source.image_offset[0].push_back(static_cast<int64_t>(bytes.size()));
+    source.image_length[0].push_back(static_cast<int64_t>(image.size()));
+    bytes += image;
+  }
+  std::ofstream(side_file, std::ios::binary) << bytes;
+  return source;
+}
+
+TEST(EpisodeIndex, ImageCamerasFollowTheVideoCamerasAndMapTheirSideFile) {
+  const std::string side = scratch("images.side");
+  auto index = build_and_open(with_image_camera(side), scratch("images.index"));
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(index->num_cameras(), 2);
+  EXPECT_EQ(index->num_video_cameras(), 1);
+  EXPECT_FALSE(index->is_image_camera(0));
+  EXPECT_TRUE(index->is_image_camera(1));
+  EXPECT_EQ(index->cameras()[1], "observation.images.wrist");
+  EXPECT_EQ(index->image_file(), side);
+  for (int row : {0, 7, kFrames - 1}) {
+    const auto bytes = index->image_bytes(1, row);
+    EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "image of row " + std::to_string(row));
+  }
+  // The planner reads an image camera by rows, from no video file.
+  auto planner = WindowPlanner::create(
+      index, {{.name = "wrist", .source = "observation.images.wrist", .offsets = {-2, 0}}});
+  ASSERT_TRUE(planner.ok()) << planner.status().message();
+  WindowPlan plan;
+  ASSERT_TRUE((*planner)->plan(5, &plan).ok());
+  ASSERT_EQ(plan.reads.size(), 1u);
+  EXPECT_EQ(plan.reads[0].video_file, -1);
+  EXPECT_EQ(plan.reads[0].frames, (std::vector<int64_t>{3, 5}));
+  auto cost = (*planner)->cost(5);
+  ASSERT_TRUE(cost.ok());
+  EXPECT_EQ(*cost, 8.0 * static_cast<double>(index->image_bytes(1, 3).size() +
+                                             index->image_bytes(1, 5).size()));
+}
+
+TEST(EpisodeIndexBadInput, ASideFileTooShortForItsImagesIsRefused) {
+  const std::string side = scratch("short-images.side");
+  EpisodeIndexSource source = with_image_camera(side);
+  source.image_length[0].back() += 1;  // past the end of the file
+  Status built = EpisodeIndex::build(source, scratch("short-images.index"));
+  EXPECT_EQ(built.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(built.message().find("observation.images.wrist', row 29"), std::string::npos)
+      << built.message();
+
+  // Built over a whole file that is then truncated: refused when opened, never read past.
+  const std::string path = scratch("truncated-images.index");
+  ASSERT_NE(build_and_open(with_image_camera(side), path), nullptr);
+  std::filesystem::resize_file(side, 10);
+  auto opened = EpisodeIndex::open(path);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kCorruptData);
+  std::filesystem::remove(side);
+  opened = EpisodeIndex::open(path);
+  EXPECT_EQ(opened.status().code(), StatusCode::kCorruptData);
 }
 
 }  // namespace

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "core/host_memory.h"
 #include "pipeline/test_dataset.h"
+#include "stoker/image_decoder.h"
 
 namespace stoker::pipeline {
 namespace {
@@ -159,6 +162,77 @@ TEST(BatchBuilder, AFailingSlotFailsAloneAndIsReplacedUnderSkip) {
       EXPECT_NE(skip.reason.find(gone), std::string::npos);
     }
     for (int64_t row : work->batch->samples()) EXPECT_NE(row / kRows, 1) << row;
+  }
+}
+
+// An index whose only camera is an image camera: 8 rows in 2 episodes, each row's image a PNG
+// that FFmpeg made of a moving test pattern, all in one side file.
+std::shared_ptr<const EpisodeIndex> image_index(const std::string& folder) {
+  const std::filesystem::path dir = std::filesystem::path(testing::test_media_dir()) / folder;
+  std::filesystem::create_directories(dir);
+  Status made = testing::run_command(
+      "ffmpeg -nostdin -y -loglevel error -f lavfi -i testsrc2=size=36x28:rate=30 -frames:v 8 " +
+      (dir / "row_%d.png").string());
+  EXPECT_TRUE(made.ok()) << made.message();
+  EpisodeIndexSource s;
+  s.fps = 30;
+  s.episode_from_row = {0, 4};
+  s.episode_length = {4, 4};
+  s.episode_task = {0, 0};
+  s.image_cameras = {"cam"};
+  s.image_file = (dir / "images.bin").string();
+  s.image_offset.emplace_back();
+  s.image_length.emplace_back();
+  std::ofstream side(s.image_file, std::ios::binary);
+  int64_t offset = 0;
+  for (int row = 0; row < 8; ++row) {
+    s.row_timestamp.push_back((row % 4) / 30.0);
+    std::ifstream png(dir / ("row_" + std::to_string(row + 1) + ".png"), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(png)), {});
+    side << bytes;
+    s.image_offset[0].push_back(offset);
+    s.image_length[0].push_back(static_cast<int64_t>(bytes.size()));
+    offset += static_cast<int64_t>(bytes.size());
+  }
+  side.close();
+  const std::string path = (dir / "index.bin").string();
+  Status built = EpisodeIndex::build(s, path);
+  EXPECT_TRUE(built.ok()) << built.message();
+  auto index = EpisodeIndex::open(path);
+  EXPECT_TRUE(index.ok()) << index.status().message();
+  return index.ok() ? *index : nullptr;
+}
+
+TEST(BatchBuilder, ImageCameraSlotsHoldTheirRowsDecodedImages) {
+  auto index = image_index("builder_images");
+  ASSERT_NE(index, nullptr);
+  const std::vector<WindowKey> window = {{.name = "cam", .source = "cam", .offsets = {-1, 0}}};
+  auto uint8_chw = ImageTransform::create({});
+  ASSERT_TRUE(uint8_chw.ok());
+  for (int threads : {1, 2}) {
+    auto loader = Loader::create(index, window, in_order(*index), *uint8_chw,
+                                 LoaderOptions{.batch_size = 8, .threads = threads});
+    ASSERT_TRUE(loader.ok()) << loader.status().message();
+    ASSERT_TRUE((*loader)->start(0, 0).ok());
+    auto batch = (*loader)->next();
+    ASSERT_TRUE(batch.ok() && *batch != nullptr) << batch.status().message();
+    const BatchField& field = (*batch)->fields()[0];
+    EXPECT_EQ(field.shape, (std::vector<int64_t>{8, 2, 3, 28, 36}));
+    const uint8_t* data = (*batch)->data(0);
+    for (int64_t row = 0; row < 8; ++row) {
+      for (int64_t t = 0; t < 2; ++t) {
+        const int64_t shown = t == 0 && row % 4 != 0 ? row - 1 : row;  // clamped to the episode
+        auto image = decode_image(index->image_bytes(0, shown));
+        ASSERT_TRUE(image.ok());
+        const uint8_t* slot = data + (row * 2 + t) * 3 * 28 * 36;
+        for (int c = 0; c < 3; ++c) {
+          for (int p = 0; p < 28 * 36; ++p) {
+            ASSERT_EQ(slot[c * 28 * 36 + p], image->pixels[p * 3 + c])
+                << "row " << row << ", step " << t << ", threads " << threads;
+          }
+        }
+      }
+    }
   }
 }
 
