@@ -156,3 +156,14 @@ def test_a_row_without_image_bytes_is_named(image_datasets, tmp_path):
     pq.write_table(table.set_column(table.schema.get_field_index(IMAGE), IMAGE, column), path)
     with pytest.raises(stoker.DatasetError, match=f"{IMAGE}.*row 2"):
         LeRobotDataset(str(root), progress=False)
+
+
+def test_the_doctor_measures_image_cameras(image_datasets):
+    """The doctor's default window reads image features too: a dataset of images is not
+    measured as if it had no cameras."""
+    from stoker.doctor.command import default_spec
+
+    spec = default_spec(image_datasets["v30"].root)
+    assert IMAGE in spec.delta_timestamps
+    ds = LeRobotDataset(image_datasets["v30"].root, spec, progress=False)
+    assert ds[4][IMAGE].shape == (3, 3, 224, 224)

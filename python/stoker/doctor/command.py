@@ -7,7 +7,7 @@ import json
 
 from stoker.doctor.measure import diagnose, synthetic_step
 from stoker.lerobot import LeRobotDataset, WindowSpec
-from stoker.lerobot_meta import read_lerobot_metadata
+from stoker.lerobot_meta import image_cameras, read_lerobot_metadata
 from stoker.loader import Loader
 from stoker.storage import S3Options, add_storage_arguments, storage_options_from_args
 
@@ -47,10 +47,12 @@ def _load_spec(path: str | None) -> WindowSpec | None:
 
 
 def default_spec(dataset_root: str, storage_options: S3Options | None = None) -> WindowSpec:
-    """Every camera's last three frames at 224x224, and the next 16 actions when there are."""
+    """Every camera's last three frames at 224x224 (video and image features alike), and the
+    next 16 actions when there are."""
     meta = read_lerobot_metadata(dataset_root, storage_options)
     fps = meta.fps
-    delta = {camera: [-2 / fps, -1 / fps, 0.0] for camera in meta.cameras}
+    cameras = [*meta.cameras, *image_cameras(meta)]
+    delta = {camera: [-2 / fps, -1 / fps, 0.0] for camera in cameras}
     if "action" in meta.features:
         delta["action"] = [k / fps for k in range(16)]
     return WindowSpec(delta_timestamps=delta, size=(224, 224))

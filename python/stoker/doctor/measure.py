@@ -117,10 +117,16 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
     for key in ds.item_keys:
         if key.source not in ds.cameras:
             continue
-        video = int(ds.index.videos_of(key.source)[0])
-        reader = VideoReader(ds.index.video_files[video], frame_table=ds.index.frame_table(video))
-        source.append(reader.width * reader.height)
-        sizes.append(f"{reader.width}x{reader.height}")
+        if key.source in ds.index.image_cameras:  # images stored per row: the first one's size
+            _, width, height, _, _ = _core.probe_image(ds.index.image_bytes(key.source, 0))
+        else:
+            video = int(ds.index.videos_of(key.source)[0])
+            reader = VideoReader(
+                ds.index.video_files[video], frame_table=ds.index.frame_table(video)
+            )
+            width, height = reader.width, reader.height
+        source.append(width * height)
+        sizes.append(f"{width}x{height}")
         _, shape = fields[key.name]
         h, w = (shape[-2], shape[-1]) if shape[-3] == 3 else (shape[-3], shape[-2])
         output.append(h * w)
