@@ -173,6 +173,10 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/loader_bench.py --build $(BUILD) $(LOADER_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/etl_bench.py
 	PYTHONPATH=python $(PYTHON) bench/remote_bench.py $(REMOTE_BENCH_ARGS)
+	# LeRobot's training loop against stoker's: in .venv-lerobot when it is there (make
+	# test-lerobot), else the LeRobot row reads "not measured".
+	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \
+	else PYTHONPATH=python $(PYTHON) bench/parity_bench.py; fi
 
 ## Housekeeping ---------------------------------------------------------------------------
 

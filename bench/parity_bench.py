@@ -204,7 +204,7 @@ def main() -> int:
         f"command: .venv-lerobot/bin/python bench/parity_bench.py --batches {args.batches} "
         f"--max-seconds {args.max_seconds:g}",
         "",
-        f"{'loop':52s} {'samples/s':>10s} {'peak RSS MB':>12s} {'peak PSS MB':>12s} "
+        f"{'loop':62s} {'samples/s':>10s} {'peak RSS MB':>12s} {'peak PSS MB':>12s} "
         f"{'others':>7s}",
     ]
     names = {"lerobot": f"LeRobotDataset + EpisodeAwareSampler + DataLoader({NUM_WORKERS} "
@@ -212,9 +212,9 @@ def main() -> int:
              "stoker": f"stoker.LeRobotDataset + Loader({cpus} threads)"}
     for kind, result in results.items():
         if "error" in result:
-            lines.append(f"{names[kind]:52s} {result['error']}")
+            lines.append(f"{names[kind]:62s} {result['error']}")
         else:
-            lines.append(f"{names[kind]:52s} {result['samples_per_s']:10.1f} "
+            lines.append(f"{names[kind]:62s} {result['samples_per_s']:10.1f} "
                          f"{result['peak_rss_mb']:12.0f} {result['peak_pss_mb']:12.0f} "
                          f"{result['other_cpus']:7.1f}")
     if all("error" not in r for r in results.values()):
