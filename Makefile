@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-dev libavformat-dev \
 	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang \
-	libclang-rt-14-dev libcurl4-openssl-dev
+	libclang-rt-14-dev libcurl4-openssl-dev libturbojpeg0-dev libspng-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \
@@ -70,7 +70,7 @@ lint: deps
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), then the loader's threads under ThreadSanitizer.
 SANITIZED_TESTS = core_test io_test media_test sampling_test dataset_test transform_test \
-  pipeline_test etl_test
+  image_test pipeline_test etl_test
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
@@ -101,7 +101,7 @@ test-thread-safety: deps
 # container and decoder over bytes in memory), from seeds the C++ tests write: FUZZ_SECONDS
 # each (30 in `make test`; `make fuzz` runs 10 minutes each). A crash, a leak, undefined
 # behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/.
-FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz
+FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz image_decoder_fuzz
 test-fuzz: build
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
@@ -110,6 +110,8 @@ test-fuzz: build
 	  $(BUILD)/media_test --gtest_filter='FuzzSeeds.*' --gtest_brief=1
 	STOKER_FUZZ_CORPUS=$(abspath $(FUZZ_BUILD))/seeds STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
 	  $(BUILD)/dataset_test --gtest_filter='FuzzSeeds.*' --gtest_brief=1
+	STOKER_FUZZ_CORPUS=$(abspath $(FUZZ_BUILD))/seeds $(BUILD)/image_test --gtest_filter='FuzzSeeds.*' \
+	  --gtest_brief=1
 	for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_BUILD)/found/$$t; \
 	  if (cd $(FUZZ_BUILD) && ./$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	      -rss_limit_mb=4096 -print_final_stats=1 found/$$t seeds/$$t > $$t.log 2>&1); then \
@@ -173,6 +175,9 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/loader_bench.py --build $(BUILD) $(LOADER_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/etl_bench.py
 	PYTHONPATH=python $(PYTHON) bench/remote_bench.py $(REMOTE_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/ray_bench.py $(RAY_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/image_bench.py
+	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
 	# LeRobot's training loop against stoker's: in .venv-lerobot when it is there (make
 	# test-lerobot), else the LeRobot row reads "not measured".
 	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \

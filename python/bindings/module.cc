@@ -10,6 +10,7 @@ namespace stoker::python {
 void register_core(nanobind::module_& m);
 void register_dataset(nanobind::module_& m);
 void register_etl(nanobind::module_& m);
+void register_image(nanobind::module_& m);
 void register_io(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_pipeline(nanobind::module_& m);
@@ -35,6 +36,7 @@ NB_MODULE(_core, m) {
   stoker::python::register_dataset(m);
   stoker::python::register_sampling(m);
   stoker::python::register_transform(m);
+  stoker::python::register_image(m);
   stoker::python::register_pipeline(m);
   stoker::python::register_etl(m);
 }

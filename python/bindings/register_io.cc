@@ -3,12 +3,16 @@
 // counters, and a stat of any source, local or remote. Every call that may touch the network
 // or the disk releases the GIL.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
+#include "arrays.h"
 #include "errors.h"
 #include "stoker/byte_source.h"
 #include "stoker/remote_source.h"
@@ -141,6 +145,56 @@ void register_io(nb::module_& m) {
       nb::arg("path_or_url"),
       "(size, version_tag, mtime_ns) of a local file or a remote object (opened once per "
       "process and URL).");
+
+  m.def(
+      "read_ranges",
+      [](const std::string& path_or_url,
+         nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> offsets,
+         nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> sizes) {
+        if (offsets.shape(0) != sizes.shape(0)) {
+          throw nb::value_error("offsets and sizes must have the same length");
+        }
+        Result<std::vector<uint8_t>> bytes = [&]() -> Result<std::vector<uint8_t>> {
+          nb::gil_scoped_release release;
+          STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ByteSource> source,
+                                  open_source(path_or_url));
+          const size_t n = offsets.shape(0);
+          std::vector<ByteRange> ranges(n);
+          int64_t total = 0;
+          for (size_t i = 0; i < n; ++i) {
+            if (offsets(i) < 0 || sizes(i) < 0 || offsets(i) + sizes(i) > source->size()) {
+              return Status(StatusCode::kInvalidArgument,
+                            source->name() + ": the range of " + std::to_string(sizes(i)) +
+                                " bytes at " + std::to_string(offsets(i)) + " is outside its " +
+                                std::to_string(source->size()) + " bytes");
+            }
+            ranges[i] = ByteRange{offsets(i), sizes(i)};
+            total += sizes(i);
+          }
+          if (source->is_remote()) {
+            std::vector<ByteRange> sorted = ranges;
+            std::sort(sorted.begin(), sorted.end(),
+                      [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+            source->prefetch(sorted);
+          }
+          std::vector<uint8_t> out(static_cast<size_t>(total));
+          size_t at = 0;
+          for (const ByteRange& range : ranges) {
+            std::span<uint8_t> slot(out.data() + at, static_cast<size_t>(range.length));
+            STOKER_ASSIGN_OR_RETURN(size_t got, source->read_at(range.offset, slot));
+            if (got != slot.size()) {
+              return Status(StatusCode::kIoError,
+                            source->name() + ": short read at " + std::to_string(range.offset));
+            }
+            at += slot.size();
+          }
+          return out;
+        }();
+        return owned_array(value_or_raise(std::move(bytes), Area::kDataset));
+      },
+      nb::arg("path_or_url"), nb::arg("offsets"), nb::arg("sizes"),
+      "The bytes of each range [offset, offset + size) of a local file (pread) or a remote "
+      "object (the ranges prefetched together through the range cache), one after another.");
 
   m.def("is_remote_url", &is_remote_url, nb::arg("path"),
         "Whether `path` is an s3://, http:// or https:// URL.");

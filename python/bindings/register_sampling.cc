@@ -5,10 +5,12 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include "arrays.h"
 #include "errors.h"
 #include "stoker/sampling.h"
+#include "stoker/shard_order.h"
 
 namespace nb = nanobind;
 
@@ -130,6 +132,53 @@ void register_sampling(nb::module_& m) {
         return owned_array(value_or_raise(std::move(expanded)));
       },
       nb::arg("weights"), nb::arg("sizes"), nb::arg("per_sample"));
+
+  m.def(
+      "deal_shards",
+      [](Int64s shard_bytes, bool shuffle, uint64_t seed, uint32_t epoch, int64_t world_size) {
+        Result<std::vector<std::vector<int64_t>>> ranks = [&] {
+          nb::gil_scoped_release release;
+          return deal_shards(std::span(shard_bytes.data(), shard_bytes.shape(0)), shuffle, seed,
+                             epoch, world_size);
+        }();
+        nb::list out;
+        for (auto& shards : value_or_raise(std::move(ranks)))
+          out.append(owned_array(std::move(shards)));
+        return out;
+      },
+      nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
+      nb::arg("world_size"),
+      "Each rank's shards in `epoch`, dealt by bytes (see stoker/shard_order.h).");
+
+  m.def(
+      "shuffle_buffer_order",
+      [](Int64s stream, int64_t buffer_size, uint64_t seed, uint32_t epoch, int64_t rank) {
+        std::vector<int64_t> order;
+        {
+          nb::gil_scoped_release release;
+          order = shuffle_buffer_order(std::span(stream.data(), stream.shape(0)), buffer_size, seed,
+                                       epoch, rank);
+        }
+        return owned_array(std::move(order));
+      },
+      nb::arg("stream"), nb::arg("buffer_size"), nb::arg("seed"), nb::arg("epoch"), nb::arg("rank"),
+      "What a bounded shuffle buffer emits for `stream`.");
+
+  m.def(
+      "shuffle_buffer_state",
+      [](Int64s stream, int64_t buffer_size, uint64_t seed, uint32_t epoch, int64_t rank,
+         int64_t emitted) {
+        Result<ShuffleBufferState> state = [&] {
+          nb::gil_scoped_release release;
+          return shuffle_buffer_state(std::span(stream.data(), stream.shape(0)), buffer_size, seed,
+                                      epoch, rank, emitted);
+        }();
+        ShuffleBufferState value = value_or_raise(std::move(state));
+        return nb::make_tuple(value.consumed, owned_array(std::move(value.buffer)));
+      },
+      nb::arg("stream"), nb::arg("buffer_size"), nb::arg("seed"), nb::arg("epoch"), nb::arg("rank"),
+      nb::arg("emitted"),
+      "(ids taken in, the buffer's ids) after `emitted` ids of shuffle_buffer_order().");
 }
 
 }  // namespace stoker::python

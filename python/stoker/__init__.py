@@ -6,6 +6,8 @@ datasets and :class:`Loader` to batch them on native threads into zero-copy tens
 HTTPS with :class:`S3Options`), and the samplers
 (:class:`RandomSampler`, :class:`DistributedSampler`, :class:`WeightedSampler`,
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
+:class:`ShardDataset` reads images, clips, text and labels from tar shards (WebDataset's
+layout) for the same :class:`Loader`; :func:`write_shards` (``stoker shard``) writes them.
 """
 
 from stoker._core import (
@@ -20,6 +22,7 @@ from stoker._core import (
 )
 from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
+from stoker.image import decode_image, decode_images, probe_image
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import (
@@ -31,22 +34,29 @@ from stoker.sampling import (
     WeightedSampler,
     expand_group_weights,
 )
+from stoker.shard_loader import ShardLoader
+from stoker.shard_writer import write_shards
+from stoker.shards import Clip, Image, Json, Label, ShardDataset, ShardSpec, Text, Tokens
 from stoker.storage import S3Options
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
 __all__ = [
     "AccessDeniedError",
+    "Clip",
     "DatasetError",
     "DecodeError",
     "Diagnosis",
     "DistributedSampler",
     "EpisodeIndex",
     "Error",
+    "Image",
     "IndexReport",
     "InternalError",
     "InvalidArgumentError",
     "ItemKey",
+    "Json",
+    "Label",
     "LeRobotDataset",
     "LoadBalancedSampler",
     "Loader",
@@ -56,15 +66,24 @@ __all__ = [
     "S3Options",
     "Sampler",
     "SequentialSampler",
+    "ShardDataset",
+    "ShardLoader",
+    "ShardSpec",
+    "Text",
+    "Tokens",
     "Transforms",
     "VideoReader",
     "WeightedSampler",
     "WindowSpec",
+    "decode_image",
+    "decode_images",
     "diagnose",
     "expand_group_weights",
     "load_index",
+    "probe_image",
     "profile",
     "synthetic_step",
     "usable_cores",
+    "write_shards",
 ]
 __version__ = "0.1.0"

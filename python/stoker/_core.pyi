@@ -198,6 +198,11 @@ def stat_source(path_or_url: str) -> tuple[int, str, int]:
     (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).
     """
 
+def read_ranges(path_or_url: str, offsets: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.uint8]:
+    """
+    The bytes of each range [offset, offset + size) of a local file (pread) or a remote object (the ranges prefetched together through the range cache), one after another.
+    """
+
 def is_remote_url(path: str) -> bool:
     """Whether `path` is an s3://, http:// or https:// URL."""
 
@@ -430,6 +435,19 @@ class LoadBalancedSampler(Sampler):
 
 def expand_group_weights(weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], per_sample: bool) -> NDArray[numpy.float64]: ...
 
+def deal_shards(shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, epoch: int, world_size: int) -> list:
+    """
+    Each rank's shards in `epoch`, dealt by bytes (see stoker/shard_order.h).
+    """
+
+def shuffle_buffer_order(stream: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], buffer_size: int, seed: int, epoch: int, rank: int) -> NDArray[numpy.int64]:
+    """What a bounded shuffle buffer emits for `stream`."""
+
+def shuffle_buffer_state(stream: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], buffer_size: int, seed: int, epoch: int, rank: int, emitted: int) -> tuple:
+    """
+    (ids taken in, the buffer's ids) after `emitted` ids of shuffle_buffer_order().
+    """
+
 class CropMode(enum.Enum):
     none = 0
 
@@ -539,6 +557,21 @@ class TransformOptions:
 
     @interpolation.setter
     def interpolation(self, arg: Interpolation, /) -> None: ...
+
+def probe_image(data: bytes) -> tuple[str, int, int, int, int]:
+    """
+    (format, width, height, channels, bit_depth) from a JPEG or PNG header, without decoding.
+    """
+
+def decode_image(data: bytes, min_width: int = 0, min_height: int = 0, keep_16bit_gray: bool = False) -> object:
+    """
+    One JPEG or PNG as [H, W, 3] uint8 (or [H, W] uint16 for a 16-bit gray PNG with keep_16bit_gray); a JPEG at the smallest DCT scale that keeps min_width x min_height.
+    """
+
+def decode_images(images: Sequence[bytes], transform: TransformOptions, out: Annotated[NDArray, dict(order='C', device='cpu')], height: int, width: int, seed: int = 0, epoch: int = 0, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)] | None = None, camera: int = 0, threads: int = 1, collect_errors: bool = False) -> list[str]:
+    """
+    Decodes and transforms each image into its slot of out; see stoker.decode_images.
+    """
 
 class ErrorPolicy(enum.Enum):
     raise_error = 0

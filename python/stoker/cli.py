@@ -1,4 +1,4 @@
-"""The ``stoker`` command: ``stoker doctor ...`` and ``stoker etl ...``.
+"""The ``stoker`` command: ``stoker doctor ...``, ``stoker etl ...`` and ``stoker shard ...``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``main(args) -> int``; this file only dispatches.
@@ -14,6 +14,7 @@ import sys
 COMMANDS = {
     "doctor": ("stoker.doctor", "measure which roofline bounds training, and say what to change"),
     "etl": ("stoker.etl", "materialize a dataset at training resolution, with typed columns"),
+    "shard": ("stoker.shard_writer", "write samples into tar shards of equal bytes, shuffled"),
 }
 
 

@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Callable, Union
 
@@ -164,6 +164,7 @@ def materialize(
     interpolation: str = "bilinear",
     progress: Progress = True,
     storage_options: dict[str, Any] | S3Options | None = None,
+    ray: bool | str = False,
 ) -> EtlReport:
     """Writes the LeRobot dataset in ``src`` to ``dst`` as a LeRobot v3.0 dataset at training
     size, with typed columns, and builds its stoker index. See the module documentation.
@@ -192,6 +193,11 @@ def materialize(
             is silent; a callable is called with (units done, units to do) after each unit of
             this run (an exception it raises stops the run as Ctrl-C would).
         storage_options: for a URL SRC, see :mod:`stoker.storage`.
+        ray: run the units as Ray tasks (:mod:`stoker.ray.tasks`): ``True`` or ``"auto"``
+            joins the cluster ``RAY_ADDRESS`` names (else starts a local one), ``"local"``
+            starts a local one, another string is a cluster address; the run's process stays
+            the driver (journal, rows, verification). DST must be seen by every node at the
+            same path. ``workers`` then defaults to the cluster's CPUs. Needs ``ray[data]``.
 
     Raises:
         ValueError: bad arguments, or ``dst`` holds a run of another source, or of other video
@@ -213,9 +219,7 @@ def materialize(
     if not (progress is True or progress is False or callable(progress)):
         raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
     verbose = progress is True
-    if workers is None:
-        workers = _core.usable_cores()
-    elif not isinstance(workers, int) or workers < 1:
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     source = open_dataset_root(checked_path(src, "source dataset folder"), storage_options)
     src = source.location
@@ -258,7 +262,28 @@ def materialize(
     with _RunState(dst, src, options, _source_fingerprint(meta)) as state:
         units = _plan_units(meta, index, cameras, dst)
         report.units_total = len(units)
-        failures = _run_units(units, index, state, options, workers, on_error, progress, report)
+        ray_tasks = None
+        if ray:
+            from stoker.ray import tasks
+
+            tasks.connect(ray)
+            ray_tasks = tasks.TranscodeTasks(
+                options,
+                source_root=src if source.remote else None,
+                storage_options=source.options if source.remote else None,
+            )
+            workers = workers or tasks.cluster_cpus()
+        failures = _run_units(
+            units,
+            index,
+            state,
+            options,
+            workers or _core.usable_cores(),
+            on_error,
+            progress,
+            report,
+            ray_tasks,
+        )
 
         failed = {unit.position for unit in failures}
         empty = {e for e in range(meta.num_episodes) if meta.length[e] == 0}
@@ -494,6 +519,17 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
     return units
 
 
+def _transcode_options(options: dict) -> _core.TranscodeOptions:
+    """The native transcode options of a run's ``options`` (the same in a Ray task)."""
+    transcode = _core.TranscodeOptions()
+    transcode.height, transcode.width = options["size"]
+    transcode.encoder = _encoder_options(
+        options["codec"], options["gop"], options["crf"], options["preset"], options["fast_decode"]
+    )
+    transcode.interpolation = getattr(_core.Interpolation, options["interpolation"])
+    return transcode
+
+
 def _run_units(
     units: list[_Unit],
     index,
@@ -503,27 +539,35 @@ def _run_units(
     on_error: str,
     progress: Progress,
     report: EtlReport,
+    ray_tasks: Any = None,
 ) -> dict[_Unit, str]:
     """Encodes every unit whose file is not there yet. Returns the failed units with their
     reasons (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new
     unit starts, the running ones finish, and the error is raised."""
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
-    transcode = _core.TranscodeOptions()
-    transcode.height, transcode.width = options["size"]
-    transcode.encoder = _encoder_options(
-        options["codec"], options["gop"], options["crf"], options["preset"], options["fast_decode"]
-    )
-    transcode.interpolation = getattr(_core.Interpolation, options["interpolation"])
+    transcode = _transcode_options(options)
     tables: dict[int, bytes] = {}
 
-    def run(unit: _Unit) -> dict:
+    def table_of(unit: _Unit) -> bytes:
         table = tables.get(unit.video)
         if table is None:
             table = tables[unit.video] = index.frame_table(unit.video)
+        return table
+
+    def run(unit: _Unit) -> dict:
         os.makedirs(os.path.dirname(unit.target), exist_ok=True)
         return _core.transcode(
-            unit.source, table, unit.first_frame, unit.frames, unit.target, transcode
+            unit.source, table_of(unit), unit.first_frame, unit.frames, unit.target, transcode
+        )
+
+    pool: ThreadPoolExecutor | None = None
+    if ray_tasks is None:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stoker-etl")
+        submit: Callable[[_Unit], Future] = lambda unit: pool.submit(run, unit)  # noqa: E731
+    else:
+        submit = lambda unit: ray_tasks.submit(  # noqa: E731
+            unit.source, table_of(unit), unit.first_frame, unit.frames, unit.target
         )
 
     callback: Callable[[int, int], None] | None = None
@@ -537,9 +581,19 @@ def _run_units(
     failures: dict[_Unit, str] = {}
     error: BaseException | None = None
     done = 0
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stoker-etl")
-    pending = {pool.submit(run, unit): unit for unit in todo}
+    queue = iter(todo)
+    pending: dict[Future, _Unit] = {}
+
+    def fill() -> None:
+        """Keeps ``workers`` units going; none starts after a failure (raise policy)."""
+        while error is None and len(pending) < workers:
+            unit = next(queue, None)
+            if unit is None:
+                return
+            pending[submit(unit)] = unit
+
     try:
+        fill()
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -555,8 +609,6 @@ def _run_units(
                     if on_error == "raise":
                         if error is None:
                             error = DecodeError(f"stoker etl: cannot materialize {reason}")
-                            for other in pending:  # start nothing new
-                                other.cancel()
                         continue
                     failures[unit] = reason
                 else:
@@ -566,15 +618,13 @@ def _run_units(
                 done += 1
                 if callback is not None:
                     callback(done, len(todo))
-            pending = {f: u for f, u in pending.items() if not f.cancelled()}
-    except BaseException:
-        # Interrupted (Ctrl-C, or the progress callback raised): start nothing new; the running
-        # units finish, their files complete, and a rerun continues from there.
-        for future in pending:
-            future.cancel()
-        raise
+            fill()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Interrupted (Ctrl-C, or the progress callback raised), or failed: nothing new starts;
+        # the running units finish, their files complete, and a rerun continues from there.
+        wait(pending)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         if isinstance(callback, _ProgressBar):
             callback.close()
     if error is not None:
@@ -908,6 +958,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="resampling to the output size (default bilinear)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="encode on a Ray cluster: its address, 'local' for a new local one, or nothing "
+        "for RAY_ADDRESS's (else a new local one); DST must be visible to every node",
+    )
     add_storage_arguments(parser)
 
 
@@ -932,6 +991,7 @@ def main(args: argparse.Namespace) -> int:
             interpolation=args.interpolation,
             progress=not args.no_progress,
             storage_options=storage_options_from_args(args),
+            ray=args.ray or False,
         )
     except KeyboardInterrupt:
         print("stoker etl: interrupted; run the same command again to continue", file=sys.stderr)

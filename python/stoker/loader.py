@@ -239,6 +239,17 @@ class Loader:
     spawn, create one in each process.
     """
 
+    def __new__(cls, dataset=None, *args, **kwargs):
+        """A :class:`stoker.ShardDataset` gets its own loader (``stoker.ShardLoader``, see
+        docs/shards.md), behind this same front."""
+        from stoker.shards import ShardDataset
+
+        if cls is Loader and isinstance(dataset, ShardDataset):
+            from stoker.shard_loader import ShardLoader
+
+            return cast(Loader, ShardLoader(dataset, *args, **kwargs))
+        return super().__new__(cls)
+
     def __init__(
         self,
         dataset,

@@ -21,12 +21,14 @@ std::array<uint32_t, 4> random_words(uint64_t seed, uint32_t epoch, uint64_t id,
 /// The streams of random_words. Values are part of the output's definition: changing one
 /// changes every order and draw made with it.
 enum Stream : uint32_t {
-  kShuffleStream = 1,       // the epoch's order (DistributedSampler, LoadBalancedSampler)
-  kWeightedStream = 2,      // one draw of WeightedSampler
-  kBalanceRanksStream = 3,  // which rank gets which bin, per load-balanced step
-  kBalanceOrderStream = 4,  // the order inside one rank's batch, per load-balanced step
-  kReplaceStream = 5,       // the loader's replacement for a failed sample (on_error = skip):
-                            // kReplaceStream | attempt << 4, for attempts below 16
+  kShuffleStream = 1,        // the epoch's order (DistributedSampler, LoadBalancedSampler)
+  kWeightedStream = 2,       // one draw of WeightedSampler
+  kBalanceRanksStream = 3,   // which rank gets which bin, per load-balanced step
+  kBalanceOrderStream = 4,   // the order inside one rank's batch, per load-balanced step
+  kReplaceStream = 5,        // the loader's replacement for a failed sample (on_error = skip):
+                             // kReplaceStream | attempt << 4, for attempts below 16
+  kShardOrderStream = 6,     // the order of a sharded dataset's shards, per epoch
+  kShuffleBufferStream = 7,  // a shuffle buffer's draws: id = rank << 40 | arrival
   // The loader's per-sample image transforms: kTransformStream | camera << 4 | draw, for
   // cameras below 256 and up to 16 draws per camera (see src/transform/image_transform.cc).
   kTransformStream = 1 << 12,

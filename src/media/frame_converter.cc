@@ -243,4 +243,22 @@ Status FrameConverter::convert(const AVFrame& frame, const OutputOptions& option
   return Status();
 }
 
+Status FrameConverter::convert_rgb(const uint8_t* pixels, int width, int height, int stride,
+                                   const OutputOptions& options, int out_height, int out_width,
+                                   uint8_t* out, const CropRect& crop) {
+  if (!rgb_frame_) {
+    rgb_frame_.reset(av_frame_alloc());
+    if (!rgb_frame_) return Status(StatusCode::kResourceExhausted, "cannot allocate a frame");
+  }
+  AVFrame& frame = *rgb_frame_;
+  frame.format = AV_PIX_FMT_RGB24;
+  frame.width = width;
+  frame.height = height;
+  frame.data[0] = const_cast<uint8_t*>(pixels);  // swscale only reads its source
+  frame.linesize[0] = stride;
+  frame.colorspace = AVCOL_SPC_RGB;
+  frame.color_range = AVCOL_RANGE_JPEG;
+  return convert(frame, options, out_height, out_width, out, crop);
+}
+
 }  // namespace stoker::media

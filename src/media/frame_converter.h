@@ -26,6 +26,13 @@ class FrameConverter {
   Status convert(const AVFrame& frame, const OutputOptions& options, int out_height, int out_width,
                  uint8_t* out, const CropRect& crop = {});
 
+  /// The same for packed 8-bit RGB pixels in memory (a decoded image: `height` rows of
+  /// `stride` bytes at `pixels`, borrowed for the call), so that images are resized by the same
+  /// code as video frames.
+  Status convert_rgb(const uint8_t* pixels, int width, int height, int stride,
+                     const OutputOptions& options, int out_height, int out_width, uint8_t* out,
+                     const CropRect& crop = {});
+
  private:
   struct Key {
     int src_width = 0, src_height = 0, src_format = -1, color_space = 0, color_range = 0;
@@ -35,6 +42,8 @@ class FrameConverter {
   Key key_;
   detail::UniqueSwsContext context_;
   std::vector<uint8_t> staging_;
+  // convert_rgb()'s frame: a header pointing at the caller's pixels, allocated on first use.
+  detail::UniqueFrame rgb_frame_;
 };
 
 }  // namespace stoker::media

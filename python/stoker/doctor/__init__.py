@@ -28,16 +28,21 @@ The package's modules: :mod:`~stoker.doctor.measure` runs the measurements,
 :mod:`~stoker.doctor.verdict` turns them into the bound, the verdict and the advice,
 :mod:`~stoker.doctor.report` shows them (summary text, JSON, HTML with plots), and
 :mod:`~stoker.doctor.command` is ``stoker doctor`` on the command line.
+:mod:`~stoker.doctor.shard_mix` checks a shard loader's first batches' label mix
+(:func:`check_batch_mix`).
 """
 
 from stoker.doctor.command import add_arguments, default_spec, main
 from stoker.doctor.measure import diagnose, profile, synthetic_step
 from stoker.doctor.report import Diagnosis, SweepPoint
+from stoker.doctor.shard_mix import BatchMix, check_batch_mix
 
 __all__ = [
+    "BatchMix",
     "Diagnosis",
     "SweepPoint",
     "add_arguments",
+    "check_batch_mix",
     "default_spec",
     "diagnose",
     "main",

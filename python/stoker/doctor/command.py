@@ -112,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for the HTML report (default ./stoker-doctor)",
     )
     parser.add_argument("--no-sweep", action="store_true", help="skip the thread sweep")
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS|local",
+        default=None,
+        help="decode in stoker read tasks on a Ray cluster and sweep the CPUs they get "
+        "(--threads: CPUs per task); see docs/scale-out.md",
+    )
     add_storage_arguments(parser)
 
 
@@ -147,6 +154,10 @@ def main(args: argparse.Namespace) -> int:
         storage_options = storage_options_from_args(args)
         spec = _load_spec(args.spec) or default_spec(args.dataset, storage_options)
         ds = LeRobotDataset(args.dataset, spec, storage_options=storage_options)
+        if args.ray is not None:
+            from stoker.doctor import ray_sweep
+
+            return ray_sweep.main(args, ds)
         loader = Loader(ds, batch_size=args.batch_size, threads=args.threads, device=args.device)
     except (Error, ValueError, TypeError, OSError) as e:
         print(f"stoker doctor: error: {' '.join(str(e).split())}", file=sys.stderr)

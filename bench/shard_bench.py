@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Image shards: stoker's ShardDataset + Loader against webdataset + torch DataLoader, in one run.
+
+    PYTHONPATH=python .venv/bin/python bench/shard_bench.py [--quick] [--images N]
+        [--threads N] [--out bench/out]
+
+1. Writes N (default 5000; 800 with --quick) synthetic photo-like JPEGs at 500x375 (smooth
+   gradients and blobs with light grain, quality 90) with a caption (txt) and a label (cls)
+   each, in 8 tar shards (cached in --out/shard_data, rebuilt when the recipe changes).
+2. Runs each contender in its own process, one epoch, batch 256, random resized crop to 224,
+   horizontal flip, normalize to float32:
+   - stoker: ShardDataset + Loader, threads=N, shuffle buffer 2048 (JPEG decoded in C++ at the
+     smallest DCT scale still covering the crop, fused crop/resize/flip/normalize);
+   - webdataset: WebDataset(shardshuffle) .shuffle(2048) .decode("pil") + DataLoader with N
+     workers; the transforms with Pillow + numpy (RandomResizedCrop as torchvision draws it,
+     Pillow bilinear resize, flip, normalize): torchvision has no release for this torch.
+   Peak memory is the sampled sum of PSS (proportional set size: forked workers' shared pages
+   counted once) over the process and its children.
+3. The physical limit: one core's decode + random-resized-crop of these JPEGs by stoker's
+   batch decoder (libjpeg-turbo, threads=1) times N cores.
+4. Prints samples/s, peak memory, ratios against the targets (>= 3x webdataset's samples/s at
+   <= 1/2 its peak memory; >= 85% of the physical limit), and writes shard_results.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARDS = 8
+WIDTH, HEIGHT = 500, 375
+CROP = 224
+BATCH = 256
+BUFFER = 2048
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+def photo(rng: np.random.Generator) -> np.ndarray:
+    y, x = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32)
+    image = np.empty((HEIGHT, WIDTH, 3), np.float32)
+    for c in range(3):
+        a, b, p, q = rng.uniform(0.004, 0.03, 4)
+        image[..., c] = 127 + 70 * np.sin(a * x + p * 300) * np.cos(b * y + q * 300)
+    for _ in range(6):  # blobs
+        cx, cy, r = rng.uniform(0, WIDTH), rng.uniform(0, HEIGHT), rng.uniform(20, 90)
+        blob = np.exp(-((x - cx) ** 2 + (y - cy) ** 2) / (2 * r * r))
+        image += blob[..., None] * rng.uniform(-90, 90, 3)
+    image += rng.normal(0, 4, image.shape)  # grain
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def make_shards(folder: Path, images: int) -> list[str]:
+    from PIL import Image
+
+    recipe = {"images": images, "shards": SHARDS, "size": [WIDTH, HEIGHT], "version": 1}
+    stamp = folder / "recipe.json"
+    urls = [str(folder / f"bench-{s:06d}.tar") for s in range(SHARDS)]
+    if stamp.exists() and json.loads(stamp.read_text()) == recipe:
+        return urls
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    per_shard = -(-images // SHARDS)
+    for s, url in enumerate(urls):
+        with tarfile.open(url, "w") as tar:
+            for i in range(s * per_shard, min(images, (s + 1) * per_shard)):
+                out = io.BytesIO()
+                Image.fromarray(photo(rng)).save(out, format="JPEG", quality=90)
+                for field, data in (
+                    ("jpg", out.getvalue()),
+                    ("txt", f"a synthetic photo number {i}".encode()),
+                    ("cls", str(i % 100).encode()),
+                ):
+                    info = tarfile.TarInfo(f"{i:07d}.{field}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        print(f"  wrote {url}", flush=True)
+    stamp.write_text(json.dumps(recipe))
+    return urls
+
+
+# ---------------------------------------------------------------------------------------------
+# Contenders, each run in a child process: `shard_bench.py --run NAME --urls ... --threads N`
+
+
+def run_stoker(urls: list[str], threads: int) -> tuple[int, float]:
+    import stoker
+
+    spec = {"image": stoker.Image("jpg"), "caption": stoker.Text(), "label": stoker.Label()}
+    ds = stoker.ShardDataset(urls, spec)
+    transforms = stoker.Transforms(
+        random_resized_crop=(CROP, CROP), hflip=0.5, mean=MEAN, std=STD, dtype="float32"
+    )
+    loader = stoker.Loader(
+        ds,
+        batch_size=BATCH,
+        shuffle=True,
+        seed=0,
+        threads=threads,
+        transforms=transforms,
+        shuffle_buffer=BUFFER,
+    )
+    return _time(loader)
+
+
+class _PillowTransform:
+    """RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor + Normalize, with Pillow and
+    numpy (torchvision's parameter draw: 10 tries, then a centre crop)."""
+
+    def __init__(self):
+        import math
+        import random
+
+        self.math, self.random = math, random
+        self.mean = np.array(MEAN, np.float32)[:, None, None]
+        self.std = np.array(STD, np.float32)[:, None, None]
+
+    def __call__(self, image):
+        from PIL import Image
+
+        math, random = self.math, self.random
+        width, height = image.size
+        area = width * height
+        box = None
+        for _ in range(10):
+            target = area * random.uniform(0.08, 1.0)
+            ratio = math.exp(random.uniform(math.log(3 / 4), math.log(4 / 3)))
+            w = int(round(math.sqrt(target * ratio)))
+            h = int(round(math.sqrt(target / ratio)))
+            if 0 < w <= width and 0 < h <= height:
+                left, top = random.randint(0, width - w), random.randint(0, height - h)
+                box = (left, top, left + w, top + h)
+                break
+        if box is None:
+            side = min(width, height)
+            box = (
+                (width - side) // 2,
+                (height - side) // 2,
+                (width + side) // 2,
+                (height + side) // 2,
+            )
+        image = image.resize((CROP, CROP), Image.Resampling.BILINEAR, box=box)
+        if random.random() < 0.5:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        array = np.asarray(image, np.float32).transpose(2, 0, 1) / 255.0
+        import torch
+
+        return torch.from_numpy((array - self.mean) / self.std)
+
+
+def run_webdataset(urls: list[str], threads: int) -> tuple[int, float]:
+    import torch
+    import webdataset as wds
+
+    dataset = (
+        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False)
+        .shuffle(BUFFER)
+        .decode("pil")
+        .to_tuple("jpg", "cls", "txt")
+        .map_tuple(_PillowTransform(), lambda c: int(c), lambda t: t)
+    )
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=threads)
+    return _time(loader)
+
+
+def _time(loader) -> tuple[int, float]:
+    samples = 0
+    began = time.perf_counter()
+    for batch in loader:
+        images = batch["image"] if isinstance(batch, dict) else batch[0]
+        samples += len(images)
+    return samples, time.perf_counter() - began
+
+
+def run_limit(urls: list[str], threads: int) -> tuple[int, float]:
+    """One core's decode + random resized crop of these JPEGs (stoker's batch decoder with
+    threads=1), over up to 512 of them; returns (images, seconds)."""
+    import stoker
+    from stoker import _core
+
+    ds = stoker.ShardDataset(urls, {"image": stoker.Image("jpg")})
+    offsets, sizes = ds.field_ranges("jpg")
+    first = np.flatnonzero(ds.sample_shard == 0)[:512]
+    data = _core.read_ranges(urls[0], offsets[first], sizes[first]).tobytes()
+    ends = np.cumsum(sizes[first])
+    images = [data[end - size : end] for end, size in zip(ends, sizes[first])]
+    transforms = stoker.Transforms(
+        random_resized_crop=(CROP, CROP), hflip=0.5, mean=MEAN, std=STD, dtype="float32"
+    )
+    options = transforms.core_options(None, "TCHW")
+    out = np.empty((len(first), 3, CROP, CROP), np.float32)
+    ids = np.ascontiguousarray(first, np.int64)
+    _core.decode_images(images, options, out, CROP, CROP, seed=0, epoch=0, ids=ids)  # warm
+    began = time.perf_counter()
+    _core.decode_images(images, options, out, CROP, CROP, seed=0, epoch=1, ids=ids)
+    return len(first), time.perf_counter() - began
+
+
+RUNNERS = {"stoker": run_stoker, "webdataset": run_webdataset, "limit": run_limit}
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: runs each child, samples its memory
+
+
+def _tree_pss(pid: int) -> int:
+    """PSS bytes of `pid` and its descendants."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    stack.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return total
+
+
+def measure(name: str, urls: list[str], threads: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    command = [sys.executable, __file__, "--run", name, "--threads", str(threads), "--urls", *urls]
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    peak = 0
+    while child.poll() is None:
+        peak = max(peak, _tree_pss(child.pid))
+        time.sleep(0.05)
+    out = child.stdout.read() if child.stdout else ""
+    if child.returncode != 0:
+        raise RuntimeError(f"{name} failed ({child.returncode}): {out[-2000:]}")
+    samples, seconds = json.loads(out.strip().splitlines()[-1])
+    return {
+        "name": name,
+        "samples": samples,
+        "seconds": seconds,
+        "rate": samples / seconds,
+        "peak_mb": peak / 1e6,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="800 images")
+    parser.add_argument("--images", type=int, help="images (default 5000)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    parser.add_argument("--run", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
+    parser.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        samples, seconds = RUNNERS[args.run](args.urls, args.threads)
+        print(json.dumps([samples, seconds]))
+        return 0
+    images = args.images or (800 if args.quick else 5000)
+    out = Path(args.out)
+    print(
+        f"shard_bench: {images} JPEGs {WIDTH}x{HEIGHT} in {SHARDS} shards, batch {BATCH}, "
+        f"{args.threads} threads, on {platform.processor() or platform.machine()} "
+        f"({os.cpu_count()} CPUs)"
+    )
+    urls = make_shards(out / "shard_data" / str(images), images)
+    limit = measure("limit", urls, args.threads)
+    per_image = limit["seconds"] / limit["samples"]
+    physical = args.threads / per_image
+    results = [measure(name, urls, args.threads) for name in ("stoker", "webdataset")]
+    by = {r["name"]: r for r in results}
+    for r in results:
+        print(
+            f"  {r['name']:<11} {r['rate']:8.1f} samples/s   peak {r['peak_mb']:7.1f} MB   "
+            f"({r['samples']} samples in {r['seconds']:.2f} s)"
+        )
+    print(
+        f"  physical limit: {physical:.1f} samples/s ({args.threads} cores x one core's "
+        f"decode + crop, {per_image * 1e3:.2f} ms per image)"
+    )
+    speed = by["stoker"]["rate"] / by["webdataset"]["rate"]
+    memory = by["stoker"]["peak_mb"] / by["webdataset"]["peak_mb"]
+    share = by["stoker"]["rate"] / physical
+    print(
+        f"  stoker / webdataset: {speed:.2f}x samples/s (target >= 3x) "
+        f"{'MET' if speed >= 3 else 'NOT MET'}"
+    )
+    print(
+        f"  stoker / webdataset peak memory: {memory:.2f} (target <= 0.5) "
+        f"{'MET' if memory <= 0.5 else 'NOT MET'}"
+    )
+    print(
+        f"  stoker / physical limit: {share:.0%} (target >= 85%) "
+        f"{'MET' if share >= 0.85 else 'NOT MET'}"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "shard_results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["name", "samples", "seconds", "rate", "peak_mb"])
+        writer.writeheader()
+        writer.writerows(results + [limit])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""``stoker doctor DATASET --ray ADDRESS|local``: the doctor's method on a Ray cluster.
+
+Decode runs in stoker read tasks (:func:`stoker.ray.read_lerobot`) on the cluster's CPUs; the
+trainer is a Ray Train-style consumer in this process: ``iter_torch_batches`` and a synthetic
+step. For each point of a sweep of the CPUs given to the read tasks (tasks at once times CPUs
+per task), it measures the consumer's ``data_wait`` (time blocked for the next batch) and the
+achieved rate, then says which line of the decision table applies (docs/scale-out.md):
+
+* ``scale-pool``: data_wait is high and the last step of the sweep still helped: adding CPU
+  helps, the data-supply roofline was too low; give the read tasks more CPUs.
+* ``run-etl``: data_wait is high and adding CPU plateaus: per-sample decode cost is the lower
+  bound; materialize at training size (``stoker etl``) instead of buying CPUs.
+* ``stop-tuning``: data_wait is low and the sweep no longer helps: the data side is not the
+  bottleneck; move to the GPU side (batch, memory, DDP).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: data_wait below this share of the wall time counts as low.
+LOW_WAIT_SHARE = 0.10
+#: The last step of the sweep must raise the rate by this factor to count as helping.
+HELPS = 1.15
+
+
+@dataclass
+class RayPoint:
+    cpus: int  # CPUs given to the read tasks: concurrency * cpus per task
+    concurrency: int
+    samples_per_s: float
+    data_wait_share: float
+    data_wait_p50_ms: float
+    steps: int
+
+
+@dataclass
+class RaySweep:
+    """What :func:`sweep` measured, and the line of the decision table that applies."""
+
+    address: str
+    batch_size: int
+    step_ms: float
+    cpus_per_task: int
+    cluster_cpus: int
+    points: list[RayPoint] = field(default_factory=list)
+    verdict: str = ""
+    headline: str = ""
+    advice: list[str] = field(default_factory=list)
+
+    def conclude(self) -> None:
+        """Sets the verdict from the points (the decision table's three lines)."""
+        last = self.points[-1]
+        gain = last.samples_per_s / self.points[-2].samples_per_s if len(self.points) > 1 else 1.0
+        wait = f"{last.data_wait_share:.0%}"
+        if last.data_wait_share <= LOW_WAIT_SHARE and gain < HELPS:
+            self.verdict = "stop-tuning"
+            self.headline = (
+                f"data_wait is low ({wait} of the time at {last.cpus} CPUs) and the sweep no "
+                f"longer helps (x{gain:.2f} for the last step): stop tuning the loader."
+            )
+            self.advice = [
+                "The data side is no longer the bottleneck: work on the GPU side (the largest "
+                "per-device batch the recipe allows, memory, DDP synchronization)."
+            ]
+        elif gain >= HELPS or last.data_wait_share <= LOW_WAIT_SHARE:
+            self.verdict = "scale-pool"
+            self.headline = (
+                f"Adding CPU helps: x{gain:.2f} for the last step of the sweep (to "
+                f"{last.cpus} CPUs), data_wait {wait} of the time."
+            )
+            self.advice = [
+                "The data-supply roofline is too low: give the read tasks more CPUs "
+                "(read_lerobot(concurrency=..., threads_per_task=...), or more CPU nodes).",
+                "If the gain flattens as you add CPUs, per-sample cost is next: `stoker etl`.",
+            ]
+        else:
+            self.verdict = "run-etl"
+            self.headline = (
+                f"Adding CPU plateaus (x{gain:.2f} for the last step, to {last.cpus} CPUs) "
+                f"while the trainer still waits {wait} of the time: per-sample cost bounds "
+                "the supply."
+            )
+            self.advice = [
+                "Move the materialization boundary: `stoker etl SRC DST --size HxW` "
+                "re-encodes at training size once (add `--ray` to run it on this cluster), "
+                "instead of decoding full-size video every epoch.",
+            ]
+
+    def summary(self) -> str:
+        lines = [
+            f"stoker doctor --ray {self.address}: {self.verdict}. {self.headline}",
+            "",
+            f"Consumer: iter_torch_batches(batch_size={self.batch_size}), synthetic step "
+            f"{self.step_ms:.0f} ms; read tasks of {self.cpus_per_task} CPUs; cluster "
+            f"{self.cluster_cpus} CPUs.",
+            "",
+            "  CPUs  tasks  samples/s  data_wait  data_wait p50",
+        ]
+        for p in self.points:
+            lines.append(
+                f"  {p.cpus:4d}  {p.concurrency:5d}  {p.samples_per_s:9.1f}  "
+                f"{p.data_wait_share:8.0%}  {p.data_wait_p50_ms:10.1f} ms"
+            )
+        lines += ["", "What to do:"] + [f"  - {a}" for a in self.advice]
+        return "\n".join(lines)
+
+    def write_report(self, folder: str | os.PathLike) -> str:
+        """Writes ``index.html``, ``ray_sweep.json`` and ``ray_sweep.png`` into ``folder``;
+        returns the HTML file's path."""
+        folder = os.fspath(folder)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "ray_sweep.json"), "w") as f:
+            json.dump(asdict(self), f, indent=2)
+        image = "<p>(matplotlib is not installed: no plot)</p>"
+        if self._plot(os.path.join(folder, "ray_sweep.png")):
+            image = (
+                '<figure><img src="ray_sweep.png" alt="CPU sweep"><figcaption>Samples/s and '
+                "data_wait share by CPUs given to the read tasks</figcaption></figure>"
+            )
+        page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>stoker doctor --ray</title>
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
+pre{{background:#f4f4f4;padding:1em;overflow-x:auto}} img{{max-width:100%}}</style></head><body>
+<h1>stoker doctor --ray: {html.escape(self.verdict)}</h1>
+<p><b>{html.escape(self.headline)}</b></p>
+<ul>{"".join(f"<li>{html.escape(a)}</li>" for a in self.advice)}</ul>
+{image}
+<h2>Measurements</h2><pre>{html.escape(self.summary())}</pre>
+</body></html>"""
+        path = os.path.join(folder, "index.html")
+        with open(path, "w") as f:
+            f.write(page)
+        return path
+
+    def _plot(self, path: str) -> bool:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return False
+        cpus = [p.cpus for p in self.points]
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        ax.plot(cpus, [p.samples_per_s for p in self.points], "o-", label="samples / s")
+        ax.set_xlabel("CPUs given to stoker read tasks")
+        ax.set_ylabel("samples / s")
+        ax.set_xticks(cpus)
+        ax.set_ylim(bottom=0)
+        wait = ax.twinx()
+        wait.plot(cpus, [p.data_wait_share * 100 for p in self.points], "s--", color="tab:red")
+        wait.set_ylabel("data_wait (% of time)", color="tab:red")
+        wait.set_ylim(0, 100)
+        ax.set_title(f"Ray CPU sweep: {self.verdict}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return True
+
+
+def _concurrencies(cluster_cpus: int, cpus_per_task: int) -> list[int]:
+    """1, 2, 4, ... read tasks at once, up to what the cluster's CPUs hold."""
+    most = max(1, cluster_cpus // cpus_per_task)
+    counts, c = [], 1
+    while c < most:
+        counts.append(c)
+        c *= 2
+    return counts + [most]
+
+
+def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, epoch, seed):
+    from stoker.ray import read_lerobot
+
+    rd = read_lerobot(
+        dataset,
+        seed=seed,
+        epoch=epoch,
+        threads_per_task=cpus_per_task,
+        concurrency=concurrency,
+        samples_per_task=batch_size * max(1, 64 // batch_size),
+        rows_per_block=batch_size,
+    )
+    waits: list[float] = []
+    warmup = 2  # the first batches include starting the workers
+    iterator = iter(rd.iter_torch_batches(batch_size=batch_size, prefetch_batches=2))
+    started = samples = 0.0
+    for n in range(steps + warmup):
+        asked = time.perf_counter()
+        batch = next(iterator, None)
+        got = time.perf_counter()
+        if batch is None:
+            break
+        if n == warmup:
+            started = asked
+        if n >= warmup:
+            waits.append(got - asked)
+            samples += len(batch["index"])
+        time.sleep(step_s)  # the synthetic training step
+    wall = time.perf_counter() - started if waits else 0.0
+    del iterator
+    waits_array = sorted(waits)
+    return RayPoint(
+        cpus=concurrency * cpus_per_task,
+        concurrency=concurrency,
+        samples_per_s=samples / wall if wall else 0.0,
+        data_wait_share=sum(waits) / wall if wall else 0.0,
+        data_wait_p50_ms=waits_array[len(waits_array) // 2] * 1000 if waits_array else 0.0,
+        steps=len(waits),
+    )
+
+
+def sweep(
+    dataset,
+    *,
+    address: str = "local",
+    batch_size: int = 32,
+    step_ms: float = 120.0,
+    steps: int = 30,
+    cpus_per_task: int = 1,
+    seed: int = 0,
+) -> RaySweep:
+    """Runs the sweep on the cluster at ``address`` (``"local"``: a new local cluster) over
+    ``dataset`` (a :class:`stoker.LeRobotDataset`), ``steps`` steps per point."""
+    import ray
+
+    from stoker.ray import tasks
+
+    tasks.connect(address)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    result = RaySweep(
+        address=address,
+        batch_size=batch_size,
+        step_ms=step_ms,
+        cpus_per_task=cpus_per_task,
+        cluster_cpus=tasks.cluster_cpus(),
+    )
+    for epoch, concurrency in enumerate(_concurrencies(result.cluster_cpus, cpus_per_task)):
+        result.points.append(
+            _measure(
+                dataset,
+                concurrency=concurrency,
+                cpus_per_task=cpus_per_task,
+                batch_size=batch_size,
+                step_s=step_ms / 1000,
+                steps=steps,
+                epoch=epoch,
+                seed=seed,
+            )
+        )
+    result.conclude()
+    return result
+
+
+def main(args: Any, dataset) -> int:
+    """``stoker doctor --ray``: the sweep over ``dataset`` with the command's arguments."""
+    result = sweep(
+        dataset,
+        address=args.ray,
+        batch_size=args.batch_size,
+        step_ms=args.step_ms,
+        steps=args.steps or 30,  # --steps has no default: the local doctor's phases adapt
+        cpus_per_task=args.threads or 1,
+    )
+    print(result.summary())
+    print(f"\nReport: {result.write_report(args.report)}")
+    return 0

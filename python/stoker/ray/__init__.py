@@ -1,0 +1,18 @@
+"""stoker on Ray Data: LeRobot samples decoded by stoker's native engine inside Ray read tasks.
+
+    import stoker.ray
+
+    ds = stoker.ray.read_lerobot("s3://bucket/ds", spec, shuffle=True, seed=0, epoch=0)
+    for batch in ds.iter_torch_batches(batch_size=32):   # LeRobot's keys, images as tensors
+        train_step(batch)
+
+Ray is optional: ``import stoker`` does not import it, and this package needs ``ray[data]``.
+See docs/scale-out.md.
+
+The package's modules: :mod:`~stoker.ray.datasource` (the ``ray.data.Datasource`` and
+:func:`read_lerobot`) and :mod:`~stoker.ray.tasks` (stoker etl's units as Ray tasks).
+"""
+
+from stoker.ray.datasource import LeRobotDatasource, read_lerobot
+
+__all__ = ["LeRobotDatasource", "read_lerobot"]

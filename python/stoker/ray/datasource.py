@@ -1,0 +1,356 @@
+"""A ``ray.data.Datasource`` whose read tasks decode LeRobot samples with :class:`stoker.Loader`.
+
+How an epoch is cut into read tasks: stoker's sampler orders the epoch's samples from
+``(seed, epoch)`` (the order a one-rank :class:`stoker.Loader` with the same seed gives), the
+order is cut into blocks of ``rows_per_block`` samples (the Loader's batches of that size), and
+read task k takes blocks ``k * m`` to ``k * m + m - 1`` (``m = samples_per_task /
+rows_per_block``). Inside the task a :class:`stoker.Loader` positioned at block ``k * m``
+builds those batches on ``threads_per_task`` native threads (frames grouped by file and GOP,
+transforms applied), and each batch becomes one Arrow block with tensor columns. So the tasks,
+their rows and their blocks depend on ``(seed, epoch, samples_per_task, rows_per_block)``
+alone, never on the cluster's size, and task k's rows are the Loader's batches ``k * m`` ...
+of the same seed, row for row.
+
+Shuffling (``shuffle=``):
+
+* ``True``: stoker's sampler permutes the whole epoch (a counter-based permutation: nothing is
+  materialized, whatever the dataset's size), so every block is already a uniform draw.
+* ``"block"``: the case study's block-level shuffle. Samples are decoded in dataset order,
+  where neighbouring windows share frames and GOPs (each frame decoded once per block), the
+  read tasks run in an order permuted by ``(seed, epoch)``, and each task mixes its rows
+  through a local shuffle buffer of ``local_shuffle_buffer_size`` rows (default: one task).
+  ``iter_torch_batches(local_shuffle_buffer_size=...)`` on the consumer mixes across tasks.
+* ``False``: dataset order.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.loader import Loader
+from stoker.sampling import _check_int, _check_seed
+from stoker.storage import S3Options
+from stoker.transforms import Transforms
+
+try:
+    import ray
+    from ray.data import Datasource, ReadTask
+    from ray.data.block import BlockAccessor, BlockMetadata
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "stoker.ray needs Ray Data: pip install 'ray[data]' (stoker itself does not need it)"
+    ) from error
+
+logger = logging.getLogger("stoker.ray")
+
+_SHUFFLES = (True, False, "block")
+
+
+class LeRobotDatasource(Datasource):
+    """LeRobot samples (``dataset``'s windows) as Ray Data blocks; see the module's notes and
+    :func:`read_lerobot`, which checks the arguments and builds one."""
+
+    def __init__(
+        self,
+        dataset: LeRobotDataset,
+        *,
+        shuffle: bool | str,
+        seed: int,
+        epoch: int,
+        transforms: Transforms | None,
+        samples_per_task: int,
+        rows_per_block: int,
+        threads_per_task: int,
+        on_error: str,
+        max_replacements: int,
+        local_shuffle_buffer_size: int | None,
+        task_text: bool,
+    ):
+        super().__init__()
+        self.task_text = task_text
+        self.dataset = dataset
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = epoch
+        self.transforms = transforms
+        self.samples_per_task = samples_per_task
+        self.rows_per_block = rows_per_block
+        self.threads_per_task = threads_per_task
+        self.on_error = on_error
+        self.max_replacements = max_replacements
+        self.local_shuffle_buffer_size = local_shuffle_buffer_size
+        # A loader on the driver, never iterated: it checks the arguments as the tasks' will be
+        # and gives the number of blocks and the bytes of a row.
+        probe = self.loader(threads=1)
+        self.num_blocks = len(probe)
+        self.row_bytes = sum(
+            int(np.dtype(dtype).itemsize * math.prod(shape[1:]))
+            for dtype, shape in probe.fields.values()
+        )
+        probe.close()
+        self.blocks_per_task = samples_per_task // rows_per_block
+
+    def loader(self, threads: int | None = None) -> Loader:
+        """The Loader whose batches are this datasource's blocks (before the block shuffle)."""
+        return Loader(
+            self.dataset,
+            self.rows_per_block,
+            shuffle=self.shuffle is True,
+            seed=self.seed,
+            threads=threads or self.threads_per_task,
+            rank=0,
+            world_size=1,
+            transforms=self.transforms,
+            on_error=self.on_error,
+            max_replacements=self.max_replacements,
+            output="numpy",
+        )
+
+    @property
+    def num_tasks(self) -> int:
+        return -(-self.num_blocks // self.blocks_per_task)
+
+    def task_blocks(self, task: int) -> range:
+        """The Loader batches (of :meth:`loader`) that read task ``task`` delivers."""
+        first = task * self.blocks_per_task
+        return range(first, min(first + self.blocks_per_task, self.num_blocks))
+
+    def task_order(self) -> list[int]:
+        """The order the read tasks are handed to Ray: permuted by (seed, epoch) for the
+        block-level shuffle, else in order."""
+        order = list(range(self.num_tasks))
+        if self.shuffle == "block":
+            np.random.default_rng([self.seed, self.epoch, 0]).shuffle(order)
+        return order
+
+    def get_name(self) -> str:
+        return "StokerLeRobot"
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return self.row_bytes * len(self.dataset)
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: Any = None,
+    ) -> list[ReadTask]:
+        # `parallelism` is Ray's suggestion; the tasks are fixed by samples_per_task so that
+        # their rows do not depend on the cluster.
+        n = len(self.dataset)
+        tasks = []
+        for task in self.task_order():
+            blocks = self.task_blocks(task)
+            rows = min(blocks.stop * self.rows_per_block, n) - blocks.start * self.rows_per_block
+            metadata = BlockMetadata(
+                num_rows=rows,
+                size_bytes=rows * self.row_bytes,
+                input_files=None,
+                exec_stats=None,
+            )
+            tasks.append(
+                ReadTask(
+                    functools.partial(self.read_task, task),
+                    metadata,
+                    per_task_row_limit=per_task_row_limit,
+                )
+            )
+        return tasks
+
+    def read_task(self, task: int) -> Iterator[Any]:
+        """Runs in the read task: the blocks of task ``task``, as Arrow tables."""
+        for batch in self.batches(task):
+            if not self.task_text:
+                del batch["task"]
+            yield BlockAccessor.batch_to_block(batch)
+
+    def batches(self, task: int) -> Iterator[dict[str, Any]]:
+        """Task ``task``'s rows as dicts of numpy arrays, one per block, after the local shuffle
+        buffer. Skipped samples are logged (as the Loader's stats give them) when the task ends."""
+        loader = self.loader()
+        blocks = self.task_blocks(task)
+        state = loader.state_dict()
+        state.update(epoch=self.epoch, batch=blocks.start)
+        loader.load_state_dict(state)
+        iterator = iter(loader)
+        try:
+            built = (_owned(next(iterator)) for _ in blocks)
+            if self.shuffle == "block" or self.local_shuffle_buffer_size is not None:
+                size = self.local_shuffle_buffer_size or self.samples_per_task
+                rng = np.random.default_rng([self.seed, self.epoch, 1, task])
+                yield from _shuffle_buffer(built, size, self.rows_per_block, rng)
+            else:
+                yield from built
+        finally:
+            stats = loader.stats()
+            loader.close()
+            if stats["skipped"]:
+                reasons = "; ".join(
+                    f"sample {s['sample']}: {s['reason']}" for s in stats["skips"][:5]
+                )
+                logger.warning(
+                    "stoker.ray: read task %d (epoch %d) skipped %d samples, replaced by others "
+                    "drawn from the seed: %s",
+                    task,
+                    self.epoch,
+                    stats["skipped"],
+                    reasons,
+                )
+
+
+def _owned(batch: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A batch's arrays copied out of the loader's pooled buffers (which go back to the pool
+    for the next block), ``task`` as a numpy array of str."""
+    return {
+        name: np.array(value) if name != "task" else np.asarray(value, dtype=object)
+        for name, value in batch.items()
+    }
+
+
+def _take(batch: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: value[rows] for name, value in batch.items()}
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def _shuffle_buffer(
+    batches: Iterator[dict[str, np.ndarray]], size: int, block_rows: int, rng: np.random.Generator
+) -> Iterator[dict[str, np.ndarray]]:
+    """Blocks of ``block_rows`` rows drawn at random from a buffer of at least ``size`` rows
+    (fewer at the end), filled from ``batches`` in order."""
+    buffer: dict[str, np.ndarray] | None = None
+    held = 0
+    exhausted = False
+    while True:
+        while not exhausted and held < size + block_rows:
+            batch = next(batches, None)
+            if batch is None:
+                exhausted = True
+            else:
+                buffer = batch if buffer is None else _concat([buffer, batch])
+                held += len(batch["index"])
+        if buffer is None or held == 0:
+            return
+        chosen = rng.choice(held, size=min(block_rows, held), replace=False)
+        yield _take(buffer, chosen)
+        buffer = _take(buffer, np.setdiff1d(np.arange(held), chosen, assume_unique=True))
+        held -= len(chosen)
+
+
+def read_lerobot(
+    root: str | LeRobotDataset,
+    spec: WindowSpec | None = None,
+    *,
+    shuffle: bool | str = True,
+    seed: int = 0,
+    epoch: int = 0,
+    storage_options: Mapping[str, Any] | S3Options | None = None,
+    transforms: Transforms | None = None,
+    samples_per_task: int = 256,
+    rows_per_block: int | None = None,
+    threads_per_task: int = 2,
+    num_cpus: float | None = None,
+    concurrency: int | None = None,
+    on_error: str = "raise",
+    max_replacements: int = 8,
+    local_shuffle_buffer_size: int | None = None,
+    task_text: bool = False,
+    ray_remote_args: dict[str, Any] | None = None,
+) -> ray.data.Dataset:
+    """A ``ray.data.Dataset`` of a LeRobot dataset's samples, decoded by stoker in Ray tasks.
+
+    Rows have the keys, dtypes and shapes of :class:`stoker.Loader`'s batches (LeRobot's keys:
+    images uint8 ``[T, C, H, W]`` or the transform's dtype, features ``[T, dim]``,
+    ``<key>_is_pad``, the scalars, and with ``task_text`` ``task``), one row per sample.
+
+    Args:
+        root: the dataset folder or URL (``s3://...``), or an open :class:`stoker.LeRobotDataset`.
+        spec: the window (ignored when ``root`` is a dataset, which has its own).
+        shuffle: ``True``, ``"block"`` or ``False``; see :mod:`stoker.ray.datasource`.
+        seed, epoch: fix the order (and the random transforms): the same pair gives the same
+            rows in the same tasks, whatever the cluster. Build one dataset per epoch.
+        storage_options: for a URL, as :class:`stoker.LeRobotDataset`'s.
+        transforms: a :class:`stoker.Transforms`, run inside the tasks so that only
+            training-size pixels enter the object store. ``dtype="bfloat16"`` is refused (numpy
+            has none): cast in ``iter_torch_batches(dtypes=...)``.
+        samples_per_task: samples each read task decodes (a multiple of ``rows_per_block``).
+        rows_per_block: rows per output block (the task's Loader batch). Default:
+            ``min(64, samples_per_task)``.
+        threads_per_task: stoker's native decode threads inside each task.
+        num_cpus: CPUs Ray reserves per read task. Default: ``threads_per_task``.
+        concurrency: the most read tasks running at once (default: as many as the CPUs allow).
+        on_error: ``"raise"``: a sample that cannot be read fails the dataset with the
+            Loader's error (naming the sample and file); ``"skip"``: it is replaced by another
+            sample drawn from the seed, as the Loader does, and the task logs the skips.
+        max_replacements: as the Loader's.
+        local_shuffle_buffer_size: rows each task mixes its output through (``shuffle="block"``
+            uses one task's rows by default; ``None`` otherwise: no buffer).
+        task_text: include ``task``, the task's text (as LeRobot's items do). Off by default:
+            ``iter_torch_batches`` cannot turn text into tensors; ``task_index`` is always there
+            (the texts are ``dataset.meta.tasks``).
+        ray_remote_args: more arguments for the read tasks' ``ray.remote`` (memory, resources).
+    """
+    if shuffle not in _SHUFFLES or not isinstance(shuffle, (bool, str)):
+        raise ValueError(f"shuffle must be True, False or 'block', got {shuffle!r}")
+    seed = _check_seed(seed)
+    epoch = _check_int("epoch", epoch, 0, 2**32 - 1)
+    samples_per_task = _check_int("samples_per_task", samples_per_task, 1, 2**40)
+    if rows_per_block is None:
+        rows_per_block = min(64, samples_per_task)
+    rows_per_block = _check_int("rows_per_block", rows_per_block, 1, samples_per_task)
+    if samples_per_task % rows_per_block:
+        raise ValueError(
+            f"samples_per_task ({samples_per_task}) must be a multiple of rows_per_block "
+            f"({rows_per_block}): a task delivers whole blocks"
+        )
+    threads_per_task = _check_int("threads_per_task", threads_per_task, 1, 4096)
+    if num_cpus is None:
+        num_cpus = float(threads_per_task)
+    elif not num_cpus > 0:
+        raise ValueError(f"num_cpus must be positive, got {num_cpus!r}")
+    if concurrency is not None:
+        concurrency = _check_int("concurrency", concurrency, 1, 2**31)
+    if local_shuffle_buffer_size is not None:
+        local_shuffle_buffer_size = _check_int(
+            "local_shuffle_buffer_size", local_shuffle_buffer_size, 1, 2**40
+        )
+    if transforms is not None and getattr(transforms, "dtype", None) == "bfloat16":
+        raise ValueError(
+            "transforms.dtype='bfloat16' cannot be a block column (numpy has no bfloat16): use "
+            "float16 or float32, or cast with iter_torch_batches(dtypes=torch.bfloat16)"
+        )
+    if isinstance(root, LeRobotDataset):
+        dataset = root
+    else:
+        dataset = LeRobotDataset(root, spec, storage_options=storage_options, progress=False)
+    source = LeRobotDatasource(
+        dataset,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        transforms=transforms,
+        samples_per_task=samples_per_task,
+        rows_per_block=rows_per_block,
+        threads_per_task=threads_per_task,
+        on_error=on_error,
+        max_replacements=max_replacements,
+        local_shuffle_buffer_size=local_shuffle_buffer_size,
+        task_text=bool(task_text),
+    )
+    return ray.data.read_datasource(
+        source,
+        num_cpus=num_cpus,
+        concurrency=concurrency,
+        ray_remote_args=ray_remote_args,
+    )

@@ -1,0 +1,613 @@
+"""Batches of a :class:`stoker.ShardDataset`: what ``stoker.Loader(shard_dataset, ...)`` returns.
+
+    ds = stoker.ShardDataset("train-{000000..000007}.tar", spec)
+    loader = stoker.Loader(ds, batch_size=256, shuffle=True, seed=0,
+                           transforms=stoker.Transforms(random_resized_crop=(224, 224), hflip=0.5))
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)          # optional: iterating to the end moves to the next epoch
+        for batch in loader:
+            ...
+
+The order of one epoch, for one rank, is a pure function of (seed, epoch, rank, world size)
+and the shards' sizes (stoker/shard_order.h): shards are permuted per epoch, dealt to ranks by
+equal bytes, read in that order, and passed through a bounded shuffle buffer of
+``shuffle_buffer`` samples. Every sample is in exactly one rank's epoch, once. The order is
+cut into batches; each batch is built by one of ``threads`` native-backed threads (its shards'
+byte ranges read in one call per shard, its images decoded in C++ into the batch, random
+transforms drawn from (seed, epoch, sample id)), ``prefetch`` batches ahead of the consumer.
+The bytes of a batch do not depend on the thread count, and :meth:`state_dict` resumes
+mid-epoch exactly: the shard cursor and the buffer's contents at the position are recomputed
+and checked against the saved ones.
+
+Ranks get equal bytes, not equal sample counts, so their batch counts in one epoch may differ
+by about a shard's worth: use ``drop_last=True`` with ``equal_batches=True`` for trainers
+(DDP) that need every rank to take the same number of steps.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from stoker import _core
+from stoker._core import DatasetError, InvalidArgumentError
+from stoker.sampling import _check_seed
+from stoker.shards import Clip, Image, Json, Label, ShardDataset, Text, Tokens
+from stoker.transforms import Transforms
+from stoker.video import VideoReader
+
+_STATE_VERSION = 1
+_STATE_CONFIG = (
+    "seed",
+    "shuffle",
+    "shuffle_buffer",
+    "batch_size",
+    "drop_last",
+    "equal_batches",
+    "rank",
+    "world_size",
+    "num_samples",
+    "num_shards",
+)
+_NUMPY_DTYPES = {"uint8": np.uint8, "float16": np.float16, "float32": np.float32}
+_JSON_NUMPY = {"int64": np.int64, "float64": np.float64, "float32": np.float32, "bool": np.bool_}
+DEFAULT_SHUFFLE_BUFFER = 8192
+_KEPT_ERRORS = 20
+
+
+class _SampleError(Exception):
+    """A bad member of one sample: the message names the shard, key and field."""
+
+
+class ShardLoader:
+    """Batches of a :class:`stoker.ShardDataset`, built on threads; made by
+    ``stoker.Loader(shard_dataset, ...)``.
+
+    Args:
+        dataset: the :class:`stoker.ShardDataset`.
+        batch_size: samples per batch.
+        shuffle: permute shards per epoch and pass samples through the shuffle buffer.
+            Default: True.
+        seed: keys the order and the random transforms.
+        shuffle_buffer: samples in the bounded shuffle buffer of each rank (default 8192). The
+            buffer holds sample ids, not bytes (samples are read by ranged reads when their
+            batch is built), so a large one costs no memory, only locality: a batch then
+            reads from more shards.
+        threads: batches built at once; default: the cores this process may use.
+        prefetch: batches in flight ahead of the consumer; default: 2 x threads.
+        drop_last: drop each epoch's short last batch.
+        equal_batches: every rank takes the same number of batches per epoch (the smallest
+            rank's), the samples beyond dropped; default False (every sample exactly once).
+        rank, world_size: this process's share; default as :class:`stoker.Loader`.
+        transforms: a :class:`stoker.Transforms` for the image fields; the size comes from it,
+            else from the spec's :class:`stoker.Image` size.
+        on_error: ``"raise"`` (a bad member stops the epoch with a :class:`stoker.Error`
+            naming shard, key and field) or ``"skip"`` (the sample is left out of its batch,
+            which comes out smaller; counted and named in :meth:`stats`).
+        output: ``"torch"``, ``"numpy"`` or ``"auto"``.
+
+    A batch is a dict: per spec field its array (images ``[B, 3, H, W]`` or ``[B, H, W, 3]``,
+    clips ``[B, T, 3, H, W]``, labels int64 ``[B]``, tokens ``[B, L]`` with
+    ``<name>_length``), text as a list of strings, json keys as typed columns (str keys as
+    lists), ``__key__`` (the samples' keys) and ``__index__`` (their ids in the dataset).
+
+    Thread-safety: one iteration at a time. :meth:`close` ends the threads.
+    """
+
+    def __init__(
+        self,
+        dataset: ShardDataset,
+        batch_size: int,
+        *,
+        shuffle: bool | None = None,
+        seed: int = 0,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        threads: int | None = None,
+        prefetch: int | None = None,
+        drop_last: bool = False,
+        equal_batches: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        transforms: Transforms | None = None,
+        on_error: str = "raise",
+        output: str = "auto",
+        **unsupported: Any,
+    ):
+        from stoker import loader as _loader
+
+        if unsupported:
+            raise TypeError(
+                f"stoker.Loader over a ShardDataset does not take {sorted(unsupported)} "
+                "(see docs/shards.md for its arguments)"
+            )
+        if not isinstance(dataset, ShardDataset):
+            raise TypeError(f"dataset must be a stoker.ShardDataset, got {type(dataset).__name__}")
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not isinstance(shuffle_buffer, (int, np.integer)) or shuffle_buffer < 0:
+            raise ValueError(
+                f"shuffle_buffer must be a non-negative integer, got {shuffle_buffer!r}"
+            )
+        if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+        if prefetch is not None and (not isinstance(prefetch, (int, np.integer)) or prefetch < 1):
+            raise ValueError(f"prefetch must be a positive integer or None, got {prefetch!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if output not in ("auto", "torch", "numpy"):
+            raise ValueError(f"output must be 'auto', 'torch' or 'numpy', got {output!r}")
+        torch = _loader._import_torch() if output != "numpy" else None
+        if output == "torch" and torch is None:
+            raise ValueError("output='torch' needs PyTorch, which cannot be imported")
+        self._torch = torch
+        transforms = Transforms() if transforms is None else transforms
+        if not isinstance(transforms, Transforms):
+            raise TypeError(f"transforms must be a stoker.Transforms, got {type(transforms)}")
+        if transforms.dtype == "bfloat16" and torch is None:
+            raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.shuffle = True if shuffle is None else bool(shuffle)
+        self.seed = _check_seed(seed)
+        self.shuffle_buffer = int(shuffle_buffer)
+        self.threads = int(threads) if threads is not None else _core.usable_cores()
+        self.prefetch = int(prefetch) if prefetch is not None else 2 * self.threads
+        self.drop_last = bool(drop_last)
+        self.equal_batches = bool(equal_batches)
+        self.rank, self.world_size = _loader._distributed_defaults(rank, world_size)
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(
+                f"rank must be in [0, world_size), got {self.rank} of {self.world_size}"
+            )
+        self.transforms = transforms
+        self.on_error = on_error
+        self._images = self._image_options()
+        self._epoch = 0
+        self._batch = 0
+        self._orders: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0}
+        self._seconds = {"read_s": 0.0, "decode_s": 0.0, "wait_s": 0.0}
+        self._errors: deque[str] = deque(maxlen=_KEPT_ERRORS)
+
+    # -- order ----------------------------------------------------------------------------------
+
+    def _stream(self, epoch: int, rank: int) -> np.ndarray:
+        """Rank ``rank``'s samples in reading order: its shards in the epoch's order."""
+        ds = self.dataset
+        ranks = _core.deal_shards(ds.shard_bytes, self.shuffle, self.seed, epoch, self.world_size)
+        shards = ranks[rank]
+        if len(shards) == 0:
+            return np.zeros(0, np.int64)
+        return np.concatenate(
+            [np.arange(ds.shard_first[s], ds.shard_first[s] + ds.shard_samples[s]) for s in shards]
+        ).astype(np.int64)
+
+    def _rank_lengths(self, epoch: int) -> list[int]:
+        ranks = _core.deal_shards(
+            self.dataset.shard_bytes, self.shuffle, self.seed, epoch, self.world_size
+        )
+        return [int(self.dataset.shard_samples[np.asarray(r)].sum()) for r in ranks]
+
+    def _epoch_order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(this rank's stream, its order after the shuffle buffer) in ``epoch``, cut to the
+        samples the epoch's batches take."""
+        if epoch not in self._orders:
+            stream = self._stream(epoch, self.rank)
+            buffer = self.shuffle_buffer if self.shuffle else 0
+            order = _core.shuffle_buffer_order(stream, buffer, self.seed, epoch, self.rank)
+            if self.equal_batches:
+                order = order[: min(self._rank_lengths(epoch))]
+            if self.drop_last:
+                order = order[: len(order) - len(order) % self.batch_size]
+            self._orders = {epoch: (stream, order)}
+        return self._orders[epoch]
+
+    def epoch_order(self, epoch: int | None = None) -> np.ndarray:
+        """The sample ids this rank's batches take in ``epoch`` (default: the current one), in
+        order."""
+        return self._epoch_order(self._epoch if epoch is None else int(epoch))[1]
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        return -(-len(self._epoch_order(epoch)[1]) // self.batch_size)
+
+    def __len__(self) -> int:
+        """Batches in the current epoch for this rank (ranks may differ; see the module)."""
+        return self.batches_in_epoch(self._epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch ``epoch`` at its first batch."""
+        if not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative integer, got {epoch!r}")
+        self._epoch, self._batch = int(epoch), 0
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "shuffle_buffer": self.shuffle_buffer,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "equal_batches": self.equal_batches,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "num_samples": len(self.dataset),
+            "num_shards": len(self.dataset.urls),
+        }
+
+    def _cursor(self, epoch: int, emitted: int) -> dict[str, Any]:
+        stream, order = self._epoch_order(epoch)
+        buffer = self.shuffle_buffer if self.shuffle else 0
+        consumed, held = _core.shuffle_buffer_state(
+            stream, buffer, self.seed, epoch, self.rank, min(emitted, len(stream))
+        )
+        ds = self.dataset
+        if consumed < len(stream):
+            sample = int(stream[consumed])
+            shard = ds.urls[int(ds.sample_shard[sample])]
+            in_shard = sample - int(ds.shard_first[ds.sample_shard[sample]])
+        else:
+            shard, in_shard = None, 0
+        return {
+            "emitted": int(emitted),
+            "shard": shard,
+            "sample_in_shard": in_shard,
+            "buffer": [int(i) for i in held],
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where iteration stands: the epoch, the next batch, the configuration it depends on,
+        and the shard cursor and shuffle buffer at that point (the next shard to read from and
+        its next sample, the ids held)."""
+        emitted = self._batch * self.batch_size
+        return {
+            "version": _STATE_VERSION,
+            "kind": "shards",
+            "epoch": self._epoch,
+            "batch": self._batch,
+            **self._config(),
+            "cursor": self._cursor(self._epoch, emitted),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes at ``state``'s position; the configuration must match this loader's, and
+        the recomputed cursor and buffer must equal the saved ones (else the shards changed)."""
+        if state.get("version") != _STATE_VERSION or state.get("kind") != "shards":
+            raise ValueError(
+                "not a state_dict of a loader over a ShardDataset (or another version)"
+            )
+        config = self._config()
+        for key in _STATE_CONFIG:
+            if state.get(key) != config[key]:
+                raise ValueError(
+                    f"state_dict has {key}={state.get(key)!r}, this loader {config[key]!r}"
+                )
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        cursor = self._cursor(epoch, batch * self.batch_size)
+        if cursor != state.get("cursor"):
+            raise DatasetError(
+                "the shard cursor and shuffle buffer recomputed for this position differ from "
+                "the saved ones: the shards changed since the state was saved"
+            )
+        self._epoch, self._batch = epoch, batch
+
+    # -- statistics -----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since the loader was made: batches and samples delivered, samples skipped
+        (with the last messages naming shard, key and field), bytes read, and seconds spent
+        reading and decoding (summed over threads) and waiting for batches."""
+        with self._lock:
+            return {
+                **self._stats,
+                **self._seconds,
+                "threads": self.threads,
+                "errors": list(self._errors),
+            }
+
+    # -- iteration ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        epoch, start = self._epoch, self._batch
+        order = self._epoch_order(epoch)[1]
+        n = self.batches_in_epoch(epoch)
+        if start >= n:
+            epoch, start = epoch + 1, 0
+            self._epoch, self._batch = epoch, 0
+            order = self._epoch_order(epoch)[1]
+            n = self.batches_in_epoch(epoch)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="stoker-shards")
+        executor = self._executor
+        pending: deque[Future] = deque()
+        submitted = start
+        try:
+            for b in range(start, n):
+                while submitted < n and len(pending) < self.prefetch:
+                    ids = order[submitted * self.batch_size : (submitted + 1) * self.batch_size]
+                    pending.append(executor.submit(self._build, epoch, ids))
+                    submitted += 1
+                began = time.perf_counter()
+                batch = pending.popleft().result()
+                with self._lock:
+                    self._seconds["wait_s"] += time.perf_counter() - began
+                    self._stats["batches"] += 1
+                    self._stats["samples"] += len(batch["__key__"])
+                self._batch = b + 1
+                if self._batch == n:
+                    self._epoch, self._batch = epoch + 1, 0
+                yield batch
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        """Ends the threads; a later iteration starts new ones."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def __del__(self):
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- building a batch -----------------------------------------------------------------------
+
+    def _image_options(self) -> dict[str, Any]:
+        """Per image field: the C++ transform options and the output shape and dtype."""
+        out = {}
+        self._decode: Any = getattr(_core, "decode_images", None)
+        for name, decoder in self.dataset.spec.items():
+            if not isinstance(decoder, Image):
+                continue
+            options = self.transforms.core_options(decoder.size, self.transforms.layout or "TCHW")
+            if options.crop != _core.CropMode.none:
+                height, width = options.crop_height, options.crop_width
+            else:
+                height, width = options.resize_height, options.resize_width
+            if not height or not width:
+                raise InvalidArgumentError(
+                    f"image field {name!r} has no output size: give stoker.Image(size=...) in "
+                    "the spec, or transforms with resize, center_crop or random_resized_crop"
+                )
+            if self._decode is None:
+                raise InvalidArgumentError(
+                    f"image field {name!r}: this stoker was built without the image decoder"
+                )
+            chw = options.layout == _core.Layout.NCHW
+            shape = (3, height, width) if chw else (height, width, 3)
+            out[name] = (options, shape)
+        return out
+
+    def _build(self, epoch: int, ids: np.ndarray) -> dict[str, Any]:
+        """Batch of samples ``ids`` (runs on a loader thread)."""
+        ds = self.dataset
+        ids = np.asarray(ids, np.int64)
+        began = time.perf_counter()
+        members, failed = self._read(ids)
+        read_s = time.perf_counter() - began
+        began = time.perf_counter()
+        columns: dict[str, Any] = {}
+        for name, decoder in ds.spec.items():
+            got = members[name]
+            if isinstance(decoder, Image):
+                columns[name] = self._decode_images(name, ids, got, epoch, failed)
+            elif isinstance(decoder, Json):
+                columns.update(self._per_sample(name, decoder, ids, got, failed))
+            else:
+                columns[name] = self._per_sample(name, decoder, ids, got, failed)
+        decode_s = time.perf_counter() - began
+        keep = np.array([i not in failed for i in range(len(ids))], bool)
+        if failed and self.on_error == "raise":
+            first = min(failed)
+            raise DatasetError(failed[first])
+        batch: dict[str, Any] = {}
+        for name, value in columns.items():
+            if isinstance(value, tuple):  # tokens: (padded, lengths)
+                padded, lengths = value
+                batch[name] = self._tensor(padded[keep])
+                batch[f"{name}_length"] = self._tensor(lengths[keep])
+            elif isinstance(value, list):
+                batch[name] = [v for v, k in zip(value, keep) if k]
+            else:
+                batch[name] = self._tensor(value if keep.all() else value[keep])
+        batch["__key__"] = [ds.keys[i] for i in ids[keep]]
+        batch["__index__"] = self._tensor(ids[keep])
+        with self._lock:
+            self._seconds["read_s"] += read_s
+            self._seconds["decode_s"] += decode_s
+            self._stats["skipped"] += len(failed)
+            self._errors.extend(failed[i] for i in sorted(failed))
+        return batch
+
+    def _tensor(self, array: np.ndarray) -> Any:
+        if self._torch is None:
+            return array
+        if array.dtype == np.uint16 and array.ndim and self.transforms.dtype == "bfloat16":
+            return self._torch.from_numpy(array.view(np.int16)).view(self._torch.bfloat16)
+        return self._torch.from_numpy(np.ascontiguousarray(array))
+
+    def _read(self, ids: np.ndarray) -> tuple[dict[str, list[Any]], dict[int, str]]:
+        """The members every spec field needs, per sample (a memoryview, or None where the
+        sample lacks the field), read with one call per shard; and the samples that fail,
+        with why."""
+        ds = self.dataset
+        n = len(ids)
+        failed: dict[int, str] = {}
+        wanted = {name: ds.resolve(decoder, ids) for name, decoder in ds.spec.items()}
+        members: dict[str, list[Any]] = {name: [None] * n for name in wanted}
+        shards = ds.sample_shard[ids]
+        bytes_read = 0
+        for shard in np.unique(shards):
+            rows = np.flatnonzero(shards == shard)
+            offsets, sizes = [], []
+            where: list[tuple[str, int]] = []
+            for name, (o, s, _) in wanted.items():
+                present = rows[o[rows] >= 0]
+                offsets.append(o[present])
+                sizes.append(s[present])
+                where.extend((name, int(r)) for r in present)
+            all_offsets = np.concatenate(offsets)
+            all_sizes = np.concatenate(sizes)
+            data = _core.read_ranges(ds.urls[int(shard)], all_offsets, all_sizes)
+            view = memoryview(data.data)
+            ends = np.cumsum(all_sizes)
+            for (name, row), end, size in zip(where, ends, all_sizes):
+                members[name][row] = view[int(end - size) : int(end)]
+            bytes_read += int(all_sizes.sum())
+        for name in wanted:
+            for row in range(n):
+                if members[name][row] is None and row not in failed:
+                    decoder = ds.spec[name]
+                    failed[row] = self._where(
+                        int(ids[row]), "|".join(decoder.fields), "the sample has no such member"
+                    )
+        with self._lock:
+            self._stats["bytes_read"] += bytes_read
+        return members, failed
+
+    def _where(self, sample: int, field: str, why: str) -> str:
+        ds = self.dataset
+        return f"{ds.shard_of(sample)}: sample {ds.keys[sample]!r}, field {field!r}: {why}"
+
+    def _decode_images(
+        self, name: str, ids: np.ndarray, got: list[Any], epoch: int, failed: dict[int, str]
+    ) -> np.ndarray:
+        options, shape = self._images[name]
+        dtype = self.transforms.dtype
+        out = np.zeros(
+            (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
+        )
+        rows = [r for r in range(len(ids)) if got[r] is not None]
+        if not rows:
+            return out
+        # The binding takes one bytes object per image: a copy of each member (cheap next to
+        # its decode). Samples lacking the field are already failed; the others decode into
+        # their slots (directly when none is missing).
+        images = [bytes(got[r]) for r in rows]
+        target = out if len(rows) == len(ids) else np.zeros((len(rows), *out.shape[1:]), out.dtype)
+        height, width = (shape[1], shape[2]) if shape[0] == 3 else (shape[0], shape[1])
+        errors = self._decode(
+            images,
+            options,
+            target,
+            height,
+            width,
+            seed=self.seed,
+            epoch=epoch,
+            ids=np.ascontiguousarray(ids[rows]),
+            collect_errors=True,
+        )
+        if target is not out:
+            out[rows] = target
+        field = self.dataset.resolve(self.dataset.spec[name], ids)[2]
+        for k, error in enumerate(errors):
+            if error and rows[k] not in failed:
+                failed[rows[k]] = self._where(int(ids[rows[k]]), field[rows[k]], error)
+        return out
+
+    def _per_sample(
+        self, name: str, decoder: Any, ids: np.ndarray, got: list[Any], failed: dict[int, str]
+    ) -> Any:
+        """A field decoded sample by sample in Python (text, labels, json, tokens, clips: the
+        cheap ones, and clips, whose decode is native inside VideoReader)."""
+        fields = self.dataset.resolve(decoder, ids)[2]
+        n = len(ids)
+        values: list[Any] = [None] * n
+        clips = None
+        if isinstance(decoder, Clip):
+            h, w = decoder.size
+            frame = (3, h, w) if decoder.layout == "TCHW" else (h, w, 3)
+            clips = np.zeros((n, len(decoder.frames), *frame), np.uint8)
+        for row in range(n):
+            member = got[row]
+            if member is None or row in failed:
+                continue
+            try:
+                if clips is not None:
+                    reader = VideoReader(
+                        member, name=f"{self.dataset.shard_of(int(ids[row]))}:{fields[row]}"
+                    )
+                    layout = "NCHW" if decoder.layout == "TCHW" else "NHWC"
+                    reader.get_frames(
+                        decoder.frames, size=decoder.size, layout=layout, out=clips[row]
+                    )
+                else:
+                    values[row] = _decode_member(decoder, member)
+            except (ValueError, KeyError, TypeError, _core.Error, OSError) as error:
+                failed[row] = self._where(
+                    int(ids[row]), fields[row], str(error) or type(error).__name__
+                )
+        if clips is not None:
+            return clips
+        if isinstance(decoder, Text):
+            return ["" if v is None else v for v in values]
+        if isinstance(decoder, Label):
+            return np.array([-1 if v is None else v for v in values], np.int64)
+        if isinstance(decoder, Tokens):
+            return _pad(values, decoder)
+        columns: dict[str, Any] = {}
+        for key, kind in decoder.keys.items():
+            column = [None if v is None else v[key] for v in values]
+            if kind == "str":
+                columns[key] = ["" if c is None else str(c) for c in column]
+            else:
+                columns[key] = np.array([0 if c is None else c for c in column], _JSON_NUMPY[kind])
+        return columns
+
+
+def _decode_member(decoder: Any, member: memoryview) -> Any:
+    if isinstance(decoder, Text):
+        return bytes(member).decode("utf-8")
+    if isinstance(decoder, Label):
+        text = bytes(member).decode("ascii").strip()
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"a cls member holds an integer, not {text[:40]!r}") from None
+    if isinstance(decoder, Tokens):
+        array = np.load(io.BytesIO(member), allow_pickle=False)
+        if array.ndim != 1:
+            raise ValueError(f"a token array is 1-D, this one has shape {array.shape}")
+        return array[: decoder.max_length] if decoder.max_length else array
+    value = json.loads(bytes(member))
+    if not isinstance(value, dict):
+        raise ValueError(f"the json holds a {type(value).__name__}, not an object")
+    for key, kind in decoder.keys.items():
+        if key not in value:
+            raise KeyError(f"the json has no key {key!r}")
+        item = value[key]
+        ok = {
+            "str": isinstance(item, str),
+            "bool": isinstance(item, bool),
+            "int64": isinstance(item, int) and not isinstance(item, bool),
+        }.get(kind, isinstance(item, (int, float)) and not isinstance(item, bool))
+        if not ok:
+            raise TypeError(f"the json's {key!r} is {item!r}, not a {kind}")
+    return value
+
+
+def _pad(values: list[Any], decoder: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    arrays = [v for v in values if v is not None]
+    dtype = np.result_type(*arrays) if arrays else np.int64
+    lengths = np.array([0 if v is None else len(v) for v in values], np.int64)
+    padded = np.full((len(values), int(lengths.max(initial=0))), decoder.pad, dtype)
+    for row, v in enumerate(values):
+        if v is not None:
+            padded[row, : len(v)] = v
+    return padded, lengths
+
+
+__all__ = ["DEFAULT_SHUFFLE_BUFFER", "ShardLoader"]

@@ -1,0 +1,488 @@
+"""``stoker shard SRC DST``: write samples into tar shards of equal bytes, in WebDataset's layout.
+
+    $ stoker shard photos/ shards/ --shard-bytes 256MB --resize 256 --shuffle-seed 0
+
+SRC is one of:
+
+* a folder of files grouped by name: ``x.jpg``, ``x.json``, ``x.txt`` are the fields of sample
+  ``x`` (subfolders are part of the key, as in the shards);
+* an ImageFolder tree, ``SRC/<class>/<image>``: every top-level entry a folder of images; the
+  class (its rank among the sorted folder names) becomes the ``cls`` field, and
+  ``classes.json`` in DST names them;
+* a Parquet manifest (``*.parquet``): a column ``key`` (optional), columns named after a file
+  extension (``jpg``, ``png``, ``mp4``, ``npy``, ...) holding paths relative to the manifest's
+  folder, ``txt`` holding text, ``cls`` holding integers; any other column goes into the
+  sample's ``json`` member.
+
+The samples are shuffled with ``--shuffle-seed`` (write-time shuffle: shards hold a mix, so a
+reader's shuffle buffer need not be large), images are optionally resized so their shorter
+side is ``--resize`` (Pillow, quality 95 for JPEG; never enlarged), and cut into
+``round(total / shard_bytes)`` shards whose sizes differ from their mean by at most one
+sample. Next to the shards go a sidecar index per shard (``<shard>.index``, which
+:class:`stoker.ShardDataset` reads instead of scanning), ``index.json`` (the shards, their
+sizes and sample counts) and ``columns.parquet``: per sample its key and shard, its label and
+its json members as typed columns (:mod:`stoker.typed_columns`).
+
+The run is resumable and atomic: its plan (which sample goes where) is saved in
+``DST/.stoker_shard/`` first; each shard is written to a temporary file and renamed into place,
+then journaled. Running the same command again after an interruption writes only the shards
+that are missing. With ``--resize``, images are encoded twice: once to measure (so that the
+shards come out equal in bytes), once to write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stoker import _core
+from stoker._core import DatasetError, InvalidArgumentError
+from stoker._files import write_json, write_parquet
+from stoker.dataset_index import _ProgressBar
+from stoker.shards import IMAGE_EXTENSIONS, INDEX_SUFFIX, INDEX_VERSION, member_field
+from stoker.typed_columns import convert_json_columns
+
+__all__ = ["ShardReport", "write_shards"]
+
+STATE_DIR = ".stoker_shard"
+_PLAN_VERSION = 1
+_BLOCK = 512
+_RESIZABLE = ("jpg", "jpeg", "png")
+
+
+@dataclass
+class ShardReport:
+    """What a run wrote: the shards, their sizes, and how much of it was done before."""
+
+    shards: list[str]
+    shard_bytes: list[int]
+    samples: int
+    resumed: int
+
+    def summary(self) -> str:
+        sizes = np.array(self.shard_bytes, np.float64)
+        spread = (sizes.max() - sizes.min()) / sizes.mean() if len(sizes) else 0.0
+        return (
+            f"{self.samples} samples in {len(self.shards)} shards of "
+            f"{sizes.mean() / 1e6:.1f} MB on average (spread {spread:.1%}); "
+            f"{self.resumed} shards were already written"
+        )
+
+
+def parse_bytes(value: str | int) -> int:
+    """``256MB``, ``1.5GiB``, ``1000000`` -> bytes."""
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?)B?\s*", str(value), re.IGNORECASE)
+    if match is None:
+        raise ValueError(f"a size is a number with an optional unit (256MB, 1GiB), got {value!r}")
+    base = 1024 if match.group(3) else 1000
+    power = " KMGT".index(match.group(2).upper() or " ")
+    return int(float(match.group(1)) * base**power)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources: each gives samples as (key, [(field, path or bytes), ...])
+
+Sample = tuple[str, list[tuple[str, Any]]]
+
+
+def _folder_samples(root: str) -> list[Sample]:
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+            key, field = member_field(rel)
+            if not field:
+                continue
+            groups.setdefault(key, []).append((field, os.path.join(folder, name)))
+    return sorted(groups.items())
+
+
+def _is_image_folder(root: str) -> bool:
+    entries = [e for e in os.listdir(root) if not e.startswith(".")]
+    return (
+        bool(entries)
+        and all(os.path.isdir(os.path.join(root, e)) for e in entries)
+        and all(
+            member_field(f)[1] in IMAGE_EXTENSIONS
+            for e in entries
+            for f in os.listdir(os.path.join(root, e))
+            if not f.startswith(".")
+        )
+    )
+
+
+def _image_folder_samples(root: str) -> tuple[list[Sample], list[str]]:
+    classes = sorted(e for e in os.listdir(root) if not e.startswith("."))
+    samples: list[Sample] = []
+    for label, name in enumerate(classes):
+        for file in sorted(os.listdir(os.path.join(root, name))):
+            if file.startswith("."):
+                continue
+            stem, field = member_field(file)
+            members = [(field, os.path.join(root, name, file)), ("cls", str(label).encode())]
+            samples.append((f"{name}/{stem}", members))
+    return samples, classes
+
+
+def _manifest_samples(path: str) -> list[Sample]:
+    table = pq.read_table(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    names = table.column_names
+    rows = table.to_pylist()
+    file_columns = [n for n in names if n in IMAGE_EXTENSIONS + ("mp4", "webm", "mkv", "npy")]
+    samples: list[Sample] = []
+    for r, row in enumerate(rows):
+        key = str(row["key"]) if "key" in names else f"{r:09d}"
+        members: list[tuple[str, Any]] = []
+        for name in file_columns:
+            if row[name] is not None:
+                members.append((name, os.path.join(folder, str(row[name]))))
+        if "txt" in names and row["txt"] is not None:
+            members.append(("txt", str(row["txt"]).encode()))
+        if "cls" in names and row["cls"] is not None:
+            members.append(("cls", str(int(row["cls"])).encode()))
+        extra = {
+            n: row[n] for n in names if n not in file_columns and n not in ("key", "txt", "cls")
+        }
+        if extra:
+            members.append(("json", json.dumps(extra, sort_keys=True).encode()))
+        if not members:
+            raise DatasetError(f"{path}: row {r} names no member")
+        samples.append((key, members))
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Members: bytes as they go into the tar
+
+
+def _member_bytes(field: str, value: Any, resize: int | None) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        data = f.read()
+    if resize is None or field.rsplit(".", 1)[-1] not in _RESIZABLE:
+        return data
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if min(width, height) <= resize:
+                return data
+            scale = resize / min(width, height)
+            size = (max(1, round(width * scale)), max(1, round(height * scale)))
+            resized = image.convert("RGB").resize(size, PILImage.Resampling.BILINEAR)
+            out = io.BytesIO()
+            if field.endswith("png"):
+                resized.save(out, format="PNG")
+            else:
+                resized.save(out, format="JPEG", quality=95)
+            return out.getvalue()
+    except OSError as error:
+        raise DatasetError(f"{value}: cannot resize the image: {error}") from None
+
+
+def _tar_bytes(key: str, sizes: Sequence[tuple[str, int]]) -> int:
+    """Bytes a sample takes in a tar: per member a header (plus a long-name header for names
+    over 100 bytes) and its data padded to 512."""
+    total = 0
+    for field, size in sizes:
+        name = f"{key}.{field}"
+        total += _BLOCK + (
+            _BLOCK + -(-len(name.encode()) // _BLOCK) * _BLOCK if len(name) > 100 else 0
+        )
+        total += -(-size // _BLOCK) * _BLOCK
+    return total
+
+
+def _cut(sample_bytes: np.ndarray, shard_bytes: int) -> list[int]:
+    """Where each shard starts: ``round(total / shard_bytes)`` shards, each ending at the
+    sample boundary nearest its share of the total."""
+    total = int(sample_bytes.sum())
+    shards = max(1, min(len(sample_bytes), round(total / shard_bytes)))
+    ends = np.cumsum(sample_bytes)
+    starts = [0]
+    for k in range(1, shards):
+        target = total * k / shards
+        i = int(np.searchsorted(ends, target))
+        # the boundary after sample i or the one before it, whichever is nearer the target
+        if i > 0 and abs(ends[i - 1] - target) <= abs(ends[min(i, len(ends) - 1)] - target):
+            i -= 1
+        starts.append(max(starts[-1] + 1, i + 1))
+    return starts
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def write_shards(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    shard_bytes: int | str = "256MB",
+    resize: int | None = None,
+    shuffle_seed: int | None = 0,
+    prefix: str = "shard",
+    workers: int | None = None,
+    progress: bool | Callable[[int, int], None] = True,
+) -> ShardReport:
+    """Writes the samples of ``src`` into tar shards in ``dst``; see the module's notes.
+
+    Args:
+        shard_bytes: the target size of a shard (``"256MB"`` or bytes).
+        resize: the shorter side images are resized to (never enlarged); None keeps them.
+        shuffle_seed: the write-time shuffle's seed; None keeps the source's order.
+        prefix: shards are ``<prefix>-000000.tar``, ...
+        workers: threads reading and encoding; default: the usable cores.
+        progress: True draws a progress bar on stderr; a callable gets (done, total) shards.
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    target = parse_bytes(shard_bytes)
+    if target < 1:
+        raise InvalidArgumentError(f"shard_bytes must be positive, got {shard_bytes!r}")
+    if resize is not None and int(resize) < 1:
+        raise InvalidArgumentError(f"resize must be positive, got {resize!r}")
+    workers = int(workers) if workers else _core.usable_cores()
+    classes: list[str] | None = None
+    if os.path.isfile(src) and src.endswith(".parquet"):
+        samples = _manifest_samples(src)
+    elif os.path.isdir(src) and _is_image_folder(src):
+        samples, classes = _image_folder_samples(src)
+    elif os.path.isdir(src):
+        samples = _folder_samples(src)
+    else:
+        raise InvalidArgumentError(f"{src}: not a folder or a Parquet manifest")
+    if not samples:
+        raise DatasetError(f"{src}: no sample found")
+    state = os.path.join(dst, STATE_DIR)
+    os.makedirs(state, exist_ok=True)
+    plan = _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers)
+    journal_path = os.path.join(state, "done.jsonl")
+    done: dict[str, int] = {}
+    if os.path.exists(journal_path):
+        with open(journal_path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    entry = json.loads(line)
+                    done[entry["shard"]] = entry["bytes"]
+    order = plan["order"]
+    starts = plan["starts"] + [len(order)]
+    names = [f"{prefix}-{k:06d}.tar" for k in range(len(starts) - 1)]
+    bar = _ProgressBar("writing shards") if progress is True else None
+    callback = bar if bar is not None else (progress if callable(progress) else None)
+    resumed = 0
+    sizes = []
+    with ThreadPoolExecutor(workers, thread_name_prefix="stoker-shard") as pool:
+        for k, name in enumerate(names):
+            path = os.path.join(dst, name)
+            if name in done and os.path.exists(path) and os.path.getsize(path) == done[name]:
+                resumed += 1
+                sizes.append(done[name])
+            else:
+                chosen = [samples[i] for i in order[starts[k] : starts[k + 1]]]
+                sizes.append(_write_shard(chosen, path, resize, pool))
+                with open(journal_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"shard": name, "bytes": sizes[-1]}) + "\n")
+            if callback is not None:
+                callback(k + 1, len(names))
+    if bar is not None:
+        bar.close()
+    counts = [starts[k + 1] - starts[k] for k in range(len(names))]
+    write_json(
+        os.path.join(dst, "index.json"),
+        {
+            "format": "stoker-shards",
+            "version": INDEX_VERSION,
+            "shards": names,
+            "shard_bytes": sizes,
+            "samples": counts,
+        },
+    )
+    if classes is not None:
+        write_json(os.path.join(dst, "classes.json"), classes)
+    _write_columns(samples, order, starts, names, os.path.join(dst, "columns.parquet"))
+    return ShardReport(names, sizes, len(order), resumed)
+
+
+def _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers) -> dict[str, Any]:
+    """The run's plan (sample order and shard starts), saved in the state folder; an existing
+    plan of the same source and options is taken as it is."""
+    listing = hashlib.sha1()
+    for key, members in samples:
+        listing.update(key.encode())
+        for field, value in members:
+            stat = (len(value), 0) if isinstance(value, bytes) else _stat(value)
+            listing.update(f"{field}:{stat}".encode())
+    options = {
+        "src": os.path.abspath(src),
+        "shard_bytes": target,
+        "resize": resize,
+        "shuffle_seed": shuffle_seed,
+        "prefix": prefix,
+        "version": _PLAN_VERSION,
+    }
+    fingerprint = hashlib.sha1(json.dumps(options, sort_keys=True).encode() + listing.digest())
+    path = os.path.join(state, "plan.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            plan = json.load(f)
+        if plan.get("fingerprint") == fingerprint.hexdigest():
+            return plan
+        raise InvalidArgumentError(
+            f"{os.path.dirname(state)} holds a run of other options or another source "
+            f"({plan.get('options')}); write to a new folder, or remove {state} to start over"
+        )
+    n = len(samples)
+    order = (
+        np.random.default_rng(shuffle_seed).permutation(n)
+        if shuffle_seed is not None
+        else np.arange(n)
+    )
+
+    def measure(i: int) -> int:
+        key, members = samples[i]
+        return _tar_bytes(key, [(f, len(_member_bytes(f, v, resize))) for f, v in members])
+
+    if resize is None:
+        sizes = [
+            _tar_bytes(
+                key,
+                [(f, len(v) if isinstance(v, bytes) else os.path.getsize(v)) for f, v in members],
+            )
+            for key, members in samples
+        ]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            sizes = list(pool.map(measure, range(n)))
+    sample_bytes = np.array(sizes, np.int64)[order]
+    plan = {
+        "fingerprint": fingerprint.hexdigest(),
+        "options": options,
+        "order": [int(i) for i in order],
+        "starts": _cut(sample_bytes, target),
+    }
+    write_json(path, plan)
+    return plan
+
+
+def _stat(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def _write_shard(samples: list[Sample], path: str, resize: int | None, pool) -> int:
+    """Writes one shard (temporary file, then renamed into place) and its sidecar index."""
+
+    def encode(sample: Sample) -> list[tuple[str, bytes]]:
+        key, members = sample
+        return [(f"{key}.{field}", _member_bytes(field, value, resize)) for field, value in members]
+
+    temporary = path + ".tmp"
+    members: list[list[Any]] = []
+    with tarfile.open(temporary, "w", format=tarfile.GNU_FORMAT) as tar:
+        for encoded in pool.map(encode, samples):
+            for name, data in encoded:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(data), 0, 0o644
+                tar.addfile(info, io.BytesIO(data))
+                members.append([name, tar.offset - -(-len(data) // _BLOCK) * _BLOCK, len(data)])
+    size = os.path.getsize(temporary)
+    index = {
+        "format": "stoker-shard-index",
+        "version": INDEX_VERSION,
+        "shard_bytes": size,
+        "members": members,
+        "labels": _labels(samples),
+    }
+    _core.commit_file(temporary, path)
+    write_json(path + INDEX_SUFFIX, index)
+    return size
+
+
+def _labels(samples: list[Sample]) -> dict[str, int]:
+    labels = {}
+    for key, fields in samples:
+        for field, value in fields:
+            if field == "cls" and isinstance(value, bytes):
+                try:
+                    labels[key] = int(value.decode().strip())
+                except ValueError:
+                    pass
+    return labels
+
+
+def _write_columns(samples, order, starts, names, path) -> None:
+    keys, shards, labels, texts = [], [], [], []
+    for k in range(len(names)):
+        for i in order[starts[k] : starts[k + 1]]:
+            key, members = samples[i]
+            fields = dict(members)
+            keys.append(key)
+            shards.append(names[k])
+            label = fields.get("cls")
+            labels.append(int(label.decode()) if isinstance(label, bytes) else None)
+            value = fields.get("json")
+            if isinstance(value, str):
+                with open(value, "rb") as f:
+                    value = f.read()
+            texts.append(value.decode() if isinstance(value, bytes) else None)
+    table = pa.table({"__key__": keys, "__shard__": shards, "cls": pa.array(labels, pa.int64())})
+    if any(t is not None for t in texts):
+        if any(t is None for t in texts):
+            raise DatasetError("some samples have a json member and others none")
+        table = table.append_column("json", pa.array(texts, pa.string()))
+        table = convert_json_columns(table, ["json"], row_label=lambda r: f"sample {keys[r]!r}")[0]
+    write_parquet(table, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "src", help="a folder of samples, an ImageFolder tree or a Parquet manifest"
+    )
+    parser.add_argument("dst", help="the folder the shards go to")
+    parser.add_argument("--shard-bytes", default="256MB", help="target shard size (256MB)")
+    parser.add_argument("--resize", type=int, help="shorter side of resized images")
+    parser.add_argument("--shuffle-seed", type=int, default=0, help="write-time shuffle seed")
+    parser.add_argument("--no-shuffle", action="store_true", help="keep the source's order")
+    parser.add_argument("--prefix", default="shard", help="shard names: PREFIX-000000.tar")
+    parser.add_argument("--workers", type=int, help="threads; default: the usable cores")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def main(args: argparse.Namespace) -> int:
+    report = write_shards(
+        args.src,
+        args.dst,
+        shard_bytes=args.shard_bytes,
+        resize=args.resize,
+        shuffle_seed=None if args.no_shuffle else args.shuffle_seed,
+        prefix=args.prefix,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
+    print(report.summary())
+    return 0

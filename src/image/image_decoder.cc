@@ -1,0 +1,422 @@
+#include "stoker/image_decoder.h"
+
+#include <spng.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include "media/frame_converter.h"
+#include "stoker/cores.h"
+
+namespace stoker {
+namespace {
+
+constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+// A PNG's metadata chunks (text, ICC profiles, ...) are bounded so that bad bytes cannot ask
+// for gigabytes before the pixels; image data (IDAT) is bounded by max_pixels instead.
+constexpr size_t kPngChunkLimit = size_t{64} << 20;
+
+Status corrupt(const std::string& why) { return Status(StatusCode::kCorruptData, why); }
+
+bool is_png(std::span<const uint8_t> bytes) {
+  return bytes.size() >= sizeof(kPngSignature) &&
+         std::memcmp(bytes.data(), kPngSignature, sizeof(kPngSignature)) == 0;
+}
+
+bool is_jpeg(std::span<const uint8_t> bytes) {
+  return bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+}
+
+Status not_an_image(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return corrupt("not an image: no bytes");
+  static const char kHex[] = "0123456789abcdef";
+  std::string head;
+  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 8); ++i) {
+    head += kHex[bytes[i] >> 4];
+    head += kHex[bytes[i] & 15];
+  }
+  return corrupt("not a JPEG or PNG image (" + std::to_string(bytes.size()) +
+                 " bytes starting with " + head + ")");
+}
+
+Status check_pixels(const char* format, int64_t width, int64_t height, int64_t max_pixels) {
+  if (width <= 0 || height <= 0) {
+    return corrupt(std::string("damaged ") + format + " header: it states a " +
+                   std::to_string(width) + "x" + std::to_string(height) + " image");
+  }
+  if (width * height > max_pixels) {
+    return Status(StatusCode::kResourceExhausted,
+                  "image of " + std::to_string(width) + "x" + std::to_string(height) +
+                      " pixels is over the limit of " + std::to_string(max_pixels) + " pixels");
+  }
+  return Status();
+}
+
+// ---- JPEG (TurboJPEG) ----
+
+struct TjDeleter {
+  void operator()(void* handle) const { tjDestroy(handle); }
+};
+using UniqueTjHandle = std::unique_ptr<void, TjDeleter>;
+
+struct JpegHeader {
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+};
+
+// Whether the marker segments of a JPEG's header, up to its first scan (SOS), all lie inside
+// `bytes`: when not, a failing header is a truncated file rather than a damaged one.
+bool jpeg_header_complete(std::span<const uint8_t> bytes) {
+  size_t at = 2;
+  while (at + 4 <= bytes.size()) {
+    if (bytes[at] != 0xFF) return true;  // damaged, not short
+    if (bytes[at + 1] == 0xFF) {
+      ++at;
+      continue;
+    }
+    const size_t end = at + 2 + (size_t(bytes[at + 2]) << 8 | bytes[at + 3]);
+    if (end > bytes.size()) return false;
+    if (bytes[at + 1] == 0xDA) return true;
+    at = end;
+  }
+  return false;
+}
+
+Result<JpegHeader> read_jpeg_header(tjhandle handle, std::span<const uint8_t> bytes) {
+  JpegHeader header;
+  if (tjDecompressHeader3(handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
+                          &header.width, &header.height, &header.subsampling,
+                          &header.colorspace) != 0) {
+    if (!jpeg_header_complete(bytes)) {
+      return corrupt(std::string("truncated JPEG: the bytes end inside its header (") +
+                     tjGetErrorStr2(handle) + ")");
+    }
+    return corrupt(std::string("damaged JPEG header: ") + tjGetErrorStr2(handle));
+  }
+  // libjpeg suspends, without an error, when the bytes end inside the header.
+  if (header.width == 0 || header.height == 0) {
+    return corrupt("truncated JPEG: the bytes end inside its header");
+  }
+  return header;
+}
+
+// The frame header (SOFn) of a JPEG, found by walking its marker segments: a prefix of the
+// file that reaches it is enough (a shard reader's first ranged read, say).
+Result<ImageInfo> probe_jpeg(std::span<const uint8_t> bytes) {
+  size_t at = 2;  // after SOI
+  while (at + 4 <= bytes.size()) {
+    if (bytes[at] != 0xFF)
+      return corrupt("damaged JPEG header: no marker at byte " + std::to_string(at));
+    const uint8_t marker = bytes[at + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++at;
+      continue;
+    }
+    const size_t length = size_t(bytes[at + 2]) << 8 | bytes[at + 3];
+    if (length < 2)
+      return corrupt("damaged JPEG header: a segment of length " + std::to_string(length));
+    // SOF0..SOF15, except DHT (C4), JPG (C8) and DAC (CC), which share the range.
+    const bool frame =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame) {
+      if (at + 10 > bytes.size()) break;
+      const int height = bytes[at + 5] << 8 | bytes[at + 6];
+      const int width = bytes[at + 7] << 8 | bytes[at + 8];
+      const int components = bytes[at + 9];
+      if (width == 0 || height == 0 || (components != 1 && components != 3 && components != 4)) {
+        return corrupt("damaged JPEG header: a " + std::to_string(width) + "x" +
+                       std::to_string(height) + " frame of " + std::to_string(components) +
+                       " components");
+      }
+      return ImageInfo{.format = ImageFormat::kJpeg,
+                       .width = width,
+                       .height = height,
+                       .channels = components,
+                       .bit_depth = bytes[at + 4]};
+    }
+    if (marker == 0xDA || marker == 0xD9) break;  // scan data or the end, before any frame
+    at += 2 + length;
+  }
+  return corrupt("truncated JPEG: the bytes end before its frame header");
+}
+
+// The smallest n/8 scale (n/8 <= 1) whose output is at least min_width x min_height.
+tjscalingfactor choose_scale(int width, int height, int min_width, int min_height) {
+  tjscalingfactor best{1, 1};
+  if (min_width <= 0 && min_height <= 0) return best;
+  int count = 0;
+  const tjscalingfactor* factors = tjGetScalingFactors(&count);
+  for (int i = 0; factors != nullptr && i < count; ++i) {
+    const tjscalingfactor f = factors[i];
+    if (f.num > f.denom) continue;
+    if (TJSCALED(width, f) < min_width || TJSCALED(height, f) < min_height) continue;
+    if (TJSCALED(width, f) < TJSCALED(width, best) ||
+        (TJSCALED(width, f) == TJSCALED(width, best) &&
+         TJSCALED(height, f) < TJSCALED(height, best))) {
+      best = f;
+    }
+  }
+  return best;
+}
+
+// One thread's decoding state, reused by every call on that thread.
+struct ThreadImageState {
+  UniqueTjHandle jpeg;
+  media::FrameConverter converter;
+  std::vector<uint8_t> decoded;
+  std::vector<uint8_t> converted;
+
+  Result<tjhandle> jpeg_handle() {
+    if (!jpeg) jpeg.reset(tjInitDecompress());
+    if (!jpeg) {
+      return Status(StatusCode::kResourceExhausted, "cannot create a JPEG decompressor");
+    }
+    return jpeg.get();
+  }
+};
+
+ThreadImageState& thread_state() {
+  thread_local ThreadImageState state;
+  return state;
+}
+
+struct Shape {
+  int width = 0, height = 0, channels = 3, bit_depth = 8, scale_num = 1, scale_denom = 1;
+};
+
+Result<Shape> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                          std::vector<uint8_t>& pixels) {
+  STOKER_ASSIGN_OR_RETURN(tjhandle handle, thread_state().jpeg_handle());
+  STOKER_ASSIGN_OR_RETURN(const JpegHeader header, read_jpeg_header(handle, bytes));
+  STOKER_RETURN_IF_ERROR(check_pixels("JPEG", header.width, header.height, options.max_pixels));
+  if (header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK) {
+    return Status(StatusCode::kUnsupported, "CMYK JPEG images are not supported");
+  }
+  const tjscalingfactor scale =
+      choose_scale(header.width, header.height, options.min_width, options.min_height);
+  Shape shape{.width = TJSCALED(header.width, scale),
+              .height = TJSCALED(header.height, scale),
+              .scale_num = scale.num,
+              .scale_denom = scale.denom};
+  pixels.resize(size_t(shape.width) * shape.height * 3);
+  // The default IDCT (accurate integer) and smooth upsampling, as Pillow decodes; at most 500
+  // progressive scans, so that bad bytes cannot make a decode run for minutes.
+  if (tjDecompress2(handle, bytes.data(), static_cast<unsigned long>(bytes.size()), pixels.data(),
+                    shape.width, 0, shape.height, TJPF_RGB, TJFLAG_LIMITSCANS) != 0) {
+    const std::string why = tjGetErrorStr2(handle);
+    if (tjGetErrorCode(handle) == TJERR_FATAL) return corrupt("damaged JPEG: " + why);
+    // Warnings: data missing at the end is an error; a recoverable oddity (extra bytes
+    // before a marker) is decoded as libjpeg and Pillow decode it.
+    if (why.find("Premature end") != std::string::npos) {
+      return corrupt("truncated JPEG (" + why + ")");
+    }
+  }
+  return shape;
+}
+
+// ---- PNG (libspng) ----
+
+struct SpngDeleter {
+  void operator()(spng_ctx* ctx) const { spng_ctx_free(ctx); }
+};
+using UniqueSpng = std::unique_ptr<spng_ctx, SpngDeleter>;
+
+Status spng_error(int error, const char* what) {
+  if (error == SPNG_IO_EOF) return corrupt(std::string("truncated PNG (") + what + ")");
+  return corrupt(std::string("damaged PNG (") + what + "): " + spng_strerror(error));
+}
+
+Result<UniqueSpng> open_png(std::span<const uint8_t> bytes, spng_ihdr* ihdr) {
+  UniqueSpng ctx(spng_ctx_new(0));
+  if (!ctx) return Status(StatusCode::kResourceExhausted, "cannot create a PNG decoder");
+  int error = spng_set_chunk_limits(ctx.get(), kPngChunkLimit, kPngChunkLimit);
+  if (error == 0) error = spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size());
+  if (error != 0) return spng_error(error, "setup");
+  error = spng_get_ihdr(ctx.get(), ihdr);
+  if (error != 0) return spng_error(error, "header");
+  return ctx;
+}
+
+int png_channels(uint8_t color_type) {
+  switch (color_type) {
+    case SPNG_COLOR_TYPE_GRAYSCALE:
+      return 1;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+      return 2;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA:
+      return 4;
+    default:
+      return 3;  // truecolour, palette
+  }
+}
+
+Result<Shape> decode_png(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                         std::vector<uint8_t>& pixels) {
+  spng_ihdr ihdr{};
+  STOKER_ASSIGN_OR_RETURN(UniqueSpng ctx, open_png(bytes, &ihdr));
+  STOKER_RETURN_IF_ERROR(check_pixels("PNG", ihdr.width, ihdr.height, options.max_pixels));
+  Shape shape{.width = static_cast<int>(ihdr.width), .height = static_cast<int>(ihdr.height)};
+  int format = SPNG_FMT_RGB8;
+  if (options.keep_16bit_gray && ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE &&
+      ihdr.bit_depth == 16) {
+    format = SPNG_FMT_PNG;  // the stored samples, host-endian
+    shape.channels = 1;
+    shape.bit_depth = 16;
+  }
+  size_t size = 0;
+  int error = spng_decoded_image_size(ctx.get(), format, &size);
+  if (error != 0) return spng_error(error, "size");
+  pixels.resize(size);
+  error = spng_decode_image(ctx.get(), pixels.data(), size, format, 0);
+  if (error != 0) return spng_error(error, "pixels");
+  return shape;
+}
+
+Result<Shape> decode_to(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                        std::vector<uint8_t>& pixels) {
+  if (is_jpeg(bytes)) return decode_jpeg(bytes, options, pixels);
+  if (is_png(bytes)) return decode_png(bytes, options, pixels);
+  return not_an_image(bytes);
+}
+
+// The crop `source` (in the stored image's pixels) on the image decoded at `width` x `height`.
+CropRect scale_crop(const CropRect& source, int stored_width, int stored_height, int width,
+                    int height) {
+  if (source.empty() || (width == stored_width && height == stored_height)) return source;
+  const double sx = double(width) / stored_width;
+  const double sy = double(height) / stored_height;
+  CropRect crop;
+  crop.width = std::clamp(static_cast<int>(std::lround(source.width * sx)), 1, width);
+  crop.height = std::clamp(static_cast<int>(std::lround(source.height * sy)), 1, height);
+  crop.x = std::clamp(static_cast<int>(std::lround(source.x * sx)), 0, width - crop.width);
+  crop.y = std::clamp(static_cast<int>(std::lround(source.y * sy)), 0, height - crop.height);
+  return crop;
+}
+
+Status decode_one(const ImageInput& input, const ImageTransform& transform,
+                  const ImageBatchOptions& options) {
+  if (input.out == nullptr) return Status(StatusCode::kInvalidArgument, "no output slot");
+  STOKER_ASSIGN_OR_RETURN(const ImageInfo info, probe_image(input.bytes));
+  STOKER_ASSIGN_OR_RETURN(const FrameGeometry geometry,
+                          transform.geometry(info.height, info.width, options.seed, options.epoch,
+                                             input.id, input.camera));
+  const OutputOptions conversion = transform.conversion(info.height, info.width);
+  const int out_height = conversion.height;
+  const int out_width = conversion.width;
+  if (options.height > 0 && (out_height != options.height || out_width != options.width)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                      " image comes out " + std::to_string(out_width) + "x" +
+                      std::to_string(out_height) + " while its slot holds " +
+                      std::to_string(options.width) + "x" + std::to_string(options.height) +
+                      "; give the transform a size");
+  }
+  // Decode no smaller than the output needs: the region shown, scaled to the output size.
+  const int region_width = geometry.source.empty() ? info.width : geometry.source.width;
+  const int region_height = geometry.source.empty() ? info.height : geometry.source.height;
+  const ImageDecodeOptions decode{
+      .min_width = static_cast<int>(std::ceil(double(out_width) * info.width / region_width)),
+      .min_height = static_cast<int>(std::ceil(double(out_height) * info.height / region_height)),
+      .max_pixels = options.max_pixels};
+  ThreadImageState& state = thread_state();
+  STOKER_ASSIGN_OR_RETURN(const Shape shape, decode_to(input.bytes, decode, state.decoded));
+  const CropRect crop =
+      scale_crop(geometry.source, info.width, info.height, shape.width, shape.height);
+  const bool in_place = transform.writes_in_place();
+  uint8_t* target = input.out;
+  if (!in_place) {
+    state.converted.resize(ImageTransform::converted_bytes(out_height, out_width));
+    target = state.converted.data();
+  }
+  STOKER_RETURN_IF_ERROR(state.converter.convert_rgb(state.decoded.data(), shape.width,
+                                                     shape.height, shape.width * 3, conversion,
+                                                     out_height, out_width, target, crop));
+  if (in_place) {
+    if (geometry.flip) transform.flip_in_place(input.out, out_height, out_width);
+  } else {
+    transform.finish(target, out_height, out_width, geometry.flip, input.out);
+  }
+  return Status();
+}
+
+}  // namespace
+
+const char* image_format_name(ImageFormat format) {
+  return format == ImageFormat::kJpeg ? "jpeg" : "png";
+}
+
+Result<ImageInfo> probe_image(std::span<const uint8_t> bytes) {
+  if (is_jpeg(bytes)) return probe_jpeg(bytes);
+  if (is_png(bytes)) {
+    spng_ihdr ihdr{};
+    STOKER_ASSIGN_OR_RETURN(UniqueSpng ctx, open_png(bytes, &ihdr));
+    if (ihdr.width == 0 || ihdr.height == 0 || ihdr.width > INT32_MAX || ihdr.height > INT32_MAX) {
+      return corrupt("damaged PNG header: " + std::to_string(ihdr.width) + "x" +
+                     std::to_string(ihdr.height));
+    }
+    return ImageInfo{.format = ImageFormat::kPng,
+                     .width = static_cast<int>(ihdr.width),
+                     .height = static_cast<int>(ihdr.height),
+                     .channels = png_channels(ihdr.color_type),
+                     .bit_depth = ihdr.bit_depth};
+  }
+  return not_an_image(bytes);
+}
+
+Result<DecodedImage> decode_image(std::span<const uint8_t> bytes,
+                                  const ImageDecodeOptions& options) {
+  DecodedImage image;
+  STOKER_ASSIGN_OR_RETURN(const Shape shape, decode_to(bytes, options, image.pixels));
+  image.width = shape.width;
+  image.height = shape.height;
+  image.channels = shape.channels;
+  image.bit_depth = shape.bit_depth;
+  image.scale_num = shape.scale_num;
+  image.scale_denom = shape.scale_denom;
+  return image;
+}
+
+Status decode_images_into(std::span<const ImageInput> inputs, const ImageTransform& transform,
+                          const ImageBatchOptions& options, std::span<Status> errors) {
+  if (!errors.empty() && errors.size() != inputs.size()) {
+    return Status(StatusCode::kInvalidArgument, "errors holds " + std::to_string(errors.size()) +
+                                                    " statuses for " +
+                                                    std::to_string(inputs.size()) + " images");
+  }
+  if (options.height < 0 || options.width < 0 || (options.height > 0) != (options.width > 0)) {
+    return Status(StatusCode::kInvalidArgument, "the slot size must have both sides, or neither");
+  }
+  std::vector<Status> own(errors.empty() ? inputs.size() : 0);
+  std::span<Status> outcome = errors.empty() ? std::span<Status>(own) : errors;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < inputs.size(); k = next++) {
+      outcome[k] = decode_one(inputs[k], transform, options);
+    }
+  };
+  const int threads = options.threads > 0 ? options.threads : usable_cores();
+  const size_t helpers = std::min<size_t>(static_cast<size_t>(threads), inputs.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < helpers; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // the threads started so far, and this one, decode everything
+    }
+  }
+  work();
+  for (std::thread& thread : pool) thread.join();
+  if (errors.empty()) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!outcome[k].ok()) return outcome[k].with_context("image " + std::to_string(k));
+    }
+  }
+  return Status();
+}
+
+}  // namespace stoker
