@@ -487,10 +487,12 @@ class ShardLoader:
     ) -> np.ndarray:
         options, shape = self._images[name]
         dtype = self.transforms.dtype
-        out = np.zeros(
+        out = np.empty(
             (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
         )
         rows = [r for r in range(len(ids)) if got[r] is not None]
+        if len(rows) < len(ids):  # the slots no image fills are zeros, as the Loader's pads
+            out[[r for r in range(len(ids)) if got[r] is None]] = 0
         if not rows:
             return out
         # The binding takes one bytes object per image: a copy of each member (cheap next to
