@@ -22,8 +22,10 @@ from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader, LoaderObserver
+from stoker.multi_dataset import MultiDataset
 from stoker.sampling import (
     DistributedSampler,
+    EpisodeAwareSampler,
     LoadBalancedSampler,
     RandomSampler,
     Sampler,
@@ -41,6 +43,7 @@ __all__ = [
     "DecodeError",
     "Diagnosis",
     "DistributedSampler",
+    "EpisodeAwareSampler",
     "EpisodeIndex",
     "Error",
     "IndexReport",
@@ -51,6 +54,7 @@ __all__ = [
     "LoadBalancedSampler",
     "Loader",
     "LoaderObserver",
+    "MultiDataset",
     "RandomSampler",
     "ResourceError",
     "S3Options",
