@@ -8,10 +8,11 @@ Facts from LeRobot's ``lerobot.datasets`` (``utils.py``, ``lerobot_dataset.py``,
 ``compute_stats.py``): the local copy of ``repo_id`` is ``$HF_LEROBOT_HOME/<repo_id>``, with
 ``HF_LEROBOT_HOME`` defaulting to ``$HF_HOME/lerobot`` (``HF_HOME``:
 ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``); ``features`` are info.json's
-entries as dicts; ``camera_keys`` are the features of dtype ``video`` or ``image``; ``stats`` maps feature -> statistic -> numpy
-array, read from ``meta/stats.json`` (v3.0) or aggregated from the per-episode statistics
-(v2.1's ``meta/episodes_stats.jsonl``; v3.0's ``stats/...`` columns when there is no
-stats.json): count-weighted means, pooled variances, min of minima, max of maxima, summed counts.
+entries as dicts; ``camera_keys`` are the features of dtype ``video`` or ``image``; ``stats``
+maps feature -> statistic -> numpy array, read from ``meta/stats.json`` (v3.0) or aggregated
+from the per-episode statistics (v2.1's ``meta/episodes_stats.jsonl``; v3.0's ``stats/...``
+columns when there is no stats.json): count-weighted means, pooled variances, min of minima,
+max of maxima, summed counts.
 """
 
 from __future__ import annotations
