@@ -392,11 +392,10 @@ class LeRobotDataset:
             return None
         episode_index = self.metadata.episode_index
         # In dataset order, whatever the order given, as LeRobot reads them.
-        position = np.searchsorted(episode_index, sorted(self._episodes_arg))
+        chosen = sorted(self._episodes_arg)
+        position = np.searchsorted(episode_index, chosen)
         position = np.minimum(position, len(episode_index) - 1)
-        missing = [
-            e for e, p in zip(self._episodes_arg, position.tolist()) if episode_index[p] != e
-        ]
+        missing = [e for e, p in zip(chosen, position.tolist()) if episode_index[p] != e]
         if missing:
             raise DatasetError(
                 f"episodes {missing} are not in the dataset {self.root} (its episode_index "

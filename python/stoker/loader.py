@@ -806,10 +806,9 @@ class Loader:
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
         row_keys = self.dataset.row_keys(samples, episodes, skip=item)
-        task = row_keys.pop("task")
-        for name, value in row_keys.items():
-            item[name] = torch.from_numpy(value) if self._torch else value
-        item["task"] = task
+        for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
+            is_array = isinstance(value, np.ndarray)
+            item[name] = torch.from_numpy(value) if self._torch and is_array else value
         if self._cameras and getattr(self.dataset, "image_transforms", None) is not None:
             self.dataset.apply_image_transforms(item, self._cameras, self._stack)
         return item
