@@ -486,7 +486,7 @@ class ShardLoader:
         self, name: str, ids: np.ndarray, got: list[Any], epoch: int, failed: dict[int, str]
     ) -> np.ndarray:
         options, shape = self._images[name]
-        dtype = self.transforms.dtype
+        dtype = options.dtype.name  # resolved: the transforms', else the default
         out = np.empty(
             (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
         )
