@@ -20,7 +20,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \
-	lint bench build deps format stubs clean
+	test-wheel wheel lint bench build deps format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -52,7 +52,7 @@ build: deps $(BUILD)/build.ninja
 
 ## Tests ----------------------------------------------------------------------------------
 
-test: lint test-cpp test-sanitize test-thread-safety test-fuzz test-python
+test: lint test-cpp test-sanitize test-thread-safety test-fuzz test-python test-wheel
 
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -132,6 +132,29 @@ $(LEROBOT_VENV)/.stamp: .stamps/apt
 test-lerobot: build $(LEROBOT_VENV)/.stamp
 	PYTHONPATH=python $(LEROBOT_VENV)/bin/python -m pytest -q tests/python/test_lerobot_parity.py
 
+## The wheel -----------------------------------------------------------------------------
+
+# A wheel of this platform that carries its shared libraries (FFmpeg's, libcurl's: see
+# THIRD_PARTY.md), so it installs without compiling on a machine without them: built by
+# scikit-build-core into $(WHEEL_BUILD) (incremental), then repaired by auditwheel into dist/.
+WHEEL_BUILD ?= build-wheel
+$(VENV)/.wheel-stamp: requirements-wheel.txt $(VENV)/.stamp
+	$(PYTHON) -m pip install -q -r requirements-wheel.txt
+	@touch $@
+
+wheel: deps $(VENV)/.wheel-stamp
+	rm -rf dist/raw && mkdir -p dist/raw
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PYTHON) -m pip wheel . --no-deps --no-build-isolation \
+	  -w dist/raw -Cbuild-dir=$(WHEEL_BUILD) -Ccmake.define.STOKER_WERROR=OFF
+	rm -f dist/stoker-*.whl
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/auditwheel repair dist/raw/stoker-*.whl -w dist
+	@ls -l dist/stoker-*.whl
+
+# The repaired wheel installed into a fresh virtual environment (no system site-packages, no
+# build tools used) decodes a video made by ffmpeg; its FFmpeg is the wheel's own copy.
+test-wheel: wheel
+	$(PYTHON) tests/wheel/check_wheel.py dist/stoker-*.whl
+
 ## Demo and benchmarks --------------------------------------------------------------------
 
 demo: build
@@ -155,6 +178,10 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/ray_bench.py $(RAY_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
 	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
+	# LeRobot's training loop against stoker's: in .venv-lerobot when it is there (make
+	# test-lerobot), else the LeRobot row reads "not measured".
+	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \
+	else PYTHONPATH=python $(PYTHON) bench/parity_bench.py; fi
 
 ## Housekeeping ---------------------------------------------------------------------------
 
@@ -167,4 +194,4 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) \
-	  python/stoker/_core*.so
+	  $(WHEEL_BUILD) dist python/stoker/_core*.so

@@ -1,5 +1,6 @@
 """make demo: a small multi-camera LeRobot v3.0 dataset, the stoker Loader on it, and the
-doctor's verdict on whether data or compute would bound training with a 120 ms step.
+doctor's verdict on whether data or compute would bound training with a 120 ms step (the
+doctor's default run: about a minute, each rate to +-5% or its share of the time).
 
 Everything is written under demo-out/ (STOKER_DEMO_DIR); a second run reuses the dataset.
 """
@@ -56,7 +57,7 @@ def main():
                 '}, "size": [224, 224]}')
     print(f"Window: {spec_path}")
     command = [sys.executable, "-m", "stoker", "doctor", root, "--spec", spec_path,
-               "--batch-size", "8", "--steps", "30", "--step-ms", "120",
+               "--batch-size", "8", "--step-ms", "120",
                "--report", os.path.join(OUT_DIR, "doctor")]
     print("Running:", " ".join(["stoker"] + command[3:]), flush=True)
     return subprocess.call(command)

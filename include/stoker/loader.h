@@ -105,6 +105,9 @@ struct LoaderOptions {
   /// Batch buffers in page-locked memory from the CUDA runtime, for asynchronous copies to a
   /// GPU. create() fails (kUnsupported) when none can be had. Default: false.
   bool pinned_memory = false;
+  /// kSkip: the rows replacements are drawn from (a subset's: its episodes' rows). Default:
+  /// empty, every row of the index.
+  std::vector<int64_t> replacement_rows;
 };
 
 /// One skipped sample.

@@ -126,6 +126,29 @@ class DistributedSampler final : public Sampler {
   int64_t per_rank_;
 };
 
+/// Another sampler's order with each id it gives replaced by ids[id]: the order of a subset of
+/// a dataset (chosen episodes; episodes without their first or last frames) drawn by any
+/// sampler over [0, ids.size()). Positions, sizes and epochs are the inner sampler's.
+class MappedSampler final : public Sampler {
+ public:
+  /// `inner` draws positions into `ids` (copied). Errors (kInvalidArgument): no inner sampler,
+  /// a negative id.
+  static Result<std::unique_ptr<MappedSampler>> create(std::shared_ptr<const Sampler> inner,
+                                                       std::span<const int64_t> ids);
+  int64_t size() const override { return inner_->size(); }
+  /// -1 when the inner sampler gives an id outside [0, ids.size()) (fill() says so instead).
+  int64_t at(uint32_t epoch, int64_t position) const override;
+  /// Errors (kInvalidArgument): the range leaves [0, size()], or the inner sampler gives an id
+  /// outside [0, ids.size()).
+  Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+
+ private:
+  MappedSampler(std::shared_ptr<const Sampler> inner, std::vector<int64_t> ids)
+      : inner_(std::move(inner)), ids_(std::move(ids)) {}
+  std::shared_ptr<const Sampler> inner_;
+  std::vector<int64_t> ids_;
+};
+
 struct WeightedOptions {
   /// Draws per epoch over all ranks. Default: the number of weights.
   std::optional<int64_t> num_samples;

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -69,6 +70,13 @@ void register_sampling(nb::module_& m) {
            }),
            nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"),
            nb::arg("world_size"), nb::arg("drop_last"));
+
+  nb::class_<MappedSampler, Sampler>(m, "MappedSampler")
+      .def(nb::new_([](std::shared_ptr<const Sampler> inner, Int64s ids) {
+             return value_or_raise(
+                 MappedSampler::create(std::move(inner), std::span(ids.data(), ids.shape(0))));
+           }),
+           nb::arg("inner"), nb::arg("ids"));
 
   nb::class_<WeightedSampler, Sampler>(m, "WeightedSampler")
       .def(nb::new_([](Doubles weights, std::optional<int64_t> num_samples, uint64_t seed,

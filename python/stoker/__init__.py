@@ -25,8 +25,10 @@ from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
 from stoker.image import decode_image, decode_images, probe_image
 from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
 from stoker.loader import Loader, LoaderObserver
+from stoker.multi_dataset import MultiDataset
 from stoker.sampling import (
     DistributedSampler,
+    EpisodeAwareSampler,
     LoadBalancedSampler,
     RandomSampler,
     Sampler,
@@ -48,6 +50,7 @@ __all__ = [
     "DecodeError",
     "Diagnosis",
     "DistributedSampler",
+    "EpisodeAwareSampler",
     "EpisodeIndex",
     "Error",
     "Image",
@@ -61,6 +64,7 @@ __all__ = [
     "LoadBalancedSampler",
     "Loader",
     "LoaderObserver",
+    "MultiDataset",
     "RandomSampler",
     "ResourceError",
     "S3Options",

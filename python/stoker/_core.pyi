@@ -425,6 +425,9 @@ class Sampler:
 class DistributedSampler(Sampler):
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
+class MappedSampler(Sampler):
+    def __init__(self, inner: Sampler, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
+
 class WeightedSampler(Sampler):
     def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], num_samples: int | None, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
@@ -631,6 +634,12 @@ class LoaderOptions:
 
     @pinned_memory.setter
     def pinned_memory(self, arg: bool, /) -> None: ...
+
+    @property
+    def replacement_rows(self) -> list[int]: ...
+
+    @replacement_rows.setter
+    def replacement_rows(self, arg: Sequence[int], /) -> None: ...
 
 class Loader:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:

@@ -18,9 +18,16 @@ COMMANDS = {
 }
 
 
+def _version() -> str:
+    from stoker import __version__
+
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"stoker {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     chosen = None
     for name, (module_name, summary) in COMMANDS.items():

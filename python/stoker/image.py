@@ -106,7 +106,7 @@ def decode_images(
         if ids_array.shape != (len(images),):
             raise ValueError(f"ids needs one id per image ({len(images)}), got {ids_array.shape}")
     shape = (3, height, width) if options.layout == _core.Layout.NCHW else (height, width, 3)
-    out = np.empty((len(images), *shape), dtype=_NUMPY_DTYPES[transforms.dtype])
+    out = np.empty((len(images), *shape), dtype=_NUMPY_DTYPES[options.dtype.name])
     if images:
         _core.decode_images(
             images,

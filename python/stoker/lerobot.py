@@ -14,18 +14,34 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Collection, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 import numpy as np
+import pyarrow as pa
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import checked_path
 from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
-from stoker.lerobot_meta import read_lerobot_metadata
+from stoker.dataset_meta import DatasetMeta, looks_like_repo_id, resolve_repo_id
+from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
 from stoker.storage import S3Options, is_url, open_dataset_root
+from stoker.transforms import Transforms, dtype_name
 from stoker.video import VideoReader
+
+# LeRobotDataset arguments that only concern downloading or LeRobot's own decoding: accepted so
+# that LeRobot's calls run unchanged, without effect (stoker reads the local copy itself).
+_LEROBOT_ONLY = (
+    "revision",
+    "force_cache_sync",
+    "download_videos",
+    "video_backend",
+    "batch_encoding_size",
+)
+_ITEM_DTYPES = ("uint8", "float16", "float32")
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
 
@@ -188,24 +204,59 @@ class ItemKey(NamedTuple):
 
 
 class LeRobotDataset:
-    """A LeRobot dataset folder (codebase v2.1 or v3.0), read by stoker.
+    """A LeRobot dataset (codebase v2.0, v2.1 or v3.0), read by stoker, called as LeRobot's
+    ``LeRobotDataset`` is or with a folder and a :class:`WindowSpec`::
+
+        stoker.LeRobotDataset("lerobot/pusht", delta_timestamps={...})   # LeRobot's cache
+        stoker.LeRobotDataset("lerobot/pusht", root="/data/pusht", episodes=[0, 3])
+        stoker.LeRobotDataset("/data/pusht", stoker.WindowSpec(delta_timestamps={...}))
 
     Opening reads the metadata and maps the stoker index (building it the first time, or when
-    the dataset's files changed). With a ``spec``, ``len(ds)`` is the number of frames (rows)
-    and ``ds[i]`` is sample i: a dict of numpy arrays with the keys, shapes and pad masks
-    LeRobot's ``LeRobotDataset`` returns for the same ``delta_timestamps`` — images uint8
-    [T, C, H, W] (or [T, H, W, C]), features [T, dim], ``<key>_is_pad`` bool [T], and the
-    scalars ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index`` and the
-    ``task`` text.
+    the dataset's files changed). ``len(ds)`` is the number of frames (rows) of the episodes
+    read, and ``ds[i]`` is sample i: a dict with the keys, shapes and pad masks LeRobot's
+    ``LeRobotDataset`` returns for the same ``delta_timestamps`` — images float32 in [0, 1]
+    [T, C, H, W] (or [T, H, W, C]; uint8 with ``image_dtype="uint8"``), features [T, dim],
+    ``<key>_is_pad`` bool [T], and the scalars ``timestamp``, ``frame_index``,
+    ``episode_index``, ``index``, ``task_index`` and the ``task`` text; columns of records
+    (``language_persistent``, ``language_events``: lists of structs) as Python lists.
 
     Args:
-        root: the dataset folder, or its URL: ``s3://bucket/prefix/dataset`` (or an
-            S3-compatible store), ``https://host/path``. Metadata is read with pyarrow, videos
-            by ranged requests; the index is cached locally (see :mod:`stoker.dataset_index`).
-        spec: the window; without one, items hold the sample's own row and frames.
+        repo_id: LeRobot's dataset name (``owner/name``), or (as before) the dataset folder or
+            its URL. Without ``root``, a folder that exists or a URL is read where it is; a
+            name ``owner/name`` is read from LeRobot's local cache,
+            ``$HF_LEROBOT_HOME/<repo_id>`` (default ``~/.cache/huggingface/lerobot``), and
+            :class:`stoker.DatasetError` says how to fetch it when it is not there: stoker
+            does not download.
+        root: the dataset folder (or URL), as LeRobot's ``root``: ``repo_id`` then only names
+            the dataset. May also be the second positional argument.
+        spec: the window; without one, items hold the sample's own row and frames. Give it or
+            ``delta_timestamps``/``delta_indices``, not both. A WindowSpec may also be the
+            second positional argument, as before.
+        episodes: the ``episode_index`` values to read (LeRobot's ``episodes``): ``len``, the
+            samples and every sampler then cover their rows only, in dataset order; items keep
+            the dataset's ``index`` and ``episode_index``, as LeRobot's do (sample 0 is the
+            first row of the first chosen episode). Default: every episode.
+        delta_timestamps, tolerance_s: LeRobot's; they make the :class:`WindowSpec`.
+        image_transforms: a :class:`stoker.Transforms`, which a :class:`stoker.Loader` over
+            this dataset runs fused into decoding (``ds[i]`` applies its resize, dtype,
+            normalization and layout, and refuses its crops and flips, which are drawn per
+            epoch by the Loader); or any Python callable, applied to each camera's frames (a
+            torch tensor when PyTorch is installed, else a numpy array) of every sample after
+            decoding, as LeRobot applies its ``image_transforms``: the slow path, its time is
+            ``python_transform_s`` in :meth:`stoker.Loader.stats`.
+        image_dtype: the dtype of frames: ``"float32"`` in [0, 1] (default, as LeRobot),
+            ``"uint8"`` (the fast path: normalize on the GPU) or ``"float16"``.
+        revision, force_cache_sync, download_videos, video_backend, batch_encoding_size:
+            LeRobot's, accepted without effect (they concern downloading and LeRobot's
+            decoders).
         storage_options: for a URL, :class:`stoker.S3Options` or a dict of its fields (fsspec
             spellings too); default: the environment's (AWS_* variables, ~/.aws), as the AWS CLI.
         cache_dir, rebuild, threads, progress: passed to :func:`stoker.dataset_index.load_index`.
+
+    Attributes: ``meta`` (a :class:`stoker.dataset_meta.DatasetMeta`: ``fps``, ``features``,
+    ``camera_keys``, ``stats``, ``episodes``, ``tasks``, ``total_frames``, ... as LeRobot's
+    metadata), ``repo_id``, ``root``, ``episodes`` (the episode_index values read, or None),
+    ``spec``, ``index``, ``metadata`` (stoker's checked :class:`LeRobotMetadata`).
 
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
 
@@ -220,50 +271,88 @@ class LeRobotDataset:
 
     def __init__(
         self,
-        root: str | os.PathLike,
-        spec: WindowSpec | None = None,
+        repo_id: str | os.PathLike,
+        spec_or_root: WindowSpec | str | os.PathLike | None = None,
         *,
+        root: str | os.PathLike | None = None,
+        spec: WindowSpec | None = None,
+        episodes: Sequence[int] | None = None,
+        image_transforms: Transforms | Callable[[Any], Any] | None = None,
+        delta_timestamps: Mapping[str, Offsets] | None = None,
+        delta_indices: Mapping[str, Offsets] | None = None,
+        tolerance_s: float | None = None,
+        image_dtype: Any = "float32",
         storage_options: Mapping[str, Any] | S3Options | None = None,
         cache_dir: str | None = None,
         rebuild: bool = False,
         threads: int | None = None,
         progress: bool = True,
+        **lerobot_options: Any,
     ):
-        spec = spec if spec is not None else WindowSpec()
-        if is_url(root):
-            source = open_dataset_root(checked_path(root, "dataset URL"), storage_options)
-            meta = read_lerobot_metadata(source)
+        unknown = sorted(set(lerobot_options) - set(_LEROBOT_ONLY))
+        if unknown:
+            raise TypeError(f"LeRobotDataset() got unexpected keyword arguments {unknown}")
+        if isinstance(spec_or_root, WindowSpec):
+            if spec is not None:
+                raise TypeError("spec given twice: positionally and as spec=")
+            spec = spec_or_root
+        elif spec_or_root is not None:
+            if root is not None:
+                raise TypeError("root given twice: positionally and as root=")
+            root = spec_or_root
+        spec = _window_spec(spec, delta_timestamps, delta_indices, tolerance_s)
+        self._image_dtype = _item_dtype(image_dtype)
+        self.transforms, self.image_transforms = _image_transforms(image_transforms)
+        location, self.repo_id = _locate(repo_id, root)
+        self._episodes_arg = None if episodes is None else _episode_list(episodes)
+        if is_url(location):
+            source = open_dataset_root(checked_path(location, "dataset URL"), storage_options)
+            metadata = read_lerobot_metadata(source)
             if threads is not None and (not isinstance(threads, int) or threads < 1):
                 raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
             if cache_dir is not None:
                 cache_dir = checked_path(cache_dir, "cache_dir")
             index = load_remote_index(
                 source,
-                meta,
+                metadata,
                 rebuild=rebuild,
                 threads=threads or 0,
                 progress=progress,
                 cache_dir=cache_dir,
             )
             self._storage_options: S3Options | None = source.options
-            self._open(source.location, meta, index, spec)
+            self._open(source.location, metadata, index, spec)
             return
-        root = os.path.abspath(checked_path(root, "dataset folder"))
-        meta = read_lerobot_metadata(root, storage_options)
+        location = os.path.abspath(checked_path(location, "dataset folder"))
+        metadata = read_lerobot_metadata(location, storage_options)
         index = load_index(
-            root, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
+            location, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
         )
         self._storage_options = None
-        self._open(root, meta, index, spec)
+        self._open(location, metadata, index, spec)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {"root": self.root, "spec": self.spec, "index": self.index}
+        state = {
+            "root": self.root,
+            "spec": self.spec,
+            "index": self.index,
+            "repo_id": self.repo_id,
+            "episodes": self._episodes_arg,
+            "image_dtype": self._image_dtype,
+            "transforms": self.transforms,
+            "image_transforms": self.image_transforms,
+        }
         if self._storage_options is not None:
             state["storage_options"] = self._storage_options
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         index = state["index"]
+        self.repo_id = state.get("repo_id")
+        self._episodes_arg = state.get("episodes")
+        self._image_dtype = state.get("image_dtype", "float32")
+        self.transforms = state.get("transforms")
+        self.image_transforms = state.get("image_transforms")
         self._storage_options = state.get("storage_options")
         if self._storage_options is not None:
             # Registers the options again, for the videos this process will open.
@@ -279,9 +368,10 @@ class LeRobotDataset:
             )
         self._open(state["root"], read_lerobot_metadata(state["root"]), index, state["spec"])
 
-    def _open(self, root: str, meta, index: EpisodeIndex, spec: WindowSpec) -> None:
+    def _open(self, root: str, metadata: LeRobotMetadata, index: EpisodeIndex, spec) -> None:
         self.root = root
-        self.meta = meta
+        self.metadata = metadata
+        self.meta = DatasetMeta(metadata, self.repo_id)
         self.index = index
         self.spec = spec
         self._item_keys = self._resolve_keys()
@@ -289,20 +379,67 @@ class LeRobotDataset:
             self.index.native, [key.native for key in self._item_keys]
         )
         self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
-        self._task_texts = [str(text) for text in self.meta.tasks]
+        self._task_texts = [str(text) for text in self.metadata.tasks]
         self._readers: dict[int, VideoReader] = {}
+        self._rows = self._select_rows()
+        self._records = _record_columns(metadata)
+        self._python_transform_ns = 0
+        self._python_transform_lock = threading.Lock()
+
+    def _select_rows(self) -> np.ndarray | None:
+        """The dataset rows of the chosen episodes (read-only int64), None for all of them."""
+        if self._episodes_arg is None:
+            return None
+        episode_index = self.metadata.episode_index
+        # In dataset order, whatever the order given, as LeRobot reads them.
+        chosen = sorted(self._episodes_arg)
+        position = np.searchsorted(episode_index, chosen)
+        position = np.minimum(position, len(episode_index) - 1)
+        missing = [e for e, p in zip(chosen, position.tolist()) if episode_index[p] != e]
+        if missing:
+            raise DatasetError(
+                f"episodes {missing} are not in the dataset {self.root} (its episode_index "
+                f"values run from {episode_index[0]} to {episode_index[-1]}, "
+                f"{len(episode_index)} episodes)"
+            )
+        table = self.index.episode_table()
+        rows = np.concatenate(
+            [
+                np.arange(table["from_row"][p], table["from_row"][p] + table["length"][p])
+                for p in position.tolist()
+            ]
+        ).astype(np.int64)
+        rows.flags.writeable = False
+        return rows
+
+    @property
+    def episodes(self) -> list[int] | None:
+        """The ``episode_index`` values this dataset reads (as given), or None for all."""
+        return None if self._episodes_arg is None else list(self._episodes_arg)
+
+    @property
+    def rows(self) -> np.ndarray | None:
+        """The dataset row (``index``) of each sample when only some episodes are read (int64,
+        read-only), None when every row is a sample (sample i is row i)."""
+        return self._rows
+
+    @property
+    def image_dtype(self) -> str:
+        return self._image_dtype
 
     @property
     def num_episodes(self) -> int:
-        return self.meta.num_episodes
+        """Episodes read (all, or those of ``episodes``)."""
+        return self.metadata.num_episodes if self._rows is None else len(self._episodes_arg or ())
 
     @property
     def num_frames(self) -> int:
-        return self.meta.num_frames
+        """Frames (samples) read."""
+        return len(self)
 
     @property
     def fps(self) -> float:
-        return self.meta.fps
+        return self.metadata.fps
 
     @property
     def cameras(self) -> tuple[str, ...]:
@@ -311,8 +448,15 @@ class LeRobotDataset:
         return tuple(self.index.cameras)
 
     @property
-    def features(self):
+    def features(self) -> dict[str, dict[str, Any]]:
+        """info.json's features, as LeRobot's ``ds.features``."""
         return self.meta.features
+
+    @property
+    def record_columns(self) -> tuple[str, ...]:
+        """The columns of records (lists of structs, such as ``language_persistent``) that
+        items hold as Python objects."""
+        return tuple(self._records)
 
     @property
     def item_keys(self) -> tuple[ItemKey, ...]:
@@ -321,10 +465,23 @@ class LeRobotDataset:
         :meth:`row_keys`."""
         return self._item_keys
 
-    def __len__(self) -> int:
-        return self.index.num_rows
+    def episode_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(episode_index, first sample, end sample (exclusive)) of every episode read, in
+        sample order: what :class:`stoker.EpisodeAwareSampler` takes."""
+        table = self.index.episode_table()
+        if self._rows is None:
+            starts = np.asarray(table["from_row"], np.int64)
+            return self.metadata.episode_index, starts, starts + table["length"]
+        chosen = np.sort(np.asarray(self._episodes_arg, np.int64))
+        position = np.searchsorted(self.metadata.episode_index, chosen)
+        lengths = np.asarray(table["length"], np.int64)[position]
+        ends = np.cumsum(lengths)
+        return chosen, ends - lengths, ends
 
-    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+    def __len__(self) -> int:
+        return self.index.num_rows if self._rows is None else len(self._rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
         i = int(i)
@@ -332,9 +489,18 @@ class LeRobotDataset:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
-        plan = self._planner.plan(i)
+        row = i if self._rows is None else int(self._rows[i])
+        if self.transforms is not None and (
+            self.transforms.is_random or self.transforms.center_crop is not None
+        ):
+            raise InvalidArgumentError(
+                "this dataset's image_transforms crop or flip frames, which stoker.Loader does "
+                "(drawn per sample and epoch, fused into decoding); ds[i] does not. Read "
+                "batches with stoker.Loader, or give a Python callable as image_transforms"
+            )
+        plan = self._planner.plan(row)
         item: dict[str, Any] = {}
-        frames = [self._decode(read) for read in plan["reads"]]
+        frames = [self._images(self._decode(read)) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
         for k, key in enumerate(self._item_keys):
             key_rows = rows[begin[k] : begin[k + 1]]
@@ -349,49 +515,123 @@ class LeRobotDataset:
                 item[f"{key.name}_is_pad"] = pad[begin[k] : begin[k + 1]].astype(bool)
             else:
                 item[key.name] = value[0]
-        row_keys = self.row_keys([i], [int(plan["episode"])], skip=item)
+        row_keys = self.row_keys([row], [int(plan["episode"])], skip=item)
         item.update((name, value[0]) for name, value in row_keys.items())
+        if self.image_transforms is not None:
+            self.apply_image_transforms(item, [key.name for key in self._camera_keys()], None)
         return item
 
     def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> dict[str, Any]:
-        """What items say about their sample's row besides the files' columns: ``index``,
-        ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like ``rows``)
-        and ``task`` (a list of the texts, "" for an episode without a task).
+        """What items say about their sample's row besides the files' indexed columns:
+        ``index``, ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like
+        ``rows``), ``task`` (a list of the texts, "" for an episode without a task) and the
+        :attr:`record_columns` (a list of Python objects each).
 
-        ``episodes`` are the rows' episodes (positions in dataset order). Keys in ``skip``
-        (those an item already has from :attr:`item_keys`) are left out, but ``task`` is always
-        given. ``ds[i]`` and the Loader's batches both take these keys from here.
+        ``rows`` are dataset rows, ``episodes`` their episodes (positions in dataset order).
+        Keys in ``skip`` (those an item already has from :attr:`item_keys`) are left out, but
+        ``task`` is always given. ``ds[i]`` and the Loader's batches both take these keys from
+        here.
         """
         rows = np.asarray(rows, dtype=np.int64)
         episodes = np.asarray(episodes, dtype=np.int64)
-        task_index = self.meta.task_index[episodes]
+        task_index = self.metadata.task_index[episodes]
         values = {
             "index": rows,
-            "episode_index": self.meta.episode_index[episodes],
+            "episode_index": self.metadata.episode_index[episodes],
             "frame_index": rows - self._episode_from_row[episodes],
             "task_index": task_index,
         }
         keys: dict[str, Any] = {name: value for name, value in values.items() if name not in skip}
         texts = self._task_texts
         keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
+        if self._records:
+            take = pa.array(rows)
+            for name, column in self._records.items():
+                keys[name] = column.take(take).to_pylist()
         return keys
 
-    def sample_costs(self, rows=None) -> np.ndarray:
+    def apply_image_transforms(self, item: dict[str, Any], keys: Sequence[str], stack) -> None:
+        """Applies the callable ``image_transforms`` to ``item[key]`` for each camera key: per
+        sample (``stack`` is None: ``item`` is one sample) or to each sample of a batch (``stack``
+        stacks the per-sample results back into a batch). Its time is added to
+        :meth:`python_transform_seconds`."""
+        function = self.image_transforms
+        if function is None:
+            return
+        started = time.perf_counter_ns()
+        for key in keys:
+            value = item[key]
+            if stack is None:
+                item[key] = _call_on_frames(function, value)
+            else:
+                item[key] = stack([_call_on_frames(function, one) for one in value])
+        with self._python_transform_lock:
+            self._python_transform_ns += time.perf_counter_ns() - started
+
+    def python_transform_seconds(self) -> float:
+        """Seconds spent in the callable ``image_transforms`` so far, in this process."""
+        return self._python_transform_ns / 1e9
+
+    def sample_costs(self, samples=None) -> np.ndarray:
         """Estimated decode cost of each sample (float64), for
         :class:`stoker.LoadBalancedSampler`: per camera, the packets a decoder must process for
         the sample's frames (from the keyframe before each run of frames to its last frame),
-        times the frame's pixels. ``rows``: which samples (default: all)."""
-        rows = np.arange(len(self)) if rows is None else np.asarray(rows)
-        if rows.ndim != 1 or rows.dtype.kind not in "iu":
+        times the frame's pixels. ``samples``: which samples (default: all)."""
+        samples = np.arange(len(self)) if samples is None else np.asarray(samples)
+        if samples.ndim != 1 or samples.dtype.kind not in "iu":
             raise ValueError("rows must be a one-dimensional integer array")
-        return self._planner.costs(np.ascontiguousarray(rows, dtype=np.int64))
+        if self._rows is not None:
+            if samples.size and (samples.min() < 0 or samples.max() >= len(self)):
+                raise InvalidArgumentError(
+                    f"samples out of range: the dataset has {len(self)} samples"
+                )
+            samples = self._rows[samples]
+        return self._planner.costs(np.ascontiguousarray(samples, dtype=np.int64))
 
     def __repr__(self) -> str:
+        chosen = "" if self._rows is None else f" (episodes {self._episodes_arg})"
         return (
-            f"LeRobotDataset({self.root!r}, {self.meta.codebase_version}, "
-            f"{self.num_episodes} episodes, {self.num_frames} frames at {self.fps} fps, "
+            f"LeRobotDataset({self.root!r}, {self.metadata.codebase_version}, "
+            f"{self.num_episodes} episodes{chosen}, {len(self)} frames at {self.fps} fps, "
             f"cameras {list(self.cameras)})"
         )
+
+    def _camera_keys(self) -> list[ItemKey]:
+        cameras = set(self.cameras)
+        return [key for key in self._item_keys if key.source in cameras]
+
+    def _images(self, frames: np.ndarray) -> np.ndarray:
+        """Decoded uint8 frames as items hold them: the dtype, and the dataset Transforms'
+        normalization (its resize and layout were applied while decoding)."""
+        dtype = self._image_dtype
+        transforms = self.transforms
+        if transforms is not None:
+            dtype = transforms.resolved_dtype(dtype)
+            if dtype == "bfloat16":
+                raise InvalidArgumentError(
+                    "ds[i] returns numpy arrays, which have no bfloat16: read bfloat16 batches "
+                    "with stoker.Loader"
+                )
+        if dtype == "uint8":
+            return frames
+        values = frames.astype(np.float32) / np.float32(255)
+        if transforms is not None and transforms.mean is not None and transforms.std is not None:
+            channels_last = self._layout() == "THWC"
+            shape = (3,) if channels_last else (3, 1, 1)
+            mean = np.asarray(transforms.mean, np.float32).reshape(shape)
+            std = np.asarray(transforms.std, np.float32).reshape(shape)
+            values = (values - mean) / std
+        return values.astype(dtype, copy=False)
+
+    def _layout(self) -> str:
+        if self.transforms is not None and self.transforms.layout is not None:
+            return self.transforms.layout
+        return self.spec.layout
+
+    def _size(self):
+        if self.transforms is not None and self.transforms.resize is not None:
+            return self.transforms.resize
+        return self.spec.size
 
     def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
@@ -428,7 +668,7 @@ class LeRobotDataset:
                 )
                 self._readers[video] = reader
             return reader.get_frames(
-                read["frames"], size=self.spec.size, layout=_LAYOUTS[self.spec.layout]
+                read["frames"], size=self._size(), layout=_LAYOUTS[self._layout()]
             )
         except (_core.DecodeError, _core.InvalidArgumentError) as error:
             # The frames and the frame table come from the index: a video that cannot give them
@@ -436,14 +676,15 @@ class LeRobotDataset:
             raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error
 
     def _decode_images(self, camera: int, rows: np.ndarray) -> np.ndarray:
-        """An image camera's images at ``rows``, uint8 in the spec's size and layout: decoded in
-        C++ from the index's mapped side file through the Loader's own path (sample ``i``'s
-        random parameters are the Loader's for it; a spec has none)."""
+        """An image camera's images at ``rows``, uint8 in the items' size and layout (as video
+        frames before :meth:`_images`): decoded in C++ from the index's mapped side file through
+        the Loader's own path."""
         height, width = self._image_size(camera)
         options = _core.TransformOptions()
-        if self.spec.size is not None:
-            options.resize_height, options.resize_width = self.spec.size
-        chw = self.spec.layout == "TCHW"
+        size = self._size()
+        if size is not None:
+            options.resize_height, options.resize_width = size
+        chw = self._layout() == "TCHW"
         options.layout = _core.Layout.NCHW if chw else _core.Layout.NHWC
         shape = (len(rows), 3, height, width) if chw else (len(rows), height, width, 3)
         out = np.empty(shape, np.uint8)
@@ -452,9 +693,125 @@ class LeRobotDataset:
         return out
 
     def _image_size(self, camera: int) -> tuple[int, int]:
-        """(height, width) every image of ``camera`` comes out at: the spec's size, or the
+        """(height, width) every image of ``camera`` comes out at: the items' size, or the
         first image's (as the Loader's batches hold it)."""
-        if self.spec.size is not None:
-            return self.spec.size
+        size = self._size()
+        if size is not None:
+            return tuple(size)
         _, width, height, _, _ = _core.probe_image(self.index.image_bytes(camera, 0))
         return height, width
+
+def _window_spec(spec, delta_timestamps, delta_indices, tolerance_s) -> WindowSpec:
+    if spec is not None:
+        if delta_timestamps is not None or delta_indices is not None or tolerance_s is not None:
+            raise TypeError(
+                "give a WindowSpec or delta_timestamps / delta_indices / tolerance_s, not both"
+            )
+        if not isinstance(spec, WindowSpec):
+            raise TypeError(f"spec must be a stoker.WindowSpec, got {type(spec).__name__}")
+        return spec
+    return WindowSpec(
+        delta_timestamps=delta_timestamps,
+        delta_indices=delta_indices,
+        tolerance_s=1e-4 if tolerance_s is None else tolerance_s,
+    )
+
+
+def _item_dtype(dtype: Any) -> str:
+    try:
+        name = dtype_name(dtype)
+    except ValueError:
+        name = None
+    if name not in _ITEM_DTYPES:
+        raise ValueError(
+            f"image_dtype must be one of {_ITEM_DTYPES}, got {dtype!r} (bfloat16 batches: "
+            "stoker.Transforms(dtype='bfloat16') in the Loader)"
+        )
+    return name
+
+
+def _image_transforms(value) -> tuple[Transforms | None, Callable[[Any], Any] | None]:
+    """(built-in transforms, Python callable): one of them, or neither."""
+    if value is None:
+        return None, None
+    if isinstance(value, Transforms):
+        return value, None
+    if callable(value):
+        return None, value
+    raise TypeError(
+        f"image_transforms must be a stoker.Transforms or a callable, got {type(value).__name__}"
+    )
+
+
+def _locate(repo_id, root) -> tuple[str, str | None]:
+    """(the dataset's folder or URL, its repo_id) from LeRobot's (repo_id, root) or stoker's
+    (folder) arguments; see :class:`LeRobotDataset`."""
+    if root is not None:
+        if not isinstance(repo_id, str):
+            raise TypeError(f"repo_id must be a string, got {type(repo_id).__name__}")
+        return os.fspath(root), repo_id
+    if isinstance(repo_id, str) and is_url(repo_id):
+        return repo_id, None
+    path = os.fspath(checked_path(repo_id, "dataset folder"))
+    if os.path.isdir(path):
+        return path, None
+    if isinstance(repo_id, str) and looks_like_repo_id(repo_id):
+        return resolve_repo_id(repo_id), repo_id
+    return path, None
+
+
+def _episode_list(episodes) -> list[int]:
+    values = list(episodes)
+    for value in values:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise InvalidArgumentError(
+                f"episodes must be episode_index integers, got {value!r} ({type(value).__name__})"
+            )
+    result = [int(v) for v in values]
+    if not result:
+        raise InvalidArgumentError("episodes is empty: give at least one episode, or None for all")
+    if len(set(result)) != len(result):
+        repeated = sorted({v for v in result if result.count(v) > 1})
+        raise InvalidArgumentError(f"episodes lists {repeated} more than once")
+    return result
+
+
+def _record_columns(metadata: LeRobotMetadata) -> dict[str, Any]:
+    """Columns of records (structs, lists of structs: ``language_persistent``,
+    ``language_events``) of the data files, each as one Arrow array over every row."""
+
+    def nested(kind) -> bool:
+        if pa.types.is_struct(kind):
+            return True
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return pa.types.is_struct(kind.value_type)
+        return False
+
+    skipped = {name for name, f in metadata.features.items() if f.dtype in ("image", "video")}
+    schema = metadata.source.read_schema(str(metadata.data_files[0]), "data file")
+    names = [f.name for f in schema if nested(f.type) and f.name not in skipped]
+    if not names:
+        return {}
+    parts = [
+        metadata.source.read_parquet(str(path), "data file", columns=names)
+        for path in metadata.data_files
+    ]
+    table = pa.concat_tables(parts)
+    if table.num_rows != metadata.num_frames:
+        raise DatasetError(
+            f"the data files of {metadata.root} hold {table.num_rows} rows, the metadata says "
+            f"{metadata.num_frames}"
+        )
+    return {name: table.column(name).combine_chunks() for name in names}
+
+
+def _call_on_frames(function, frames):
+    """``function`` on one sample's frames of one camera, as a torch tensor when PyTorch can
+    be imported (as LeRobot hands them), and the result as the item held the frames."""
+    try:
+        import torch
+    except ImportError:
+        return function(frames)
+    if isinstance(frames, torch.Tensor):
+        return function(frames)
+    return np.asarray(function(torch.from_numpy(np.ascontiguousarray(frames))))

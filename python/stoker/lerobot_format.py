@@ -125,6 +125,12 @@ def read_info(root: RootLike) -> Info:
             f"unknown codebase_version {version!r} in {path}: stoker reads LeRobot "
             f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}"
         )
+    storage = raw.get("storage_format", "parquet")
+    if storage != "parquet":
+        raise DatasetError(
+            f"{path}: storage_format {storage!r} is not supported: stoker reads LeRobot "
+            "datasets stored as Parquet files (with MP4 videos), not other storage backends"
+        )
     for key in ("fps", "features", "data_path"):
         if key not in raw:
             raise DatasetError(f"{path} has no {key!r}")

@@ -97,6 +97,18 @@ def _distributed_defaults(rank, world_size):
     )
 
 
+def default_threads() -> int:
+    """Worker threads when ``threads=None``: the cores this process may run on, divided by
+    ``LOCAL_WORLD_SIZE`` (the ranks on this node, as torchrun sets it) when several processes
+    share the node; at least 1."""
+    cores = _core.usable_cores()
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        local = 1
+    return max(1, cores // max(1, local))
+
+
 def _load_cuda_runtime() -> None:
     """Initializes CUDA through torch and points stoker's pinned allocator at the CUDA runtime
     library torch loaded (found in this process's memory map)."""
@@ -199,13 +211,18 @@ class Loader:
         batch_size: samples per batch.
         shuffle: a new random order each epoch (else dataset order). Default: True.
         seed: keys the order, the random transforms and the replacements of skipped samples.
-        threads: worker threads; default: the cores this process may run on.
+        threads: worker threads; default: the cores this process may run on, divided by
+            ``LOCAL_WORLD_SIZE`` when several ranks share the node (see :func:`default_threads`).
         prefetch: batches in the pipeline ahead of the consumer, ready or being built.
         drop_last: drop each epoch's short last batch (and, across ranks, the samples that do
             not divide evenly, as DistributedSampler does); else pad ranks by repeating samples
             and deliver the short batch.
         rank, world_size: this process's share of each epoch; see the module's notes.
-        transforms: a :class:`stoker.Transforms`; default: the spec's size and layout, uint8.
+        transforms: a :class:`stoker.Transforms`; default: the dataset's ``image_transforms``
+            when they are one, else the spec's size and layout, in the dataset's
+            ``image_dtype`` (float32 in [0, 1] unless it says otherwise, as LeRobot). A dataset
+            whose ``image_transforms`` is a Python callable has it applied to each sample's
+            frames after the batch is built (the slow path, timed in :meth:`stats`).
         device: ``None`` or ``"cpu"`` keeps batches on the host; ``"cuda"`` (or ``"cuda:N"``)
             builds them in pinned memory and copies them on a side stream, the copy of batch
             n + 1 overlapping the step on batch n.
@@ -222,6 +239,10 @@ class Loader:
             rank and world size apply. Batches are its ids in order, as deterministic and
             resumable as the default order; ``seed`` still keys the transforms and
             replacements.
+
+    Iteration is a DataLoader's: ``iter(loader)`` starts the current epoch from its beginning
+    (resuming mid-epoch only right after :meth:`load_state_dict`), and the loader is a context
+    manager that :meth:`close` s on exit.
 
     Threads: they start with the first iteration and keep building batches across epoch
     boundaries, so the next epoch's first batch is ready when its loop starts. They end when
@@ -241,13 +262,17 @@ class Loader:
 
     def __new__(cls, dataset=None, *args, **kwargs):
         """A :class:`stoker.ShardDataset` gets its own loader (``stoker.ShardLoader``, see
-        docs/shards.md), behind this same front."""
+        docs/shards.md), behind this same front; a :class:`stoker.MultiDataset` is read by one
+        native loader per dataset, joined per batch."""
+        from stoker.multi_dataset import MultiDataset, MultiLoader
         from stoker.shards import ShardDataset
 
         if cls is Loader and isinstance(dataset, ShardDataset):
             from stoker.shard_loader import ShardLoader
 
             return cast(Loader, ShardLoader(dataset, *args, **kwargs))
+        if cls is Loader and isinstance(dataset, MultiDataset):
+            return MultiLoader(dataset, *args, **kwargs)
         return super().__new__(cls)
 
     def __init__(
@@ -285,11 +310,12 @@ class Loader:
         if output == "torch" and torch is None:
             raise ValueError("output='torch' needs PyTorch, which cannot be imported")
         if transforms is None:
-            transforms = Transforms()
+            transforms = getattr(dataset, "transforms", None) or Transforms()
         if not isinstance(transforms, Transforms):
             raise TypeError(f"transforms must be a stoker.Transforms, got {type(transforms)}")
         self._torch = torch is not None and output != "numpy"
-        if transforms.dtype == "bfloat16" and not self._torch:
+        image_dtype = getattr(dataset, "image_dtype", "uint8")
+        if transforms.resolved_dtype(image_dtype) == "bfloat16" and not self._torch:
             raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
         self.device = self._check_device(device)
 
@@ -323,7 +349,7 @@ class Loader:
         keys = dataset.item_keys
         options = _core.LoaderOptions()
         options.batch_size = self.batch_size
-        options.threads = 0 if threads is None else int(threads)
+        options.threads = default_threads() if threads is None else int(threads)
         options.prefetch = int(prefetch)
         options.drop_last = self.drop_last
         options.seed = self.seed
@@ -331,12 +357,19 @@ class Loader:
         options.max_replacements = int(max_replacements)
         options.pinned_memory = self.device is not None
         self._check_epoch_has_a_batch()
+        # A dataset of some episodes: the sampler draws its samples, the native loader reads
+        # their rows (and replaces a skipped sample by one of them).
+        rows = getattr(dataset, "rows", None)
+        native_sampler = self.sampler.native
+        if rows is not None:
+            native_sampler = _core.MappedSampler(native_sampler, rows)
+            options.replacement_rows = rows.tolist()
         # What builds the native loader: again in a forked child, where the parent's cannot run.
         self._native_arguments = (
             dataset.index.native,
             [key.native for key in keys],
-            self.sampler.native,
-            transforms.core_options(spec.size, spec.layout),
+            native_sampler,
+            transforms.core_options(spec.size, spec.layout, image_dtype),
             options,
         )
         self._core: Any = _core.Loader(*self._native_arguments)  # None: to build again
@@ -366,6 +399,11 @@ class Loader:
         self._waiting: threading.Thread | None = None
         self._closed: tuple[int, str] | None = None  # (run, closing thread's name)
         self._position_generation = 0  # bumped by set_epoch and load_state_dict
+        # Set by load_state_dict: the next iteration resumes mid-epoch instead of starting the
+        # epoch from its beginning.
+        self._resume = False
+        self._cameras = [key.name for key in keys if key.source in set(dataset.cameras)]
+        self._python_transform_base = self._python_transform_seconds()
         _live_loaders.add(self)
 
     # ---- Iteration --------------------------------------------------------------------------
@@ -375,6 +413,10 @@ class Loader:
         return self._batches_per_epoch
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        """An iteration over the rest of the current epoch, as a DataLoader's: it starts the
+        epoch from its beginning, unless :meth:`load_state_dict` just set a position mid-epoch
+        (an iteration broken off mid-epoch does not leave one). An epoch iterated to its end
+        moves the loader on to the next."""
         host = self._host_batches()
         batches = host if self.device is None else self._on_device(host)
         if self._observers:
@@ -480,6 +522,7 @@ class Loader:
         with self._guard:
             self._epoch, self._batch = epoch, batch
             self._position_generation += 1
+            self._resume = True
 
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
@@ -498,6 +541,8 @@ class Loader:
         # at the same time share them.
         now = _core.remote_stats()
         s["remote"] = {key: now[key] - self._remote_base.get(key, 0) for key in now}
+        # The dataset's Python image_transforms, run on the consumer's thread: the slow path.
+        s["python_transform_s"] = self._python_transform_seconds() - self._python_transform_base
         return s
 
     def with_options(self, **changes) -> Loader:
@@ -510,6 +555,13 @@ class Loader:
     def reset_stats(self) -> None:
         self._native().reset_stats()
         self._remote_base = _core.remote_stats()
+        self._python_transform_base = self._python_transform_seconds()
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def close(self) -> None:
         """Ends iteration now: drops the batches in flight and joins the threads. May be called
@@ -653,6 +705,9 @@ class Loader:
             # zip, a break on it) is over: go on with the next.
             if self._batch >= len(self):
                 self._epoch, self._batch = self._epoch + 1, 0
+            elif not self._resume:
+                self._batch = 0  # as a DataLoader: a new iteration starts its epoch
+            self._resume = False
         try:
             core = self._start_if_needed()
         except BaseException:
@@ -758,11 +813,19 @@ class Loader:
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
         row_keys = self.dataset.row_keys(samples, episodes, skip=item)
-        task = row_keys.pop("task")
-        for name, value in row_keys.items():
-            item[name] = torch.from_numpy(value) if self._torch else value
-        item["task"] = task
+        for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
+            is_array = isinstance(value, np.ndarray)
+            item[name] = torch.from_numpy(value) if self._torch and is_array else value
+        if self._cameras and getattr(self.dataset, "image_transforms", None) is not None:
+            self.dataset.apply_image_transforms(item, self._cameras, self._stack)
         return item
+
+    def _stack(self, values):
+        return torch.stack(values) if self._torch else np.stack(values)
+
+    def _python_transform_seconds(self) -> float:
+        seconds = getattr(self.dataset, "python_transform_seconds", None)
+        return seconds() if seconds is not None else 0.0
 
     def _check_device(self, device):
         if device is None:

@@ -33,6 +33,7 @@ _CHUNK = 8192  # ids fetched per call while iterating
 
 __all__ = [
     "DistributedSampler",
+    "EpisodeAwareSampler",
     "LoadBalancedSampler",
     "RandomSampler",
     "Sampler",
@@ -201,6 +202,91 @@ class RandomSampler(DistributedSampler):
 
     def __init__(self, num_samples: int | Any, *, seed: int = 0):
         super().__init__(num_samples, shuffle=True, seed=seed)
+
+
+class EpisodeAwareSampler(Sampler):
+    """The samples of chosen episodes, without the first and last frames of each, as LeRobot's
+    ``EpisodeAwareSampler``: every kept sample once per epoch, in episode order or (with
+    ``shuffle``) in a new random order each epoch keyed by (seed, epoch), split between ranks
+    as :class:`DistributedSampler` splits them. Deterministic and resumable like every stoker
+    sampler (LeRobot's draws from torch's global RNG).
+
+    Args:
+        dataset_from_indices: a stoker dataset (its :meth:`episode_bounds`: episodes are then
+            chosen by ``episode_index``), or LeRobot's per-episode first samples (episodes are
+            then chosen by their position in this list, as LeRobot does).
+        dataset_to_indices: with lists, each episode's end sample (exclusive).
+        episode_indices_to_use: the episodes to keep; default: all.
+        drop_n_first_frames, drop_n_last_frames: samples left out at each episode's start and
+            end (an episode shorter than both together gives none).
+        shuffle, seed, rank, world_size, drop_last: as :class:`DistributedSampler`.
+    """
+
+    def __init__(
+        self,
+        dataset_from_indices: Any,
+        dataset_to_indices: Sequence[int] | np.ndarray | None = None,
+        episode_indices_to_use: Sequence[int] | None = None,
+        drop_n_first_frames: int = 0,
+        drop_n_last_frames: int = 0,
+        shuffle: bool = False,
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+    ):
+        if hasattr(dataset_from_indices, "episode_bounds"):
+            if dataset_to_indices is not None:
+                raise ValueError("give a dataset, or dataset_from_indices with dataset_to_indices")
+            names, starts, ends = dataset_from_indices.episode_bounds()
+            dataset_size = len(dataset_from_indices)
+        else:
+            if dataset_to_indices is None:
+                raise ValueError("dataset_to_indices is required with dataset_from_indices")
+            starts = _check_indices("dataset_from_indices", dataset_from_indices)
+            ends = _check_indices("dataset_to_indices", dataset_to_indices)
+            if len(starts) != len(ends) or bool((ends < starts).any()):
+                raise ValueError(
+                    "dataset_from_indices and dataset_to_indices must pair up, each start "
+                    "before its end"
+                )
+            names = np.arange(len(starts), dtype=np.int64)
+            dataset_size = int(ends.max()) if len(ends) else 0
+        first = _check_int("drop_n_first_frames", drop_n_first_frames, 0, _MAX_INT64)
+        last = _check_int("drop_n_last_frames", drop_n_last_frames, 0, _MAX_INT64)
+        keep = np.ones(len(names), bool)
+        if episode_indices_to_use is not None:
+            wanted = _check_indices("episode_indices_to_use", episode_indices_to_use)
+            unknown = sorted(set(wanted.tolist()) - set(np.asarray(names).tolist()))
+            if unknown:
+                raise ValueError(f"episode_indices_to_use names unknown episodes {unknown}")
+            keep = np.isin(names, wanted)
+        ids = [
+            np.arange(start + first, end - last, dtype=np.int64)
+            for start, end, kept in zip(
+                np.asarray(starts).tolist(), np.asarray(ends).tolist(), keep
+            )
+            if kept and end - last > start + first
+        ]
+        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        self.ids.flags.writeable = False
+        world_size, rank = _check_partition(rank, world_size)
+        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
+        drop_last = _check_bool("drop_last", drop_last)
+        inner = _core.DistributedSampler(len(self.ids), shuffle, seed, rank, world_size, drop_last)
+        super().__init__(
+            _core.MappedSampler(inner, self.ids),
+            dataset_size=dataset_size,
+            rank=rank,
+            world_size=world_size,
+            config={
+                "ids": _digest(self.ids),
+                "shuffle": shuffle,
+                "seed": seed,
+                "drop_last": drop_last,
+            },
+        )
 
 
 class WeightedSampler(Sampler):
@@ -376,6 +462,15 @@ def _check_partition(rank: Any, world_size: Any):
     world_size = _check_int("world_size", world_size, 1, _MAX_INT64)
     rank = _check_int("rank", rank, 0, world_size - 1)
     return world_size, rank
+
+
+def _check_indices(name: str, values: Any) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise ValueError(f"{name} must be a one-dimensional list of integers")
+    if array.size and array.min() < 0:
+        raise ValueError(f"{name} must be non-negative")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def _check_values(name: str, values: Any) -> np.ndarray:

@@ -486,11 +486,13 @@ class ShardLoader:
         self, name: str, ids: np.ndarray, got: list[Any], epoch: int, failed: dict[int, str]
     ) -> np.ndarray:
         options, shape = self._images[name]
-        dtype = self.transforms.dtype
-        out = np.zeros(
+        dtype = options.dtype.name  # resolved: the transforms', else the default
+        out = np.empty(
             (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
         )
         rows = [r for r in range(len(ids)) if got[r] is not None]
+        if len(rows) < len(ids):  # the slots no image fills are zeros, as the Loader's pads
+            out[[r for r in range(len(ids)) if got[r] is None]] = 0
         if not rows:
             return out
         # The binding takes one bytes object per image: a copy of each member (cheap next to

@@ -91,8 +91,10 @@ class Transforms:
             ``ratio``; it replaces the resize.
         hflip: probability of mirroring a sample's frames left to right.
         mean, std: per channel (R, G, B), applied to values in [0, 1]; float dtypes only.
-        dtype: ``"uint8"`` (default), ``"float16"``, ``"bfloat16"`` or ``"float32"``
-            (torch dtypes are accepted). Float outputs hold values scaled to [0, 1].
+        dtype: ``"uint8"``, ``"float16"``, ``"bfloat16"`` or ``"float32"`` (torch dtypes are
+            accepted). Float outputs hold values scaled to [0, 1]. Default: the dataset's
+            ``image_dtype`` (float32 unless the dataset says otherwise, as LeRobot returns
+            images); ``"uint8"`` with normalization on the GPU is the faster path.
         layout: ``"TCHW"`` or ``"THWC"``; default: the spec's.
         interpolation: ``"bilinear"`` (default) or ``"area"``.
     """
@@ -105,7 +107,7 @@ class Transforms:
     hflip: float = _DEFAULTS.hflip
     mean: Sequence[float] | None = None
     std: Sequence[float] | None = None
-    dtype: str = _DEFAULTS.dtype
+    dtype: str | None = None
     layout: str | None = None
     interpolation: str = _DEFAULTS.interpolation
 
@@ -125,7 +127,8 @@ class Transforms:
         if not 0.0 <= float(self.hflip) <= 1.0:
             raise ValueError(f"hflip is a probability in [0, 1], got {self.hflip!r}")
         set_(self, "hflip", float(self.hflip))
-        set_(self, "dtype", dtype_name(self.dtype))
+        if self.dtype is not None:
+            set_(self, "dtype", dtype_name(self.dtype))
         if (self.mean is None) != (self.std is None):
             raise ValueError("give both mean and std, or neither")
         if self.mean is not None and self.std is not None:
@@ -143,8 +146,24 @@ class Transforms:
         if self.interpolation not in INTERPOLATIONS:
             raise ValueError(f"interpolation must be one of {INTERPOLATIONS}")
 
-    def core_options(self, spec_size, spec_layout: str) -> _core.TransformOptions:
-        """These transforms as the C++ options, for a dataset spec's size and layout."""
+    def resolved_dtype(self, default: str) -> str:
+        """The output dtype: this one's, else ``default`` (the dataset's image dtype)."""
+        return self.dtype if self.dtype is not None else dtype_name(default)
+
+    @property
+    def is_random(self) -> bool:
+        """Whether the output depends on random draws (a random crop, a flip)."""
+        return self.random_resized_crop is not None or self.hflip > 0
+
+    def core_options(
+        self, spec_size, spec_layout: str, default_dtype: str = _DEFAULTS.dtype
+    ) -> _core.TransformOptions:
+        """These transforms as the C++ options, for a dataset spec's size and layout, with
+        ``default_dtype`` where this one gives none. Raises ``ValueError`` for mean/std with a
+        uint8 output."""
+        dtype = self.resolved_dtype(default_dtype)
+        if self.mean is not None and dtype == "uint8":
+            raise ValueError("mean/std normalization needs a float dtype, the output is uint8")
         options = _core.TransformOptions()
         resize = self.resize if self.resize else spec_size
         if self.center_crop:
@@ -162,7 +181,7 @@ class Transforms:
         if self.mean is not None and self.std is not None:
             options.normalize = True
             options.mean, options.std = self.mean, self.std
-        options.dtype = getattr(_core.DType, self.dtype)
+        options.dtype = getattr(_core.DType, dtype)
         layout = self.layout or spec_layout
         options.layout = _core.Layout.NCHW if layout == "TCHW" else _core.Layout.NHWC
         options.interpolation = getattr(_core.Interpolation, self.interpolation)

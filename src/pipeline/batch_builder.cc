@@ -359,7 +359,11 @@ Status BatchBuilder::replace(BatchWork& work, int64_t slot, const Status& failur
     const auto words =
         core::random_words(options_.seed, work.epoch, static_cast<uint64_t>(failed),
                            core::kReplaceStream | (static_cast<uint32_t>(attempt) << 4));
-    const int64_t row = core::uniform_below(words[0], words[1], index_->num_rows());
+    const std::vector<int64_t>& rows = options_.replacement_rows;
+    const int64_t row =
+        rows.empty()
+            ? core::uniform_below(words[0], words[1], index_->num_rows())
+            : rows[core::uniform_below(words[0], words[1], static_cast<int64_t>(rows.size()))];
     Status status = plan_slot(work, slot, row);
     const WindowPlan& plan = work.plans[slot];
     for (size_t r = 0; r < plan.reads.size() && status.ok(); ++r) {

@@ -319,6 +319,12 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
     return invalid("max_replacements must lie in [1, " + std::to_string(kMaxReplacements) + "]");
   }
   if (index->num_rows() == 0) return invalid("the dataset is empty (it has no samples)");
+  for (int64_t row : options.replacement_rows) {
+    if (row < 0 || row >= index->num_rows()) {
+      return invalid("replacement row " + std::to_string(row) + " is outside the index's " +
+                     std::to_string(index->num_rows()) + " rows");
+    }
+  }
   const int64_t samples = sampler->size();
   const int64_t batches = options.drop_last
                               ? samples / options.batch_size

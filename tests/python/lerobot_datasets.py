@@ -84,8 +84,11 @@ def action_values(episode, frame, dim: int = 6) -> np.ndarray:
 
 
 def read_marks(frames: np.ndarray, layout: str = "NHWC") -> Tuple[np.ndarray, np.ndarray]:
-    """(episode, frame) int arrays [N] read from the stripes of decoded uint8 RGB frames."""
+    """(episode, frame) int arrays [N] read from the stripes of decoded RGB frames: uint8, or
+    floats in [0, 1] (stoker's and LeRobot's default)."""
     frames = np.asarray(frames)
+    if frames.dtype.kind == "f":
+        frames = np.rint(frames.astype(np.float64) * 255)
     if layout == "NCHW":
         frames = frames.transpose(0, 2, 3, 1)
     n, height, width, _ = frames.shape

@@ -45,6 +45,12 @@ def image_datasets(tmp_path_factory, lerobot_cache):
     return {"v21": v21, "v30": v30, "jpeg": jpeg}
 
 
+def dataset(root, spec=None, **kwargs):
+    """The dataset with uint8 images (exact comparisons), unless told otherwise."""
+    kwargs.setdefault("image_dtype", "uint8")
+    return LeRobotDataset(str(root), spec, progress=False, **kwargs)
+
+
 def episode_and_frame(written, row):
     starts = np.cumsum([0, *written.lengths])
     e = int(np.searchsorted(starts, row, side="right") - 1)
@@ -54,7 +60,7 @@ def episode_and_frame(written, row):
 @pytest.mark.parametrize("name", ["v21", "v30"])
 def test_image_items_equal_pillows_decode_of_the_stored_pngs(image_datasets, name):
     written = image_datasets[name]
-    ds = LeRobotDataset(written.root, WindowSpec(delta_indices={IMAGE: [-1, 0]}), progress=False)
+    ds = dataset(written.root, WindowSpec(delta_indices={IMAGE: [-1, 0]}))
     assert IMAGE in ds.cameras and IMAGE in ds.index.image_cameras
     assert len(ds) == sum(written.lengths)
     for i in range(len(ds)):
@@ -70,14 +76,21 @@ def test_image_items_equal_pillows_decode_of_the_stored_pngs(image_datasets, nam
 
 def test_jpeg_items_equal_pillows_decode(image_datasets):
     written = image_datasets["jpeg"]
-    ds = LeRobotDataset(written.root, WindowSpec(layout="THWC"), progress=False)
+    ds = dataset(written.root, WindowSpec(layout="THWC"))
     for i in range(len(ds)):
         np.testing.assert_array_equal(ds[i][IMAGE], pillow(0, i, "JPEG"), err_msg=f"sample {i}")
 
 
+def test_float_items_are_the_uint8_ones_scaled(image_datasets):
+    written = image_datasets["v30"]
+    floats = dataset(written.root, image_dtype="float32")[5][IMAGE]
+    assert floats.dtype == np.float32
+    np.testing.assert_array_equal(floats, dataset(written.root)[5][IMAGE] / np.float32(255))
+
+
 def test_resized_images_and_the_side_file(image_datasets):
     written = image_datasets["v30"]
-    ds = LeRobotDataset(written.root, WindowSpec(size=(20, 24)), progress=False)
+    ds = dataset(written.root, WindowSpec(size=(20, 24)))
     assert ds[3][IMAGE].shape == (3, 20, 24)
     side = ds.index.native.image_file
     assert os.path.dirname(side) == os.path.dirname(ds.index.path)
@@ -90,8 +103,7 @@ def test_resized_images_and_the_side_file(image_datasets):
 def test_loader_batches_equal_the_items(image_datasets, threads):
     torch = pytest.importorskip("torch")
     written = image_datasets["v21"]
-    ds = LeRobotDataset(written.root, WindowSpec(delta_indices={IMAGE: [-2, 0], "action": [0]}),
-                        progress=False)
+    ds = dataset(written.root, WindowSpec(delta_indices={IMAGE: [-2, 0], "action": [0]}))
     seen = []
     for batch in stoker.Loader(ds, batch_size=3, shuffle=True, seed=5, threads=threads):
         rows = np.asarray(batch["index"])
@@ -111,7 +123,7 @@ def test_random_crops_are_drawn_as_for_video_frames(image_datasets):
     """A random crop and flip keyed by (seed, epoch, sample, camera): the same for every time
     step of a sample, and the same for any thread count."""
     written = image_datasets["v30"]
-    ds = LeRobotDataset(written.root, WindowSpec(delta_indices={IMAGE: [0, 0]}), progress=False)
+    ds = dataset(written.root, WindowSpec(delta_indices={IMAGE: [0, 0]}))
     transforms = stoker.Transforms(random_resized_crop=(16, 16), hflip=0.5)
 
     def epoch(threads):
@@ -127,19 +139,19 @@ def test_random_crops_are_drawn_as_for_video_frames(image_datasets):
 
 def test_a_changed_data_file_or_a_lost_side_file_rebuilds_the_index(image_datasets, tmp_path):
     root = shutil.copytree(image_datasets["v30"].root, tmp_path / "copy")
-    first = LeRobotDataset(root, progress=False)
+    first = dataset(root)
     os.unlink(first.index.native.image_file)
-    again = LeRobotDataset(root, progress=False)
+    again = dataset(root)
     np.testing.assert_array_equal(again[2][IMAGE], first[2][IMAGE])
     # Rewriting the data files changes the images: the index follows.
     written = lerobot_datasets.WrittenDataset(str(root), "v3.0", [3, 5, 4], FPS, [], [], [])
-    written.data_paths = sorted({str(p) for p in again.meta.data_files})
+    written.data_paths = sorted(str(p) for p in root.glob("data/**/*.parquet"))
     import pyarrow.parquet as pq
 
     for path in written.data_paths:
         pq.write_table(pq.read_table(path).drop_columns([IMAGE]), path)
     lerobot_datasets.add_image_camera(written, IMAGE, (8, 8))
-    changed = LeRobotDataset(root, progress=False)
+    changed = dataset(root)
     assert changed[0][IMAGE].shape == (3, 8, 8)
 
 
@@ -155,7 +167,7 @@ def test_a_row_without_image_bytes_is_named(image_datasets, tmp_path):
     column = pa.array(images, table.schema.field(IMAGE).type)
     pq.write_table(table.set_column(table.schema.get_field_index(IMAGE), IMAGE, column), path)
     with pytest.raises(stoker.DatasetError, match=f"{IMAGE}.*row 2"):
-        LeRobotDataset(str(root), progress=False)
+        dataset(str(root))
 
 
 def test_the_doctor_measures_image_cameras(image_datasets):
@@ -165,5 +177,5 @@ def test_the_doctor_measures_image_cameras(image_datasets):
 
     spec = default_spec(image_datasets["v30"].root)
     assert IMAGE in spec.delta_timestamps
-    ds = LeRobotDataset(image_datasets["v30"].root, spec, progress=False)
+    ds = dataset(image_datasets["v30"].root, spec)
     assert ds[4][IMAGE].shape == (3, 3, 224, 224)

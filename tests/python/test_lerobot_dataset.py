@@ -46,7 +46,9 @@ def test_every_sample_window(request, fixture):
                                      ("wrist_future", wrist, [1, 3])]:
             episode, frames, pad = expected(written.lengths, i, offsets)
             images = item[key]
-            assert images.dtype == np.uint8 and images.shape == (2, 3, 64, 64)
+            # float32 in [0, 1], channels first: LeRobot's default.
+            assert images.dtype == np.float32 and images.shape == (2, 3, 64, 64)
+            assert 0 <= images.min() and images.max() <= 1
             marks = lerobot_datasets.read_marks(images, layout="NCHW")
             np.testing.assert_array_equal(marks[0], episode, err_msg=f"{key} of sample {i}")
             np.testing.assert_array_equal(marks[1], frames, err_msg=f"{key} of sample {i}")
@@ -78,6 +80,19 @@ def test_plain_keys_layout_and_size(lerobot_v30):
     marks = lerobot_datasets.read_marks(full[top][None], layout="NCHW")
     assert (marks[0][0], marks[1][0]) == (1, 2)  # row 7 is frame 2 of episode 1
     assert ds[-1]["index"] == len(ds) - 1
+
+
+def test_uint8_is_one_option_away_and_holds_the_same_pixels(lerobot_v30):
+    top, _ = lerobot_v30.cameras
+    spec = WindowSpec(delta_indices={top: [-1, 0]})
+    floats = LeRobotDataset(lerobot_v30.root, spec, progress=False)
+    bytes_ = LeRobotDataset(lerobot_v30.root, spec, image_dtype="uint8", progress=False)
+    for i in (0, 9, len(floats) - 1):
+        assert bytes_[i][top].dtype == np.uint8
+        np.testing.assert_array_equal(floats[i][top],
+                                      bytes_[i][top].astype(np.float32) / np.float32(255))
+    with pytest.raises(ValueError, match="image_dtype"):
+        LeRobotDataset(lerobot_v30.root, spec, image_dtype="int8", progress=False)
 
 
 def test_bad_requests(lerobot_v21):

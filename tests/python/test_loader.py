@@ -176,12 +176,13 @@ def test_rank_and_world_size_from_the_environment(lerobot_v21, monkeypatch):
 def test_transforms_follow_their_definitions(lerobot_v21):
     ds = dataset(lerobot_v21, size=(40, 40))
     top = lerobot_v21.cameras[0]
-    plain = epoch_arrays(Loader(ds, batch_size=6, seed=5, threads=2))
+    uint8 = Transforms(dtype="uint8")
+    plain = epoch_arrays(Loader(ds, batch_size=6, seed=5, threads=2, transforms=uint8))
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     normalized = epoch_arrays(Loader(ds, batch_size=6, seed=5, threads=2, transforms=Transforms(
         dtype="float32", mean=mean, std=std)))
     flipped = epoch_arrays(Loader(ds, batch_size=6, seed=5, threads=2,
-                                  transforms=Transforms(hflip=1.0)))
+                                  transforms=Transforms(hflip=1.0, dtype="uint8")))
     hwc = list(Loader(ds, batch_size=6, seed=5, threads=2,
                       transforms=Transforms(layout="THWC", dtype=torch.bfloat16)))
     for p, n, f in zip(plain, normalized, flipped):
@@ -205,7 +206,8 @@ def test_bfloat16_batches_are_torch_tensors(lerobot_v21):
     batch = next(iter(Loader(ds, batch_size=3, transforms=Transforms(dtype="bfloat16"))))
     top = lerobot_v21.cameras[0]
     assert batch[top].dtype == torch.bfloat16
-    reference = next(iter(Loader(ds, batch_size=3)))[top].float() / 255
+    reference = next(iter(Loader(ds, batch_size=3, transforms=Transforms(dtype="uint8"))))
+    reference = reference[top].float() / 255
     torch.testing.assert_close(batch[top].float(), reference, rtol=1 / 128, atol=0)
     with pytest.raises(ValueError, match="bfloat16"):
         Loader(ds, batch_size=3, transforms=Transforms(dtype="bfloat16"), output="numpy")
@@ -215,13 +217,14 @@ def test_center_and_random_resized_crops(lerobot_v21):
     ds = dataset(lerobot_v21, size=(48, 48))
     top = lerobot_v21.cameras[0]
     center = next(iter(Loader(ds, batch_size=4, seed=1, transforms=Transforms(
-        center_crop=(32, 24)))))
+        center_crop=(32, 24), dtype="uint8"))))
     assert tuple(center[top].shape) == (4, 2, 3, 32, 24)
     rrc = next(iter(Loader(ds, batch_size=4, seed=1, transforms=Transforms(
         random_resized_crop=(20, 30)))))
     assert tuple(rrc[top].shape) == (4, 2, 3, 20, 30)
     # The centre crop of the resized frame shows the middle of the full resized frame.
-    full = next(iter(Loader(ds, batch_size=4, seed=1)))[top].numpy().astype(int)
+    full = next(iter(Loader(ds, batch_size=4, seed=1, transforms=Transforms(dtype="uint8"))))
+    full = full[top].numpy().astype(int)
     middle = full[..., 8:40, 12:36]
     assert np.abs(center[top].numpy().astype(int) - middle).mean() < 6
 
@@ -237,7 +240,7 @@ def test_bad_arguments(lerobot_v21):
             Loader(ds, **kwargs)
     for kwargs, match in [({"center_crop": (9, 9), "random_resized_crop": (9, 9)}, "not both"),
                           ({"mean": (0, 0, 0)}, "both"),
-                          ({"mean": (0, 0, 0), "std": (1, 1, 1)}, "float"),
+                          ({"mean": (0, 0, 0), "std": (1, 1, 1), "dtype": "uint8"}, "float"),
                           ({"hflip": 2}, "probability"),
                           ({"dtype": "int8"}, "dtype"),
                           ({"resize": (0, 4)}, "resize")]:

@@ -89,11 +89,11 @@ def test_a_reader_used_in_the_parent_reads_exact_frames_in_forked_children(lerob
 
 
 def _batches_in_child(loader, iterator, answers):
-    """In a forked child: the rest of the parent's iteration, then a new one, then a whole
-    epoch, each batch as its digest."""
+    """In a forked child: the rest of the parent's iteration (its next batch, then the others),
+    then a whole epoch, each batch as its digest."""
     try:
         inherited = [digest(next(iterator))]
-        rest = [digest(batch) for batch in loader]
+        rest = [digest(batch) for batch in iterator]
         following = [digest(batch) for batch in loader]
         answers.put(("ok", inherited, rest, following, loader.epoch))
     except BaseException as error:  # reported to the parent, which fails the test
@@ -132,7 +132,7 @@ def test_a_loader_iterated_in_the_parent_restarts_in_a_forked_child(lerobot_larg
     assert child.exitcode == 0
 
     # The parent goes on where it was.
-    assert [digest(next(iterator))] + [digest(batch) for batch in loader] == remaining
+    assert [digest(next(iterator))] + [digest(batch) for batch in iterator] == remaining
 
 
 def test_readers_indexes_and_datasets_pickle_as_what_reopens_them(lerobot_v30):

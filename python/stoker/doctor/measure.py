@@ -5,6 +5,7 @@ the thread sweep (:func:`diagnose`), and the same timings around the user's own 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sys
@@ -61,11 +62,159 @@ class _OtherLoad:
         return time.monotonic(), busy, mine
 
     def cpus(self) -> float | None:
+        """CPUs the other processes kept busy, on average, since this object was made."""
+        usage = self.usage()
+        return None if usage is None else usage[0]
+
+    def usage(self) -> tuple[float, float] | None:
+        """(CPUs other processes kept busy, CPUs this process kept busy), on average."""
         end = self._sample()
         if self._start is None or end is None or end[0] <= self._start[0]:
             return None
         (t0, busy0, mine0), (t1, busy1, mine1) = self._start, end
-        return max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / (t1 - t0))
+        mine = (mine1 - mine0) / (t1 - t0)
+        return max(0.0, (busy1 - busy0) / (t1 - t0) - mine), mine
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom; a count between two rows takes
+# the smaller row's (wider) value.
+_T95 = (
+    (1, 12.706),
+    (2, 4.303),
+    (3, 3.182),
+    (4, 2.776),
+    (5, 2.571),
+    (6, 2.447),
+    (7, 2.365),
+    (8, 2.306),
+    (9, 2.262),
+    (10, 2.228),
+    (12, 2.179),
+    (15, 2.131),
+    (20, 2.086),
+    (30, 2.042),
+    (60, 2.000),
+    (120, 1.980),
+)
+
+
+def _t95(df: int) -> float:
+    if df > 120:
+        return 1.960
+    return [t for d, t in _T95 if d <= df][-1]
+
+
+#: The rule that ends a measurement: the rate is known to within this fraction, at 95%
+#: confidence (see :class:`Meter`).
+TOLERANCE = 0.05
+QUICK_TOLERANCE = 0.10
+#: Blocks a rate needs at the least before its spread is trusted.
+MIN_BLOCKS = 4
+
+
+class Meter:
+    """Times one phase batch by batch and says when its rate is known well enough.
+
+    The rule: consecutive batch times are grouped in blocks of ``block`` batches (block means:
+    a pipeline delivers in bursts, and a block spans one); with ``k`` blocks of mean ``m`` and
+    standard deviation ``s``, the 95% confidence interval of the time per batch is
+    ``m +- t(k-1) * s / sqrt(k)`` (Student's t). The phase stops when that half-width is at
+    most ``tolerance * m`` (then the rate, its inverse, is known to about +-tolerance) and at
+    least ``MIN_BLOCKS`` blocks were timed; or when its time ``budget_s`` is spent, or after
+    ``limit`` batches, whichever comes first: :attr:`precision` then says how well it is known.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        tolerance: float,
+        budget_s: float,
+        block: int = 1,
+        limit: int | None = None,
+        progress: bool = True,
+        stream=None,
+    ):
+        self.label = label
+        self.tolerance = tolerance
+        self.budget_s = budget_s
+        self.block = max(1, block)
+        self.limit = limit
+        self.times: list[float] = []
+        self._started = time.perf_counter()
+        self._stream = stream if stream is not None else sys.stderr
+        self._progress = progress
+        self._tty = progress and getattr(self._stream, "isatty", lambda: False)()
+        self._last_draw = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._started
+
+    def _blocks(self) -> np.ndarray:
+        k = len(self.times) // self.block
+        return np.asarray(self.times[: k * self.block]).reshape(k, self.block).mean(axis=1)
+
+    @property
+    def precision(self) -> float:
+        """The relative half-width of the 95% interval of the rate (inf: too few blocks)."""
+        blocks = self._blocks()
+        if len(blocks) < 2 or blocks.mean() <= 0:
+            return math.inf
+        half = _t95(len(blocks) - 1) * blocks.std(ddof=1) / math.sqrt(len(blocks))
+        return float(half / blocks.mean())
+
+    @property
+    def rate(self) -> float:
+        total = float(np.sum(self.times))
+        return len(self.times) / total if total > 0 else math.inf
+
+    def add(self, seconds: float) -> bool:
+        """Records one batch's time; True when the phase should stop."""
+        self.times.append(seconds)
+        done = (
+            (self.limit is not None and len(self.times) >= self.limit)
+            or self.elapsed >= self.budget_s
+            or (
+                len(self.times) >= MIN_BLOCKS * self.block
+                and len(self.times) % self.block == 0
+                and self.precision <= self.tolerance
+            )
+        )
+        self._draw(done)
+        return done
+
+    def eta(self) -> float:
+        """Seconds until the rule is met (or the budget spent), from the spread so far."""
+        left = self.budget_s - self.elapsed
+        if self.limit is not None:
+            left = min(left, (self.limit - len(self.times)) / self.rate)
+        precision = self.precision
+        if math.isfinite(precision):
+            blocks = len(self.times) / self.block
+            needed = max(MIN_BLOCKS, blocks * (precision / self.tolerance) ** 2)
+            left = min(left, (needed - blocks) * self.block / self.rate)
+        return max(0.0, left)
+
+    def _draw(self, done: bool) -> None:
+        if not self._progress:
+            return
+        now = time.perf_counter()
+        if not done and now - self._last_draw < (0.2 if self._tty else 5.0):
+            return
+        self._last_draw = now
+        precision = self.precision
+        known = f"+-{precision:.0%}" if math.isfinite(precision) else "+-?"
+        line = (
+            f"stoker doctor: {self.label}: {len(self.times)} batches, {self.rate:.2f}/s "
+            f"{known} (goal +-{self.tolerance:.0%}), "
+            + ("done" if done else f"ETA {self.eta():.0f} s")
+        )
+        if self._tty:
+            self._stream.write("\r\033[K" + line + ("\n" if done else ""))
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()
 
 
 def _torch():
@@ -159,15 +308,20 @@ def _balance(loader: Loader) -> dict[str, float] | None:
     return {"before": float(report["before"]["total"]), "after": float(report["after"]["total"])}
 
 
-def _input_rate(loader: Loader, batches: int, warmup: int = 2) -> float:
+def _input_rate(loader: Loader, meter: Meter, warmup: int = 2) -> float:
+    """Iterates the loader with no step until ``meter`` says stop; its rate in batches/s."""
     iterator = _forever(loader)
     try:
-        for _ in range(warmup):
+        for _ in range(warmup):  # opening files, filling the pipeline: not steady state
             next(iterator)
-        started = time.perf_counter()
-        for _ in range(batches):
+        last = time.perf_counter()
+        while True:
             next(iterator)
-        return batches / (time.perf_counter() - started)
+            now = time.perf_counter()
+            if meter.add(now - last):
+                break
+            last = now
+        return meter.rate
     finally:
         iterator.close()
 
@@ -206,14 +360,15 @@ def _h2d_seconds(loader: Loader, host: dict[str, Any], repeats: int = 5) -> floa
     return (time.perf_counter() - started) / repeats
 
 
-def _compute_rate(loader: Loader, step, batch, repeats: int) -> float:
+def _compute_rate(loader: Loader, step, batch, meter: Meter) -> float:
     step(batch)  # warm-up (allocations, kernels)
     _synchronize(loader)
-    started = time.perf_counter()
-    for _ in range(repeats):
+    while True:
+        started = time.perf_counter()
         step(batch)
-    _synchronize(loader)
-    return repeats / (time.perf_counter() - started)
+        _synchronize(loader)
+        if meter.add(time.perf_counter() - started):
+            return meter.rate
 
 
 class profile(contextlib.AbstractContextManager, LoaderObserver):
@@ -302,78 +457,155 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
         return d
 
 
+#: How a run's time is shared between its phases (fractions of ``budget_s``).
+_SHARES = {"compute": 0.1, "input": 0.3, "together": 0.35, "sweep": 0.25}
+
+
 def diagnose(
     loader: Loader,
     step: None | float | Callable[[Any], None] = None,
-    steps: int = 200,
+    steps: int | None = None,
     sweep: bool = True,
     sweep_batches: int | None = None,
     progress: bool = True,
+    *,
+    quick: bool = False,
+    tolerance: float | None = None,
+    budget_s: float | None = None,
+    config: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Measures the loader and the step and returns a :class:`Diagnosis` with the verdict.
+
+    Each rate is measured until it is known to +-``tolerance`` at 95% confidence (the rule is
+    :class:`Meter`'s) or its share of ``budget_s`` is spent; :attr:`Diagnosis.precision` says
+    how well each was known.
 
     Args:
         loader: the loader as it will be used in training.
         step: ``step(batch)``, the training step (forward, backward, optimizer); a number is
             a synthetic step of that many milliseconds; default: a 100 ms synthetic step.
-        steps: steps of the input-only and together runs (the compute-only run takes a
-            quarter of them, at least 5).
-        sweep: run the thread sweep (1, 2, 4, ... up to the core count).
-        sweep_batches: batches per sweep point (default: a quarter of ``steps``, at least 8).
+        steps: at most this many steps (batches) per phase (default: no limit but the rule
+            and the time budget).
+        sweep: run the thread sweep (1, 2, 4, ... up to the core count; the loader's own
+            thread count reuses the input-only run).
+        sweep_batches: at most this many batches per sweep point (default: ``steps``).
+        progress: a progress line with the phase's rate, precision and ETA on stderr.
+        quick: +-10% and half the time (unless ``tolerance`` or ``budget_s`` say otherwise).
+        tolerance: the relative precision each rate is measured to (default 0.05).
+        budget_s: the measurements' total time, roughly (default 60 s; 30 s quick); opening
+            the dataset and the first batches of each phase come on top.
+        config: what the report states as the run's configuration (dataset, spec, ...);
+            batch size, threads, stoker's version and the date are added.
     """
     if step is None:
         step = synthetic_step(100)
     elif not callable(step):
         step = synthetic_step(float(step))
-    if steps < 4:
+    if steps is not None and steps < 4:
         raise ValueError(f"steps must be at least 4, got {steps}")
+    tolerance = tolerance or (QUICK_TOLERANCE if quick else TOLERANCE)
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
+    budget_s = budget_s or (30.0 if quick else 60.0)
+    deadline = time.perf_counter() + budget_s
+    shares = dict(_SHARES) if sweep else {"compute": 0.1, "input": 0.4, "together": 0.5}
     say = (
         (lambda text: print(f"stoker doctor: {text}", file=sys.stderr, flush=True))
         if progress
         else (lambda text: None)
     )
+    block = max(2, min(loader.threads, 8))  # a block spans the batches built at once
+
+    def budget(phase: str, part: float = 1.0) -> float:
+        """The phase's share of the time left (warm-ups so far included)."""
+        left = max(deadline - time.perf_counter(), 0.0)
+        share = shares[phase] / sum(shares.values())
+        shares[phase] *= 1 - part  # what is left of it for the phase's later parts
+        if not shares[phase]:
+            del shares[phase]
+        return left * share * part
+
+    def meter(label: str, phase: str, block: int = block, limit: int | None = steps) -> Meter:
+        return Meter(
+            label,
+            tolerance=tolerance,
+            budget_s=budget(phase),
+            block=block,
+            limit=limit,
+            progress=progress,
+        )
 
     others = _OtherLoad()
-    say("compute-only rate (the step on one held batch)")
+    load: dict[str, tuple[float, float]] = {}
+    say("compute only: the step on one held batch")
     held = _held_batch(loader)
     h2d = _h2d_seconds(loader, held)
-    compute = _compute_rate(loader, step, held, max(5, steps // 4))
+    phase = _OtherLoad()
+    compute_meter = meter("compute only", "compute", block=1)
+    compute = _compute_rate(loader, step, held, compute_meter)
+    load["compute"] = phase.usage() or (0.0, 0.0)
     del held
 
-    say(f"input-only rate ({steps} batches, {loader.threads} threads)")
     loader.reset_stats()
-    input_rate = _input_rate(loader, steps)
+    phase = _OtherLoad()
+    input_meter = meter(f"input only ({loader.threads} threads)", "input")
+    input_rate = _input_rate(loader, input_meter)
+    load["input"] = phase.usage() or (0.0, 0.0)
     stats = loader.stats()
     stages = _stage_seconds(stats, h2d)
     work = _decode_work(loader, stats)
 
-    say(f"both together ({steps} steps)")
     waits, step_times = [], []
+    together_meter = meter("together (loader + step)", "together")
     iterator = _forever(loader)
     try:
         next(iterator)  # the pipeline's start is not a steady-state wait
+        phase = _OtherLoad()
         started = time.perf_counter()
-        for _ in range(steps):
+        while True:
             asked = time.perf_counter()
             batch = next(iterator)
             got = time.perf_counter()
             step(batch)
             _synchronize(loader)
+            done = time.perf_counter()
             waits.append(got - asked)
-            step_times.append(time.perf_counter() - got)
+            step_times.append(done - got)
             del batch
+            if together_meter.add(done - asked):
+                break
         wall = time.perf_counter() - started
+        load["together"] = phase.usage() or (0.0, 0.0)
     finally:
         iterator.close()
 
     points = []
     if sweep:
-        per_point = sweep_batches or max(8, steps // 4)
-        for threads in _sweep_counts(_core.usable_cores()):
-            say(f"thread sweep: {threads} thread(s)")
+        counts = _sweep_counts(_core.usable_cores())
+        measured = [t for t in counts if not (t == loader.threads and loader.device is None)]
+        phase = _OtherLoad()
+        for threads in counts:
+            if threads not in measured:  # the input-only run is this point
+                others_cpus, mine = load["input"]
+                points.append(
+                    SweepPoint(threads, input_rate, input_meter.precision, mine, others_cpus)
+                )
+                continue
             probe = loader.with_options(threads=threads, device=None)
-            points.append(SweepPoint(threads, _input_rate(probe, per_point)))
+            point_meter = Meter(
+                f"thread sweep, {threads} thread(s)",
+                tolerance=tolerance,
+                budget_s=budget("sweep", 1 / (len(measured) - measured.index(threads))),
+                block=max(2, min(threads, 8)),
+                limit=sweep_batches or steps,
+                progress=progress,
+            )
+            point_load = _OtherLoad()
+            rate = _input_rate(probe, point_meter)
+            usage = point_load.usage() or (0.0, 0.0)
+            points.append(SweepPoint(threads, rate, point_meter.precision, usage[1], usage[0]))
             probe.close()
+        load["sweep"] = phase.usage() or (0.0, 0.0)
 
     d = Diagnosis(
         batch_size=loader.batch_size,
@@ -389,6 +621,76 @@ def diagnose(
         decode_work=work,
         balance=_balance(loader),
         other_cpus=others.cpus(),
+        precision={
+            "compute": compute_meter.precision,
+            "input": input_meter.precision,
+            "together": together_meter.precision,
+        },
+        tolerance=tolerance,
+        phase_cpus={k: {"others": v[0], "mine": v[1]} for k, v in load.items()},
+        materialized=_materialized(loader),
+        config=_configuration(loader, config),
     )
     conclude(d)
     return d
+
+
+def _configuration(loader: Loader, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's configuration as the report states it."""
+    import datetime
+
+    from stoker import __version__
+
+    ds = loader.dataset
+    config: dict[str, Any] = {"dataset": getattr(ds, "root", type(ds).__name__)}
+    spec = getattr(ds, "spec", None)
+    if spec is not None:
+        config["spec"] = _plain(
+            {
+                "delta_timestamps": spec.delta_timestamps,
+                "delta_indices": spec.delta_indices,
+                "size": spec.size,
+                "layout": spec.layout,
+            }
+        )
+    config.update(given or {})
+    config.update(
+        batch_size=loader.batch_size,
+        threads=loader.threads,
+        cores=_core.usable_cores(),
+        device=str(loader.device) if loader.device is not None else "host memory",
+        stoker_version=__version__,
+        date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    )
+    return config
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples and arrays as lists, as JSON writes them."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None and v != {}}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _materialized(loader: Loader) -> dict[str, Any] | None:
+    """The options of ``stoker etl`` when it wrote the loader's dataset (its report), else
+    None: the advice then does not send the dataset through the ETL again."""
+    from stoker.etl import REPORT_PATH
+    from stoker.storage import open_dataset_root
+
+    ds = loader.dataset
+    root = getattr(ds, "root", None)
+    if root is None:
+        return None
+    try:
+        source = open_dataset_root(root, getattr(ds, "_storage_options", None))
+        if not source.exists(REPORT_PATH):
+            return None
+        options = json.loads(source.read_bytes(REPORT_PATH, "stoker etl report"))["options"]
+    except (OSError, ValueError, KeyError, TypeError, _core.Error):
+        return None
+    return options if isinstance(options, dict) else None

@@ -264,7 +264,7 @@ def main(args: Any, dataset) -> int:
         address=args.ray,
         batch_size=args.batch_size,
         step_ms=args.step_ms,
-        steps=args.steps,
+        steps=args.steps or 30,  # --steps has no default: the local doctor's phases adapt
         cpus_per_task=args.threads or 1,
     )
     print(result.summary())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +18,15 @@ STAGES = ("sampling", "index", "seek", "decode", "convert", "transform", "collat
 
 @dataclass
 class SweepPoint:
+    """The input-only rate at one thread count; ``precision`` is the relative half-width of its
+    95% interval, ``cpus`` the CPUs the process kept busy meanwhile (below ``threads`` when
+    other processes took the rest)."""
+
     threads: int
     batches_per_s: float
+    precision: float = math.inf
+    cpus: float = 0.0
+    other_cpus: float = 0.0  # CPUs other processes kept busy meanwhile
 
 
 @dataclass
@@ -51,6 +59,19 @@ class Diagnosis:
     plateau_threads: int | None = None  # where more threads stop helping (the sweep's)
     other_cpus: float | None = None  # CPUs other processes used meanwhile (diagnose only)
     estimated: list[str] = field(default_factory=list)  # which numbers are estimates
+    #: Relative half-width of each rate's 95% interval ("compute", "input", "together").
+    precision: dict[str, float] = field(default_factory=dict)
+    tolerance: float = 0.05  # the precision the measurements aimed for
+    #: Per phase, the CPUs other processes and this one kept busy ({"others": .., "mine": ..}).
+    phase_cpus: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ``stoker etl``'s options when it wrote the dataset (its report), else None.
+    materialized: dict[str, Any] | None = None
+    #: The run's configuration: dataset, spec, batch size, threads, stoker version, date.
+    config: dict[str, Any] = field(default_factory=dict)
+    #: Measurement problems: numbers that contradict each other, and why (shown first).
+    problems: list[str] = field(default_factory=list)
+    #: Where the sweep's rates were projected for a quiet machine (contention), the rates.
+    projected_sweep: list[SweepPoint] = field(default_factory=list)
 
     # ---- Derived numbers ----------------------------------------------------------------
 
@@ -75,17 +96,28 @@ class Diagnosis:
 
     # ---- Output -------------------------------------------------------------------------
 
+    def _known(self, name: str) -> str:
+        precision = self.precision.get(name, math.inf)
+        return f"+-{precision:.0%}" if math.isfinite(precision) else ""
+
     def summary(self) -> str:
         b = self.batch_size
-        lines = [f"stoker doctor: {self.bound}-bound. {self.headline}", ""]
+        lines = []
+        if self.problems:
+            lines.append(
+                "MEASUREMENT PROBLEM: these numbers contradict each other; read them with care:"
+            )
+            lines.extend(f"  - {problem}" for problem in self.problems)
+            lines.append("")
+        lines += [f"stoker doctor: {self.bound}-bound. {self.headline}", ""]
         rows = [
-            ("compute only (step on a held batch)", self.compute_batches_per_s),
-            (f"input only (loader, {self.threads} threads)", self.input_batches_per_s),
-            ("together (achieved)", self.achieved_batches_per_s),
+            ("compute only (step on a held batch)", self.compute_batches_per_s, "compute"),
+            (f"input only (loader, {self.threads} threads)", self.input_batches_per_s, "input"),
+            ("together (achieved)", self.achieved_batches_per_s, "together"),
         ]
-        lines.append(f"{'rate':40s} {'batches/s':>10s} {'samples/s':>10s}")
-        for name, rate in rows:
-            lines.append(f"{name:40s} {rate:10.2f} {rate * b:10.1f}")
+        lines.append(f"{'rate':40s} {'batches/s':>10s} {'samples/s':>10s} {'95% CI':>7s}")
+        for name, rate, key in rows:
+            lines.append(f"{name:40s} {rate:10.2f} {rate * b:10.1f} {self._known(key):>7s}")
         lines.append("")
         lines.append(
             f"data_wait per step: p50 {self.percentile_ms(self.data_wait, 50):.2f} ms, "
@@ -111,11 +143,20 @@ class Diagnosis:
                 f"thread sweep (threads: batches/s): {sweep}; more threads stop "
                 f"helping at {self.plateau_threads}"
             )
+        if self.projected_sweep:
+            sweep = ", ".join(f"{p.threads}: {p.batches_per_s:.2f}" for p in self.projected_sweep)
+            lines.append(f"  projected for a quiet machine (rate x threads / CPUs it got): {sweep}")
         if self.balance:
             lines.append(
                 f"ranks: step imbalance (max / mean rank cost) "
                 f"{self.balance['before']:.2f} as dealt; "
                 f"{self.balance['after']:.2f} balanced (Loader(..., balance=True))"
+            )
+        if self.materialized is not None:
+            size = self.materialized.get("size") or ["?", "?"]
+            lines.append(
+                f"dataset written by stoker etl: {size[1]}x{size[0]}, "
+                f"{self.materialized.get('codec')}, gop {self.materialized.get('gop')}"
             )
         if self.estimated:
             lines.append("estimated, not measured: " + ", ".join(self.estimated))
@@ -128,42 +169,60 @@ class Diagnosis:
         lines.append("")
         lines.append("What to do:")
         lines.extend(f"  - {line}" for line in self.advice)
+        if self.config:
+            lines.append("")
+            lines.append("Configuration:")
+            for key, value in self.config.items():
+                text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+                lines.append(f"  {key}: {text}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        def finite(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
         return {
             "bound": self.bound,
             "verdict": self.verdict,
             "headline": self.headline,
+            "problems": self.problems,
             "advice": self.advice,
             "dominant_stage": self.dominant_stage,
+            "config": self.config,
             "batch_size": self.batch_size,
             "threads": self.threads,
             "cores": self.cores,
-            "compute_batches_per_s": self.compute_batches_per_s,
-            "input_batches_per_s": self.input_batches_per_s,
+            "compute_batches_per_s": finite(self.compute_batches_per_s),
+            "input_batches_per_s": finite(self.input_batches_per_s),
             "achieved_batches_per_s": self.achieved_batches_per_s,
+            "precision": {k: finite(v) for k, v in self.precision.items()},
+            "tolerance": self.tolerance,
             "data_wait_ms": {
                 "p50": self.percentile_ms(self.data_wait, 50),
                 "p95": self.percentile_ms(self.data_wait, 95),
                 "max": self.percentile_ms(self.data_wait, 100),
                 "total": float(self.data_wait.sum() * 1000),
             },
+            "data_wait_ms_per_step": [float(v) * 1000 for v in self.data_wait],
+            "step_ms_per_step": [float(v) * 1000 for v in self.step_seconds],
             "step_ms_p50": self.percentile_ms(self.step_seconds, 50),
             "step_ms_total": float(self.step_seconds.sum() * 1000),
             "wall_seconds": self.wall_seconds,
             "overlap": self.overlap,
             "stage_ms_per_batch": {k: v * 1000 for k, v in self.stage_seconds.items()},
-            "sweep": [{"threads": p.threads, "batches_per_s": p.batches_per_s} for p in self.sweep],
+            "sweep": [_point(p) for p in self.sweep],
+            "projected_sweep": [_point(p) for p in self.projected_sweep],
             "plateau_threads": self.plateau_threads,
             "other_cpus": self.other_cpus,
+            "phase_cpus": self.phase_cpus,
+            "materialized": self.materialized,
             "decode_work": self.decode_work,
             "balance": self.balance,
             "estimated": self.estimated,
         }
 
     def write_report(self, folder: str | os.PathLike) -> str:
-        """Writes ``index.html``, ``report.json`` and the plots (``stages.png``,
+        """Writes ``index.html``, ``report.json`` and the plots (``rates.png``, ``stages.png``,
         ``sweep.png``, ``data_wait.png``) into ``folder``; returns the HTML file's path."""
         folder = os.fspath(folder)
         os.makedirs(folder, exist_ok=True)
@@ -176,13 +235,23 @@ class Diagnosis:
             for name, title in plots
         )
         if not plots:
-            images = "<p>(matplotlib is not installed: no plots)</p>"
+            images = "<p>(matplotlib is not installed: no plots; pip install stoker[doctor])</p>"
+        problems = ""
+        if self.problems:
+            problems = (
+                '<div class="problem"><b>Measurement problem</b>: these numbers contradict '
+                "each other; read them with care.<ul>"
+                + "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
+                + "</ul></div>"
+            )
         page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stoker doctor</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
-pre{{background:#f4f4f4;padding:1em;overflow-x:auto}} img{{max-width:100%}}
-h1 span{{font-weight:normal}}</style></head><body>
+pre{{background:#f4f4f4;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
+img{{max-width:100%}} h1 span{{font-weight:normal}}
+.problem{{background:#fff3cd;border:1px solid #e0b000;padding:0.5em 1em}}</style></head><body>
 <h1>stoker doctor: <span>{html.escape(self.bound)}-bound ({html.escape(self.verdict)})</span></h1>
+{problems}
 <p><b>{html.escape(self.headline)}</b></p>
 <ul>{"".join(f"<li>{html.escape(a)}</li>" for a in self.advice)}</ul>
 {images}
@@ -192,6 +261,16 @@ h1 span{{font-weight:normal}}</style></head><body>
         with open(path, "w") as f:
             f.write(page)
         return path
+
+
+def _point(p: SweepPoint) -> dict[str, Any]:
+    return {
+        "threads": p.threads,
+        "batches_per_s": p.batches_per_s,
+        "precision": p.precision if math.isfinite(p.precision) else None,
+        "cpus": p.cpus,
+        "other_cpus": p.other_cpus,
+    }
 
 
 def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
@@ -205,12 +284,28 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     plots: list[tuple[str, str]] = []
 
     def save(fig, name: str, caption: str) -> None:
-        fig.tight_layout()
-        fig.savefig(os.path.join(folder, name), dpi=110)
+        # bbox_inches="tight" grows the image to its labels: no text is cut off.
+        fig.savefig(os.path.join(folder, name), dpi=110, bbox_inches="tight")
         plt.close(fig)
         plots.append((name, caption))
 
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    names = ["compute only", "input only", "together"]
+    rates = [d.compute_batches_per_s, d.input_batches_per_s, d.achieved_batches_per_s]
+    rates = [r if math.isfinite(r) else 0.0 for r in rates]
+    errors = [
+        r * d.precision.get(k, 0.0) if math.isfinite(d.precision.get(k, math.inf)) else 0.0
+        for r, k in zip(rates, ("compute", "input", "together"))
+    ]
+    bars = ax.barh(names, rates, xerr=errors, color=["tab:red", "tab:blue", "tab:green"])
+    ax.bar_label(bars, labels=[f"{r:.2f}" for r in rates], padding=4)
+    ax.invert_yaxis()
+    ax.set_xlim(right=max(rates + [1e-9]) * 1.25)
+    ax.set_xlabel("batches / s (bars: 95% interval)")
+    ax.set_title("The three rates: together is at most the lower of the other two")
+    save(fig, "rates.png", "Compute-only, input-only and together rates")
+
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     values = [d.stage_seconds.get(s, 0.0) * 1000 for s in STAGES]
     colours = ["tab:red" if s == d.dominant_stage else "tab:blue" for s in STAGES]
     ax.barh(STAGES, values, color=colours)
@@ -219,24 +314,38 @@ def _plot(d: Diagnosis, folder: str) -> list[tuple[str, str]]:
     ax.set_title("Time per stage")
     save(fig, "stages.png", "Time per stage (thread-ms per batch); the dominant one in red")
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    threads = [p.threads for p in d.sweep]
-    ax.plot(threads, [p.batches_per_s for p in d.sweep], "o-", label="input only (loader)")
-    ax.axhline(
-        d.compute_batches_per_s, color="tab:red", linestyle="--", label="compute only (step)"
-    )
-    ax.set_xlabel("loader threads")
-    ax.set_ylabel("batches / s")
-    ax.set_xticks(threads)
+    if d.sweep:
+        fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+        threads = [p.threads for p in d.sweep]
+        ax.plot(threads, [p.batches_per_s for p in d.sweep], "o-", label="input only (loader)")
+        if d.projected_sweep:
+            ax.plot(
+                [p.threads for p in d.projected_sweep],
+                [p.batches_per_s for p in d.projected_sweep],
+                "o:",
+                color="tab:gray",
+                label="projected for a quiet machine",
+            )
+        ax.axhline(
+            d.compute_batches_per_s, color="tab:red", linestyle="--", label="compute only (step)"
+        )
+        ax.set_xlabel("loader threads")
+        ax.set_ylabel("batches / s")
+        ax.set_xticks(threads)
+        ax.set_ylim(bottom=0)
+        ax.legend()
+        ax.set_title("Thread sweep")
+        save(fig, "sweep.png", "Input-only rate by thread count, and the compute rate")
+
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    steps = np.arange(1, len(d.data_wait) + 1)
+    ax.plot(steps, d.data_wait * 1000, ".-", color="tab:blue", label="data_wait")
+    if len(d.step_seconds) == len(d.data_wait):
+        ax.plot(steps, d.step_seconds * 1000, ".-", color="tab:gray", label="step")
+    ax.set_xlabel("step")
+    ax.set_ylabel("milliseconds")
     ax.set_ylim(bottom=0)
     ax.legend()
-    ax.set_title("Thread sweep")
-    save(fig, "sweep.png", "Input-only rate by thread count, and the compute rate")
-
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    ax.hist(d.data_wait * 1000, bins=40, color="tab:blue")
-    ax.set_xlabel("data_wait per step (ms)")
-    ax.set_ylabel("steps")
     ax.set_title("How long the trainer waited for each batch")
-    save(fig, "data_wait.png", "Histogram of data_wait over steps")
+    save(fig, "data_wait.png", "data_wait and step time per step (the together run)")
     return plots

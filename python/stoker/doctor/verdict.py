@@ -14,6 +14,112 @@ SMALL_WAIT_SHARE = 0.05
 # PLATEAU of the best rate.
 STILL_SCALES = 1.15
 PLATEAU = 0.9
+# The machine counts as saturated (the loader's threads competed for CPUs) when this share of
+# its cores was busy; a sweep point is then projected for a quiet machine.
+SATURATED = 0.9
+# Stage times may exceed the threads' time by this factor (timer granularity, the batches
+# being built when the clock stopped) before they count as not adding up; below the lower
+# bound the threads spent most of their time in no stage.
+STAGES_OVER, STAGES_UNDER = 1.2, 0.5
+
+
+def _projected(d: Diagnosis) -> list[SweepPoint]:
+    """The sweep as a quiet machine would give it, when other processes took CPUs from it:
+    a point whose threads got fewer CPUs than they could use, on a saturated machine, is
+    scaled by threads / CPUs it got (its work per batch does not change with contention).
+    Empty when no point was held back."""
+    projected, held_back = [], False
+    for p in d.sweep:
+        usable = min(p.threads, d.cores)
+        saturated = p.cpus + p.other_cpus >= SATURATED * d.cores
+        if saturated and p.other_cpus >= 0.3 and 0 < p.cpus < 0.85 * usable:
+            held_back = True
+            projected.append(
+                SweepPoint(
+                    p.threads, p.batches_per_s * usable / p.cpus, p.precision, float(usable), 0.0
+                )
+            )
+        else:
+            projected.append(p)
+    return projected if held_back else []
+
+
+def _margin(d: Diagnosis, *names: str) -> float:
+    """How far two rates may differ before it is more than measurement noise."""
+    total = 0.0
+    for name in names:
+        precision = d.precision.get(name, math.inf)
+        total += precision if math.isfinite(precision) else 2 * d.tolerance
+    return max(total, d.tolerance)
+
+
+def _cause(d: Diagnosis, disturbed: str, other: str) -> str:
+    """Why the ``disturbed`` phase measured low: contention when other processes took more
+    CPUs then than during ``other``, else warm-up."""
+    cpus = d.phase_cpus
+    then = cpus.get(disturbed, {}).get("others")
+    later = cpus.get(other, {}).get("others")
+    if then is not None and later is not None and then > later + 0.3:
+        return (
+            f"contention: other processes kept {then:.1f} CPUs busy during the {disturbed} "
+            f"run and {later:.1f} during the {other} run"
+        )
+    if then is not None and then > 0.5:
+        return (
+            f"contention: other processes kept {then:.1f} of {d.cores} CPUs busy during the "
+            f"{disturbed} run"
+        )
+    return (
+        f"warm-up: the {disturbed} run came first, and its batches paid for opening files "
+        f"and filling caches that the {other} run found ready"
+    )
+
+
+def check_consistency(d: Diagnosis) -> None:
+    """Fills ``problems``: rates and times that contradict each other, each with its likely
+    cause. Together cannot beat either rate alone, data_wait plus steps is the wall time, and
+    the stages' thread-time fits in the threads' time."""
+    together = d.achieved_batches_per_s
+    if together > d.input_batches_per_s * (1 + _margin(d, "input", "together")):
+        d.problems.append(
+            f"the together run reached {together:.2f} batches/s, above the input-only "
+            f"run's {d.input_batches_per_s:.2f}: the loader cannot supply faster while a "
+            f"step runs than with none. Likely cause: {_cause(d, 'input', 'together')}. "
+            f"The verdict takes the higher rate as the loader's; run the doctor again on a "
+            f"quiet machine to confirm."
+        )
+    if together > d.compute_batches_per_s * (1 + _margin(d, "compute", "together")):
+        d.problems.append(
+            f"the together run reached {together:.2f} batches/s, above the compute-only "
+            f"run's {d.compute_batches_per_s:.2f}: a step on one held batch should be the "
+            f"fastest. Likely cause: {_cause(d, 'compute', 'together')}."
+        )
+    if len(d.step_seconds) and d.wall_seconds > 0:
+        accounted = float(d.data_wait.sum() + d.step_seconds.sum())
+        if abs(accounted - d.wall_seconds) > 0.05 * d.wall_seconds:
+            d.problems.append(
+                f"data_wait and step times add up to {accounted:.2f} s, but the together run "
+                f"took {d.wall_seconds:.2f} s: time went to neither (the process was "
+                f"descheduled: contention)."
+            )
+    work = sum(v for k, v in d.stage_seconds.items() if k != "h2d")
+    if work > 0 and d.threads and math.isfinite(d.input_batches_per_s):
+        available = d.threads / d.input_batches_per_s  # thread-seconds per batch
+        covered = work / available
+        if covered > STAGES_OVER:
+            d.problems.append(
+                f"the stages add up to {work * 1000:.0f} thread-ms per batch, more than "
+                f"the {d.threads} threads had ({available * 1000:.0f} ms per batch at the "
+                f"input-only rate): the input-only rate is too high for its stage times "
+                f"(warm-up: batches built before the clock started)."
+            )
+        elif covered < STAGES_UNDER:
+            d.problems.append(
+                f"the stages add up to {work * 1000:.0f} thread-ms per batch, {covered:.0%} "
+                f"of the {d.threads} threads' time ({available * 1000:.0f} ms per batch): "
+                f"the threads spent the rest in no stage (waiting for storage, for a lock, "
+                f"or for a CPU: contention)."
+            )
 
 
 def _plateau(sweep: list[SweepPoint]) -> SweepPoint | None:
@@ -25,11 +131,18 @@ def _plateau(sweep: list[SweepPoint]) -> SweepPoint | None:
 
 
 def conclude(d: Diagnosis) -> None:
-    """Fills bound, verdict, headline and advice from the measurements (docs/doctor.md)."""
-    plateau = _plateau(d.sweep)
+    """Fills problems, bound, verdict, headline and advice from the measurements
+    (docs/doctor.md). A sweep held back by other processes is judged as projected for a quiet
+    machine, and a "together" rate above the input-only one stands for the loader's rate."""
+    d.problems = []
+    check_consistency(d)
+    d.projected_sweep = _projected(d)
+    sweep = d.projected_sweep or d.sweep
+    plateau = _plateau(sweep)
     d.plateau_threads = plateau.threads if plateau else None
     b = d.batch_size
-    compute, supply = d.compute_batches_per_s, d.input_batches_per_s
+    compute = d.compute_batches_per_s
+    supply = max(d.input_batches_per_s, d.achieved_batches_per_s)
     small_wait = d.data_wait_share < SMALL_WAIT_SHARE
     stages = d.stage_seconds
     groups = {
@@ -72,23 +185,29 @@ def conclude(d: Diagnosis) -> None:
         f"supplies {supply:.2f} batches/s ({supply * b:.0f} samples/s); the step "
         f"alone runs at {compute:.2f}."
     )
-    current = next((p for p in d.sweep if p.threads == d.threads), None)
+    current = next((p for p in sweep if p.threads == d.threads), None)
     threads_note = "more threads no longer help"
     if plateau is not None:
-        last, before_last = d.sweep[-1], d.sweep[-2] if len(d.sweep) > 1 else None
+        last, before_last = sweep[-1], sweep[-2] if len(sweep) > 1 else None
         still_scales = (
             before_last is not None
             and last.batches_per_s >= STILL_SCALES * before_last.batches_per_s
         )
-        enough = [p for p in d.sweep if p.batches_per_s >= compute]
+        enough = [p for p in sweep if p.batches_per_s >= compute]
         target = min(enough, key=lambda p: p.threads) if enough else plateau
         below_target = d.threads < target.threads and (
             current is None or target.batches_per_s >= STILL_SCALES * current.batches_per_s
         )
         if below_target:
             d.verdict = "add-threads"
+            which = (
+                "the sweep, projected for a quiet machine (other processes took CPUs from "
+                "it), gives"
+                if d.projected_sweep
+                else "the sweep gives"
+            )
             d.advice = [
-                f"Raise threads from {d.threads} to {target.threads}: the sweep gives "
+                f"Raise threads from {d.threads} to {target.threads}: {which} "
                 f"{target.batches_per_s:.2f} batches/s there "
                 f"({'enough for' if target.batches_per_s >= compute else 'still below'} "
                 f"the step's {compute:.2f})."
@@ -135,7 +254,8 @@ def conclude(d: Diagnosis) -> None:
 
 
 def _decode_advice(d: Diagnosis, groups: dict[str, float], share: float, force=False) -> None:
-    """What re-encoding at training size or a shorter GOP, or fewer frames, would gain."""
+    """What re-encoding at training size or a shorter GOP, or fewer frames, would gain. A
+    dataset ``stoker etl`` wrote is not sent through it again with the options it had."""
     work = d.decode_work
     if not work or not work.get("output_pixels"):
         return
@@ -144,21 +264,46 @@ def _decode_advice(d: Diagnosis, groups: dict[str, float], share: float, force=F
     pixels = work["source_pixels"] / work["output_pixels"]
     decode = groups["decode"]
     other = sum(groups.values()) - decode
+    etl = d.materialized
+    size = work["output_size"]
     if pixels > 1.3:
         # Decode cost scales about with the pixels decoded; stoker etl's encodes are also tuned
         # for fast decoding, which bench/etl_bench.py measures as a further gain.
         after = other + decode / pixels
         new_rate = d.threads / after if after > 0 else math.inf
-        size = work["output_size"]
+        source = "the original dataset" if etl is not None else "SRC"
         d.advice.append(
             f"Frames are decoded at {work['source_size']} and used at {size} "
-            f"({pixels:.1f}x the pixels). Re-encoding once with `stoker etl SRC DST --size "
-            f"{size}` should cut decode cost at least {pixels:.1f}x, to an input rate near "
-            f"{min(new_rate, 1e9):.1f} batches/s."
+            f"({pixels:.1f}x the pixels). Re-encoding once with `stoker etl {source} DST "
+            f"--size {size}` should cut decode cost at least {pixels:.1f}x, to an input rate "
+            f"near {min(new_rate, 1e9):.1f} batches/s."
+        )
+    elif etl is not None:
+        d.advice.append(
+            f"The dataset is already at its training size ({size}), written by stoker etl "
+            f"with a keyframe every {etl.get('gop')} frames: re-encoding it at the same "
+            f"settings would not help."
         )
     if work["decoded_per_kept"] > 2:
-        d.advice.append(
-            f"Each kept frame costs {work['decoded_per_kept']:.1f} decoded ones (the "
-            f"GOP structure): a shorter GOP (`stoker etl --gop`) or a window whose "
-            f"frames sit in fewer GOPs would decode fewer."
-        )
+        gop = etl.get("gop") if etl is not None else None
+        if isinstance(gop, int) and gop > 1:
+            shorter = max(1, gop // 2)
+            d.advice.append(
+                f"Each kept frame costs {work['decoded_per_kept']:.1f} decoded ones with "
+                f"this dataset's keyframe every {gop} frames: `stoker etl SRC DST --size "
+                f"{size} --gop {shorter}` would decode fewer (larger files), or a window "
+                f"whose frames sit in fewer GOPs."
+            )
+        elif etl is None:
+            d.advice.append(
+                f"Each kept frame costs {work['decoded_per_kept']:.1f} decoded ones (the "
+                f"GOP structure): stoker etl's encodes have a keyframe every "
+                f"{_default_gop()} frames by default (`--gop` sets it), or a window whose "
+                f"frames sit in fewer GOPs would decode fewer."
+            )
+
+
+def _default_gop() -> int:
+    from stoker import _core
+
+    return int(_core.EncoderOptions().gop)
