@@ -328,9 +328,10 @@ class VideoReader:
 
     def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation) -> None: ...
 
-def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None) -> dict:
+def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '') -> dict:
     """
     Builds the episode index of a dataset from its columns and writes it to `path`.
+    image_cameras: (name, offset, length) per image camera, each row's image in image_file.
     Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.
     """
 
@@ -349,6 +350,18 @@ class EpisodeIndex:
 
     @property
     def cameras(self) -> list[str]: ...
+
+    @property
+    def num_video_cameras(self) -> int:
+        """
+        The video cameras come first in `cameras`; the others are image cameras.
+        """
+
+    @property
+    def image_file(self) -> str: ...
+
+    def image_bytes(self, camera: int, row: int) -> bytes:
+        """A copy of the encoded image of an image camera at one row."""
 
     @property
     def video_files(self) -> list[str]: ...
@@ -574,6 +587,11 @@ def decode_image(data: bytes, min_width: int = 0, min_height: int = 0, keep_16bi
 def decode_images(images: Sequence[bytes], transform: TransformOptions, out: Annotated[NDArray, dict(order='C', device='cpu')], height: int, width: int, seed: int = 0, epoch: int = 0, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)] | None = None, camera: int = 0, threads: int = 1, collect_errors: bool = False) -> list[str]:
     """
     Decodes and transforms each image into its slot of out; see stoker.decode_images.
+    """
+
+def decode_index_images(index: EpisodeIndex, camera: int, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], transform: TransformOptions, out: Annotated[NDArray, dict(order='C', device='cpu')], height: int, width: int, seed: int = 0, epoch: int = 0, id: int = 0) -> None:
+    """
+    Decodes an image camera's images at `rows` of an EpisodeIndex into out, as the Loader does for sample `id`.
     """
 
 class ErrorPolicy(enum.Enum):

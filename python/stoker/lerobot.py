@@ -701,6 +701,7 @@ class LeRobotDataset:
         _, width, height, _, _ = _core.probe_image(self.index.image_bytes(camera, 0))
         return height, width
 
+
 def _window_spec(spec, delta_timestamps, delta_indices, tolerance_s) -> WindowSpec:
     if spec is not None:
         if delta_timestamps is not None or delta_indices is not None or tolerance_s is not None:
