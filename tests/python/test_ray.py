@@ -82,7 +82,8 @@ def test_torch_batches_have_lerobots_keys(lerobot_v30):
     rd = stoker_ray.read_lerobot(lerobot_v30.root, spec, samples_per_task=16)
     batch = next(iter(rd.iter_torch_batches(batch_size=6)))
     top = lerobot_v30.cameras[0]
-    assert batch[top].dtype == torch.uint8 and tuple(batch[top].shape) == (6, 2, 3, 32, 32)
+    # float32 in [0, 1], channels first: the dataset's default, as LeRobot returns images
+    assert batch[top].dtype == torch.float32 and tuple(batch[top].shape) == (6, 2, 3, 32, 32)
     assert tuple(batch["action"].shape) == (6, 3, 6) and batch["action_is_pad"].dtype == torch.bool
     assert {"index", "episode_index", "frame_index", "timestamp", "task_index"} <= set(batch)
 
