@@ -792,9 +792,10 @@ def _depth_arguments(unit: Any, scale: Any) -> tuple[str, float | None]:
         raise ValueError("depth_scale converts depth to metres: give it with depth_unit='m'")
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise ValueError(f"depth_scale must be a number (metres per unit), got {scale!r}")
-    if not (np.isfinite(scale) and scale > 0):
+    value = float(scale)
+    if not (np.isfinite(value) and value > 0):
         raise ValueError(f"depth_scale must be finite and positive, got {scale!r}")
-    return unit, float(scale)
+    return unit, value
 
 
 def _item_dtype(dtype: Any) -> str:
