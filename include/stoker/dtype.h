@@ -9,13 +9,14 @@
 
 namespace stoker {
 
-enum class DType { kUint8, kBool, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64 };
+// New types go at the end: saved indexes store these values.
+enum class DType { kUint8, kBool, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64, kUint16 };
 
-/// Bytes per element: 1, 1, 8, 2, 2, 4, 8.
+/// Bytes per element: 1, 1, 8, 2, 2, 4, 8, 2.
 size_t dtype_size(DType dtype);
 
 /// The name numpy and PyTorch use: "uint8", "bool", "int64", "float16", "bfloat16", "float32",
-/// "float64".
+/// "float64", "uint16".
 const char* dtype_name(DType dtype);
 
 }  // namespace stoker

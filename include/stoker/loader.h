@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "stoker/depth_transform.h"
 #include "stoker/dtype.h"
 #include "stoker/episode_index.h"
 #include "stoker/image_transform.h"
@@ -108,6 +109,10 @@ struct LoaderOptions {
   /// kSkip: the rows replacements are drawn from (a subset's: its episodes' rows). Default:
   /// empty, every row of the index.
   std::vector<int64_t> replacement_rows;
+  /// The video cameras whose frames are depth maps (single-channel 10- to 16-bit video):
+  /// decoded to their stored samples, one channel, uint16 or float32 metres (see
+  /// depth_transform.h), with the transform's geometry. Default: none (every camera is RGB).
+  std::vector<DepthCamera> depth_cameras;
 };
 
 /// One skipped sample.

@@ -6,7 +6,8 @@
 // keyframe before the first one and decodes forward, never seeking again while the next frame
 // is reachable inside the same GOP; frames not asked for are never colour-converted, and those
 // that no later frame references are not decoded at all. Each asked frame is converted to RGB
-// (and resized) straight into the caller's memory.
+// (and resized) straight into the caller's memory, or, for depth maps (PixelFormat::kGray16),
+// copied as its stored 16-bit samples.
 //
 // The frame returned for index i is byte-identical to frame i of a full sequential decode with
 // the same conversion.
@@ -37,6 +38,22 @@ namespace stoker {
 enum class Layout { kNHWC, kNCHW };
 enum class Interpolation { kBilinear, kArea };
 
+/// What one output pixel holds.
+enum class PixelFormat {
+  /// 8-bit R, G, B (3 bytes a pixel), converted from the stream's colour space.
+  kRGB24,
+  /// One uint16 in native byte order (2 bytes a pixel): the stream's first component (gray, or
+  /// the luma of YUV) exactly as stored, not rescaled: a gray12le sample v comes out as v, in
+  /// [0, 4095]. For depth maps (gray10le, gray12le, gray16le; 8-bit gray is widened). Resizing
+  /// takes the nearest source pixel, so no value is invented (the `interpolation` option does
+  /// not apply); `layout` does not either (one channel). Streams of RGB or palette formats, or
+  /// of more than 16 bits a sample, are refused (kUnsupported).
+  kGray16,
+};
+
+/// Bytes of one output pixel in `format`.
+constexpr size_t pixel_bytes(PixelFormat format) { return format == PixelFormat::kGray16 ? 2 : 3; }
+
 /// How decoded frames are written to the caller's buffer.
 struct OutputOptions {
   /// Output height and width. Default 0 x 0: the video's own size. Both or neither must be set.
@@ -44,8 +61,10 @@ struct OutputOptions {
   int width = 0;
   /// kNHWC: [N, H, W, 3] interleaved RGB. kNCHW: [N, 3, H, W] planar RGB. Default: kNHWC.
   Layout layout = Layout::kNHWC;
-  /// Resampling when resizing. Default: bilinear.
+  /// Resampling when resizing (kRGB24). Default: bilinear.
   Interpolation interpolation = Interpolation::kBilinear;
+  /// Default: kRGB24.
+  PixelFormat pixel_format = PixelFormat::kRGB24;
 };
 
 /// A region of a source frame, in pixels. Empty (width or height 0): the whole frame.

@@ -22,6 +22,7 @@ inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
   const size_t bytes = dtype_size(dtype);
   switch (dtype) {
     case DType::kUint8:
+    case DType::kUint16:
       return make(dtype_code::UInt, bytes);
     case DType::kBool:
       return make(dtype_code::Bool, bytes);
@@ -40,7 +41,7 @@ inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
 /// The DType of a DLPack element type, when stoker has one.
 inline std::optional<DType> dtype_of(const nanobind::dlpack::dtype& dlpack) {
   for (DType dtype : {DType::kUint8, DType::kBool, DType::kInt64, DType::kFloat16, DType::kBFloat16,
-                      DType::kFloat32, DType::kFloat64}) {
+                      DType::kFloat32, DType::kFloat64, DType::kUint16}) {
     if (dlpack_dtype(dtype) == dlpack) return dtype;
   }
   return std::nullopt;

@@ -22,7 +22,8 @@ void register_core(nb::module_& m) {
       .value("float16", DType::kFloat16)
       .value("bfloat16", DType::kBFloat16)
       .value("float32", DType::kFloat32)
-      .value("float64", DType::kFloat64);
+      .value("float64", DType::kFloat64)
+      .value("uint16", DType::kUint16);
 
   m.def("usable_cores", &usable_cores,
         "The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets, job "

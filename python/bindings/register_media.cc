@@ -71,6 +71,10 @@ void register_media(nb::module_& m) {
   nb::enum_<Layout>(m, "Layout")
       .value("NHWC", Layout::kNHWC, "[N, H, W, 3] interleaved RGB")
       .value("NCHW", Layout::kNCHW, "[N, 3, H, W] planar RGB");
+  nb::enum_<PixelFormat>(m, "PixelFormat")
+      .value("rgb24", PixelFormat::kRGB24, "8-bit RGB, 3 bytes a pixel")
+      .value("gray16", PixelFormat::kGray16,
+             "one native-endian uint16 a pixel: the stored samples (depth maps)");
   nb::enum_<Interpolation>(m, "Interpolation")
       .value("bilinear", Interpolation::kBilinear)
       .value("area", Interpolation::kArea);
@@ -172,7 +176,7 @@ void register_media(nb::module_& m) {
       .def(
           "get_frames",
           [](const VideoReader& r, Indices indices, Frames out, int height, int width,
-             Layout layout, Interpolation interpolation) {
+             Layout layout, Interpolation interpolation, PixelFormat pixel_format) {
             Status status;
             {
               nb::gil_scoped_release release;
@@ -180,17 +184,20 @@ void register_media(nb::module_& m) {
                                     OutputOptions{.height = height,
                                                   .width = width,
                                                   .layout = layout,
-                                                  .interpolation = interpolation},
+                                                  .interpolation = interpolation,
+                                                  .pixel_format = pixel_format},
                                     std::span(out.data(), out.size()));
             }
             raise_if_error(status, Area::kVideo);
           },
           nb::arg("indices"), nb::arg("out"), nb::arg("height"), nb::arg("width"),
-          nb::arg("layout"), nb::arg("interpolation"))
+          nb::arg("layout"), nb::arg("interpolation"),
+          nb::arg("pixel_format") = PixelFormat::kRGB24)
       .def(
           "get_frames_at",
           [](const VideoReader& r, Seconds seconds, std::optional<double> tolerance, Frames out,
-             int height, int width, Layout layout, Interpolation interpolation) {
+             int height, int width, Layout layout, Interpolation interpolation,
+             PixelFormat pixel_format) {
             Status status;
             {
               nb::gil_scoped_release release;
@@ -198,13 +205,15 @@ void register_media(nb::module_& m) {
                                        OutputOptions{.height = height,
                                                      .width = width,
                                                      .layout = layout,
-                                                     .interpolation = interpolation},
+                                                     .interpolation = interpolation,
+                                                     .pixel_format = pixel_format},
                                        std::span(out.data(), out.size()));
             }
             raise_if_error(status, Area::kVideo);
           },
           nb::arg("seconds"), nb::arg("tolerance").none(), nb::arg("out"), nb::arg("height"),
-          nb::arg("width"), nb::arg("layout"), nb::arg("interpolation"));
+          nb::arg("width"), nb::arg("layout"), nb::arg("interpolation"),
+          nb::arg("pixel_format") = PixelFormat::kRGB24);
 }
 
 }  // namespace stoker::python

@@ -131,6 +131,7 @@ void register_pipeline(nb::module_& m) {
       .def_rw("max_replacements", &LoaderOptions::max_replacements)
       .def_rw("pinned_memory", &LoaderOptions::pinned_memory)
       .def_rw("replacement_rows", &LoaderOptions::replacement_rows)
+      .def_rw("depth_cameras", &LoaderOptions::depth_cameras)
       .doc() = "How a Loader batches (see stoker/loader.h); the defaults are C++'s.";
 
   nb::class_<Loader>(m, "Loader")

@@ -3,7 +3,9 @@
 // stoker.Transforms reads them from here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/string.h>
 
+#include "stoker/depth_transform.h"
 #include "stoker/image_transform.h"
 
 namespace nb = nanobind;
@@ -35,6 +37,21 @@ void register_transform(nb::module_& m) {
       .def_rw("layout", &TransformOptions::layout)
       .def_rw("interpolation", &TransformOptions::interpolation)
       .doc() = "Resize, crop, flip, normalization, dtype and layout of a camera's frames.";
+
+  nb::class_<DepthCamera>(m, "DepthCamera")
+      .def(nb::init<>())
+      .def(
+          "__init__",
+          [](DepthCamera* self, std::string camera, bool metric, double scale, double offset) {
+            new (self) DepthCamera{std::move(camera), metric, scale, offset};
+          },
+          nb::arg("camera"), nb::arg("metric") = false, nb::arg("scale") = 1.0,
+          nb::arg("offset") = 0.0)
+      .def_rw("camera", &DepthCamera::camera)
+      .def_rw("metric", &DepthCamera::metric, "False: uint16 samples; True: float32 metres")
+      .def_rw("scale", &DepthCamera::scale, "metres per stored unit (metric)")
+      .def_rw("offset", &DepthCamera::offset, "metres added (metric)")
+      .doc() = "A depth camera of a Loader: one channel, uint16 as stored or float32 metres.";
 }
 
 }  // namespace stoker::python

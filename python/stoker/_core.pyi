@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 import enum
-from typing import Annotated
+from typing import Annotated, overload
 
 import numpy
 from numpy.typing import NDArray
@@ -57,6 +57,8 @@ class DType(enum.Enum):
     float32 = 5
 
     float64 = 6
+
+    uint16 = 7
 
 def usable_cores() -> int:
     """
@@ -213,6 +215,13 @@ class Layout(enum.Enum):
     NCHW = 1
     """[N, 3, H, W] planar RGB"""
 
+class PixelFormat(enum.Enum):
+    rgb24 = 0
+    """8-bit RGB, 3 bytes a pixel"""
+
+    gray16 = 1
+    """one native-endian uint16 a pixel: the stored samples (depth maps)"""
+
 class Interpolation(enum.Enum):
     bilinear = 0
 
@@ -324,9 +333,9 @@ class VideoReader:
 
     def frame_at(self, arg0: float, arg1: float | None, /) -> int: ...
 
-    def get_frames(self, indices: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation) -> None: ...
+    def get_frames(self, indices: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation, pixel_format: PixelFormat = PixelFormat.rgb24) -> None: ...
 
-    def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation) -> None: ...
+    def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation, pixel_format: PixelFormat = PixelFormat.rgb24) -> None: ...
 
 def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '') -> dict:
     """
@@ -574,6 +583,44 @@ class TransformOptions:
     @interpolation.setter
     def interpolation(self, arg: Interpolation, /) -> None: ...
 
+class DepthCamera:
+    """
+    A depth camera of a Loader: one channel, uint16 as stored or float32 metres.
+    """
+
+    @overload
+    def __init__(self) -> None: ...
+
+    @overload
+    def __init__(self, camera: str, metric: bool = False, scale: float = 1.0, offset: float = 0.0) -> None: ...
+
+    @property
+    def camera(self) -> str: ...
+
+    @camera.setter
+    def camera(self, arg: str, /) -> None: ...
+
+    @property
+    def metric(self) -> bool:
+        """False: uint16 samples; True: float32 metres"""
+
+    @metric.setter
+    def metric(self, arg: bool, /) -> None: ...
+
+    @property
+    def scale(self) -> float:
+        """metres per stored unit (metric)"""
+
+    @scale.setter
+    def scale(self, arg: float, /) -> None: ...
+
+    @property
+    def offset(self) -> float:
+        """metres added (metric)"""
+
+    @offset.setter
+    def offset(self, arg: float, /) -> None: ...
+
 def probe_image(data: bytes) -> tuple[str, int, int, int, int]:
     """
     (format, width, height, channels, bit_depth) from a JPEG or PNG header, without decoding.
@@ -658,6 +705,12 @@ class LoaderOptions:
 
     @replacement_rows.setter
     def replacement_rows(self, arg: Sequence[int], /) -> None: ...
+
+    @property
+    def depth_cameras(self) -> list[DepthCamera]: ...
+
+    @depth_cameras.setter
+    def depth_cameras(self, arg: Sequence[DepthCamera], /) -> None: ...
 
 class Loader:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:

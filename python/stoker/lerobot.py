@@ -27,7 +27,7 @@ from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import checked_path
 from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
 from stoker.dataset_meta import DatasetMeta, looks_like_repo_id, resolve_repo_id
-from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
+from stoker.lerobot_meta import LeRobotMetadata, depth_cameras, read_lerobot_metadata
 from stoker.storage import S3Options, is_url, open_dataset_root
 from stoker.transforms import Transforms, dtype_name
 from stoker.video import VideoReader
@@ -44,6 +44,7 @@ _LEROBOT_ONLY = (
 _ITEM_DTYPES = ("uint8", "float16", "float32")
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
+_DEPTH_UNITS = ("raw", "m")
 
 Offsets = Union[Sequence[float], tuple[str, Sequence[float]]]
 
@@ -245,7 +246,17 @@ class LeRobotDataset:
             decoding, as LeRobot applies its ``image_transforms``: the slow path, its time is
             ``python_transform_s`` in :meth:`stoker.Loader.stats`.
         image_dtype: the dtype of frames: ``"float32"`` in [0, 1] (default, as LeRobot),
-            ``"uint8"`` (the fast path: normalize on the GPU) or ``"float16"``.
+            ``"uint8"`` (the fast path: normalize on the GPU) or ``"float16"``. Depth cameras
+            (features whose info says ``"video.is_depth_map": true``) are not images of this
+            dtype: see ``depth_unit``.
+        depth_unit: how depth cameras come out, one channel ([T, 1, H, W], or [T, H, W, 1]):
+            ``"raw"`` (default) the samples exactly as stored, uint16 (a gray12le sample v is
+            v); ``"m"`` float32 metres, ``sample * scale + offset`` with ``scale`` and
+            ``offset`` from the feature's ``info`` (``video.depth_scale``, metres per unit,
+            and ``video.depth_offset``, default 0) or ``depth_scale``. Their resize takes the
+            nearest pixel (no value is invented); crops and flips are the colour cameras'.
+        depth_scale: metres per stored unit for every depth camera (e.g. ``0.001`` for
+            millimetres), in place of ``video.depth_scale``; with ``depth_unit="m"`` only.
         revision, force_cache_sync, download_videos, video_backend, batch_encoding_size:
             LeRobot's, accepted without effect (they concern downloading and LeRobot's
             decoders).
@@ -282,6 +293,8 @@ class LeRobotDataset:
         delta_indices: Mapping[str, Offsets] | None = None,
         tolerance_s: float | None = None,
         image_dtype: Any = "float32",
+        depth_unit: str = "raw",
+        depth_scale: float | None = None,
         storage_options: Mapping[str, Any] | S3Options | None = None,
         cache_dir: str | None = None,
         rebuild: bool = False,
@@ -302,6 +315,7 @@ class LeRobotDataset:
             root = spec_or_root
         spec = _window_spec(spec, delta_timestamps, delta_indices, tolerance_s)
         self._image_dtype = _item_dtype(image_dtype)
+        self._depth_unit, self._depth_scale = _depth_arguments(depth_unit, depth_scale)
         self.transforms, self.image_transforms = _image_transforms(image_transforms)
         location, self.repo_id = _locate(repo_id, root)
         self._episodes_arg = None if episodes is None else _episode_list(episodes)
@@ -339,6 +353,8 @@ class LeRobotDataset:
             "repo_id": self.repo_id,
             "episodes": self._episodes_arg,
             "image_dtype": self._image_dtype,
+            "depth_unit": self._depth_unit,
+            "depth_scale": self._depth_scale,
             "transforms": self.transforms,
             "image_transforms": self.image_transforms,
         }
@@ -351,6 +367,8 @@ class LeRobotDataset:
         self.repo_id = state.get("repo_id")
         self._episodes_arg = state.get("episodes")
         self._image_dtype = state.get("image_dtype", "float32")
+        self._depth_unit = state.get("depth_unit", "raw")
+        self._depth_scale = state.get("depth_scale")
         self.transforms = state.get("transforms")
         self.image_transforms = state.get("image_transforms")
         self._storage_options = state.get("storage_options")
@@ -374,6 +392,7 @@ class LeRobotDataset:
         self.meta = DatasetMeta(metadata, self.repo_id)
         self.index = index
         self.spec = spec
+        self._depth = self._depth_outputs()
         self._item_keys = self._resolve_keys()
         self._planner = _core.WindowPlanner(
             self.index.native, [key.native for key in self._item_keys]
@@ -426,6 +445,37 @@ class LeRobotDataset:
     @property
     def image_dtype(self) -> str:
         return self._image_dtype
+
+    @property
+    def depth_cameras(self) -> dict[str, str]:
+        """The depth cameras (``video.is_depth_map``) and the dtype items hold them in:
+        ``"uint16"`` (``depth_unit="raw"``) or ``"float32"`` (metres)."""
+        return {name: "float32" if d.metric else "uint16" for name, d in self._depth.items()}
+
+    def native_depth_cameras(self) -> list[_core.DepthCamera]:
+        """The depth cameras as the native Loader takes them (``LoaderOptions.depth_cameras``)."""
+        return list(self._depth.values())
+
+    def _depth_outputs(self) -> dict[str, _core.DepthCamera]:
+        found = depth_cameras(self.metadata)
+        metric = self._depth_unit == "m"
+        if self._depth_scale is not None and not found:
+            raise InvalidArgumentError(
+                f"depth_scale was given, but the dataset {self.root} has no depth camera (no "
+                "video feature whose info says video.is_depth_map: true)"
+            )
+        outputs = {}
+        for name, info in found.items():
+            scale = self._depth_scale if self._depth_scale is not None else info.scale
+            if metric and scale is None:
+                raise DatasetError(
+                    f"depth_unit='m': depth camera {name!r} of {self.root} has no "
+                    "video.depth_scale in its info (metres per stored unit); give depth_scale="
+                )
+            outputs[name] = _core.DepthCamera(
+                name, metric, 1.0 if scale is None else scale, info.offset if metric else 0.0
+            )
+        return outputs
 
     @property
     def num_episodes(self) -> int:
@@ -500,7 +550,7 @@ class LeRobotDataset:
             )
         plan = self._planner.plan(row)
         item: dict[str, Any] = {}
-        frames = [self._images(self._decode(read)) for read in plan["reads"]]
+        frames = [self._frames(read) for read in plan["reads"]]
         rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
         for k, key in enumerate(self._item_keys):
             key_rows = rows[begin[k] : begin[k + 1]]
@@ -600,6 +650,18 @@ class LeRobotDataset:
         cameras = set(self.cameras)
         return [key for key in self._item_keys if key.source in cameras]
 
+    def _frames(self, read) -> np.ndarray:
+        """One read's frames as items hold them: images in the items' dtype, depth maps as
+        their samples or metres."""
+        depth = self._depth.get(self.cameras[int(read["camera"])])
+        if depth is None:
+            return self._images(self._decode(read))
+        samples = self._decode(read, "gray16")
+        if not depth.metric:
+            return samples
+        # As the Loader computes them: in double, rounded once to float32.
+        return (samples * depth.scale + depth.offset).astype(np.float32)
+
     def _images(self, frames: np.ndarray) -> np.ndarray:
         """Decoded uint8 frames as items hold them: the dtype, and the dataset Transforms'
         normalization (its resize and layout were applied while decoding)."""
@@ -656,7 +718,7 @@ class LeRobotDataset:
                 keys.append(ItemKey(source, source, False, no_offsets))
         return tuple(keys)
 
-    def _decode(self, read) -> np.ndarray:
+    def _decode(self, read, pixel_format: str = "rgb24") -> np.ndarray:
         video = int(read["video_file"])
         if video < 0:
             return self._decode_images(int(read["camera"]), read["frames"])
@@ -668,7 +730,10 @@ class LeRobotDataset:
                 )
                 self._readers[video] = reader
             return reader.get_frames(
-                read["frames"], size=self._size(), layout=_LAYOUTS[self._layout()]
+                read["frames"],
+                size=self._size(),
+                layout=_LAYOUTS[self._layout()],
+                pixel_format=pixel_format,
             )
         except (_core.DecodeError, _core.InvalidArgumentError) as error:
             # The frames and the frame table come from the index: a video that cannot give them
@@ -716,6 +781,21 @@ def _window_spec(spec, delta_timestamps, delta_indices, tolerance_s) -> WindowSp
         delta_indices=delta_indices,
         tolerance_s=1e-4 if tolerance_s is None else tolerance_s,
     )
+
+
+def _depth_arguments(unit: Any, scale: Any) -> tuple[str, float | None]:
+    if unit not in _DEPTH_UNITS:
+        raise ValueError(f"depth_unit must be one of {_DEPTH_UNITS}, got {unit!r}")
+    if scale is None:
+        return unit, None
+    if unit != "m":
+        raise ValueError("depth_scale converts depth to metres: give it with depth_unit='m'")
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise ValueError(f"depth_scale must be a number (metres per unit), got {scale!r}")
+    value = float(scale)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"depth_scale must be finite and positive, got {scale!r}")
+    return unit, value
 
 
 def _item_dtype(dtype: Any) -> str:

@@ -37,8 +37,10 @@ from stoker.storage import LocalRoot, Root, RootLike, S3Options, open_dataset_ro
 __all__ = [
     "CameraVideos",
     "DatasetError",
+    "DepthInfo",
     "Feature",
     "LeRobotMetadata",
+    "depth_cameras",
     "image_cameras",
     "read_columns",
     "read_image_column",
@@ -193,6 +195,63 @@ def image_cameras(meta: LeRobotMetadata) -> tuple[str, ...]:
     """The image features (``"dtype": "image"``: PNG or JPEG bytes stored in the data files), in
     info.json order. Unlike :attr:`LeRobotMetadata.cameras`, they have no video files."""
     return tuple(name for name, feature in meta.features.items() if feature.dtype == "image")
+
+
+@dataclass(frozen=True)
+class DepthInfo:
+    """What a depth camera's feature info says about its samples.
+
+    ``scale``: metres per stored unit (``video.depth_scale``), None when info.json does not
+    give it; ``offset``: metres added (``video.depth_offset``, default 0). LeRobot 0.4.4 writes
+    ``video.is_depth_map`` (and ``video.pix_fmt``, ``video.channels``) but no quantisation
+    fields: these two names are stoker's own.
+    """
+
+    scale: float | None
+    offset: float
+
+
+def depth_cameras(meta: LeRobotMetadata) -> dict[str, DepthInfo]:
+    """The video features whose ``info`` has ``"video.is_depth_map": true``, in info.json
+    order: single-channel high-bit-depth video (gray10le / gray12le / gray16le) that stoker
+    decodes to its stored uint16 samples. Raises :class:`stoker.DatasetError` naming the
+    feature when those fields are not what they should be (a boolean; finite numbers, the scale
+    positive)."""
+    features = meta.info.get("features", {})
+    found: dict[str, DepthInfo] = {}
+    for camera in meta.cameras:
+        info = features.get(camera, {}).get("info") or {}
+        if not isinstance(info, Mapping):
+            continue
+        flag = info.get("video.is_depth_map", False)
+        if not isinstance(flag, bool):
+            raise DatasetError(
+                f"{meta.root}: feature {camera!r} has video.is_depth_map {flag!r}; "
+                "info.json should say true or false"
+            )
+        if not flag:
+            continue
+        scale = _depth_number(meta, camera, info, "video.depth_scale")
+        if scale is not None and scale <= 0:
+            raise DatasetError(
+                f"{meta.root}: feature {camera!r} has video.depth_scale {scale}; metres per "
+                "stored unit must be positive"
+            )
+        offset = _depth_number(meta, camera, info, "video.depth_offset")
+        found[camera] = DepthInfo(scale=scale, offset=0.0 if offset is None else offset)
+    return found
+
+
+def _depth_number(meta: LeRobotMetadata, camera: str, info: Mapping, name: str) -> float | None:
+    value = info.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise DatasetError(
+            f"{meta.root}: feature {camera!r} has {name} {value!r}; info.json should give a "
+            "finite number"
+        )
+    return float(value)
 
 
 def read_image_column(meta: LeRobotMetadata, f: int, name: str) -> tuple[np.ndarray, list]:

@@ -222,7 +222,10 @@ class Loader:
             when they are one, else the spec's size and layout, in the dataset's
             ``image_dtype`` (float32 in [0, 1] unless it says otherwise, as LeRobot). A dataset
             whose ``image_transforms`` is a Python callable has it applied to each sample's
-            frames after the batch is built (the slow path, timed in :meth:`stats`).
+            frames after the batch is built (the slow path, timed in :meth:`stats`). The
+            dataset's depth cameras take the transforms' geometry (resize, crops and flips, the
+            same draws) but keep their own dtype: uint16 samples, or float32 metres, one
+            channel (see ``depth_unit`` of :class:`stoker.LeRobotDataset`).
         device: ``None`` or ``"cpu"`` keeps batches on the host; ``"cuda"`` (or ``"cuda:N"``)
             builds them in pinned memory and copies them on a side stream, the copy of batch
             n + 1 overlapping the step on batch n.
@@ -356,6 +359,9 @@ class Loader:
         options.on_error = _ERROR_POLICIES[on_error]
         options.max_replacements = int(max_replacements)
         options.pinned_memory = self.device is not None
+        native_depth = getattr(dataset, "native_depth_cameras", None)
+        if native_depth is not None:
+            options.depth_cameras = native_depth()
         self._check_epoch_has_a_batch()
         # A dataset of some episodes: the sampler draws its samples, the native loader reads
         # their rows (and replaces a skipped sample by one of them).

@@ -21,6 +21,7 @@ from stoker.storage import (
 
 _LAYOUTS = {"NHWC": _core.Layout.NHWC, "NCHW": _core.Layout.NCHW}
 _INTERPOLATIONS = {"bilinear": _core.Interpolation.bilinear, "area": _core.Interpolation.area}
+_PIXEL_FORMATS = {"rgb24": _core.PixelFormat.rgb24, "gray16": _core.PixelFormat.gray16}
 
 
 class VideoReader:
@@ -160,13 +161,20 @@ class VideoReader:
         layout: str = "NHWC",
         interpolation: str = "bilinear",
         out: np.ndarray | None = None,
+        pixel_format: str = "rgb24",
     ) -> np.ndarray:
         """Frames ``indices`` (any order, repeats allowed) as uint8 RGB.
 
         Returns an array of shape [N, H, W, 3] (``layout="NHWC"``) or [N, 3, H, W]
         (``layout="NCHW"``), in the requested order. Each distinct frame is decoded once.
         ``size=(h, w)`` resizes (``interpolation``: ``"bilinear"`` or ``"area"``) while
-        converting. ``out=`` is a C-contiguous uint8 array of that shape to write into.
+        converting. ``out=`` is a C-contiguous array of that shape to write into.
+
+        ``pixel_format="gray16"`` (depth maps: gray10le / gray12le / gray16le video) returns
+        uint16 [N, 1, H, W] (or [N, H, W, 1]) instead: the samples exactly as stored, not
+        rescaled (a gray12le sample v comes back as v); ``size`` then resizes by nearest
+        neighbour whatever ``interpolation`` says, so no value is invented. A stream of RGB
+        pixels raises :class:`stoker.DecodeError`.
 
         Raises :class:`stoker.DecodeError` naming the file and frame when the video cannot
         produce a frame, and :class:`stoker.InvalidArgumentError` (a ``ValueError``) for an
@@ -177,11 +185,9 @@ class VideoReader:
             raise TypeError(f"indices must be integers, got dtype {index_array.dtype}")
         index_array = np.ascontiguousarray(index_array, dtype=np.int64)
         height, width = self._output_size(size)
-        options = self._conversion(layout, interpolation)
-        out = self._output(len(index_array), height, width, layout == "NCHW", out)
-        self._reader.get_frames(
-            index_array, out.reshape(-1) if out.size else out, height, width, *options
-        )
+        options = self._conversion(layout, interpolation, pixel_format)
+        out = self._output(len(index_array), height, width, layout == "NCHW", pixel_format, out)
+        self._reader.get_frames(index_array, _bytes_of(out), height, width, *options)
         return out
 
     def get_frames_at(
@@ -193,6 +199,7 @@ class VideoReader:
         layout: str = "NHWC",
         interpolation: str = "bilinear",
         out: np.ndarray | None = None,
+        pixel_format: str = "rgb24",
     ) -> np.ndarray:
         """The frame shown at each time in ``seconds`` (nearest pts), like :meth:`get_frames`.
 
@@ -203,12 +210,12 @@ class VideoReader:
         if tolerance is not None and not tolerance >= 0:
             raise ValueError(f"tolerance must be non-negative, got {tolerance!r}")
         height, width = self._output_size(size)
-        options = self._conversion(layout, interpolation)
-        out = self._output(len(time_array), height, width, layout == "NCHW", out)
+        options = self._conversion(layout, interpolation, pixel_format)
+        out = self._output(len(time_array), height, width, layout == "NCHW", pixel_format, out)
         self._reader.get_frames_at(
             time_array,
             None if tolerance is None else float(tolerance),
-            out.reshape(-1) if out.size else out,
+            _bytes_of(out),
             height,
             width,
             *options,
@@ -234,14 +241,18 @@ class VideoReader:
         )
 
     @staticmethod
-    def _conversion(layout, interpolation):
+    def _conversion(layout, interpolation, pixel_format):
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if interpolation not in _INTERPOLATIONS:
             raise ValueError(
                 f"interpolation must be one of {tuple(_INTERPOLATIONS)}, got {interpolation!r}"
             )
-        return _LAYOUTS[layout], _INTERPOLATIONS[interpolation]
+        if pixel_format not in _PIXEL_FORMATS:
+            raise ValueError(
+                f"pixel_format must be one of {tuple(_PIXEL_FORMATS)}, got {pixel_format!r}"
+            )
+        return _LAYOUTS[layout], _INTERPOLATIONS[interpolation], _PIXEL_FORMATS[pixel_format]
 
     def _output_size(self, size):
         if size is None:
@@ -255,12 +266,13 @@ class VideoReader:
         return height, width
 
     @staticmethod
-    def _output(n, height, width, channels_first, out):
-        shape = (n, 3, height, width) if channels_first else (n, height, width, 3)
+    def _output(n, height, width, channels_first, pixel_format, out):
+        channels, dtype = (1, np.uint16) if pixel_format == "gray16" else (3, np.uint8)
+        shape = (n, channels, height, width) if channels_first else (n, height, width, channels)
         if out is None:
-            return np.empty(shape, dtype=np.uint8)
-        if not isinstance(out, np.ndarray) or out.dtype != np.uint8:
-            raise TypeError("out must be a numpy uint8 array")
+            return np.empty(shape, dtype=dtype)
+        if not isinstance(out, np.ndarray) or out.dtype != dtype:
+            raise TypeError(f"out must be a numpy {np.dtype(dtype).name} array")
         if out.shape != shape:
             raise ValueError(f"out has shape {out.shape}, expected {shape}")
         if not out.flags.c_contiguous or not out.flags.writeable:
@@ -271,6 +283,11 @@ class VideoReader:
 def _reopen(source, arguments) -> VideoReader:
     """A pickled :class:`VideoReader` opened again."""
     return VideoReader(source, **arguments)
+
+
+def _bytes_of(out: np.ndarray) -> np.ndarray:
+    """``out``'s memory as the flat uint8 array the native reader writes into."""
+    return out.reshape(-1).view(np.uint8) if out.size else out.view(np.uint8)
 
 
 def _as_index_array(values, name: str) -> np.ndarray:

@@ -9,6 +9,7 @@ size_t dtype_size(DType dtype) {
       return 1;
     case DType::kFloat16:
     case DType::kBFloat16:
+    case DType::kUint16:
       return 2;
     case DType::kFloat32:
       return 4;
@@ -35,6 +36,8 @@ const char* dtype_name(DType dtype) {
       return "float32";
     case DType::kFloat64:
       return "float64";
+    case DType::kUint16:
+      return "uint16";
   }
   return "uint8";
 }

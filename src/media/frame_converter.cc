@@ -1,5 +1,8 @@
 #include "media/frame_converter.h"
 
+#include <bit>
+#include <cstring>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -174,6 +177,9 @@ void interleave(const uint8_t* r, const uint8_t* g, const uint8_t* b, size_t pix
 
 Status FrameConverter::convert(const AVFrame& frame, const OutputOptions& options, int out_height,
                                int out_width, uint8_t* out, const CropRect& crop) {
+  if (options.pixel_format == PixelFormat::kGray16) {
+    return convert_gray16(frame, out_height, out_width, reinterpret_cast<uint16_t*>(out), crop);
+  }
   STOKER_ASSIGN_OR_RETURN(const SourceRegion source, source_region(frame, crop));
   const bool planar_out = options.layout == Layout::kNCHW;
   const bool resizing = out_width != source.width || out_height != source.height;
@@ -238,6 +244,69 @@ Status FrameConverter::convert(const AVFrame& frame, const OutputOptions& option
       deinterleave(staging_.data(), plane, out, out + plane, out + 2 * plane);
     } else {
       interleave(staging_.data(), staging_.data() + plane, staging_.data() + 2 * plane, plane, out);
+    }
+  }
+  return Status();
+}
+
+Status FrameConverter::convert_gray16(const AVFrame& frame, int out_height, int out_width,
+                                      uint16_t* out, const CropRect& crop) {
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame.format));
+  constexpr uint64_t kRefused = AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL |
+                                AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL |
+                                AV_PIX_FMT_FLAG_FLOAT | AV_PIX_FMT_FLAG_BAYER;
+  if (desc == nullptr || (desc->flags & kRefused) != 0 || desc->nb_components < 1 ||
+      desc->comp[0].depth > 16) {
+    return Status(StatusCode::kUnsupported,
+                  "cannot read 16-bit samples (a depth map) from frames of pixel format " +
+                      pixel_format_name(frame.format) +
+                      ": a single-channel (gray) or YUV stream of at most 16 bits is needed");
+  }
+  int x0 = 0, y0 = 0, w = frame.width, h = frame.height;
+  if (!crop.empty()) {
+    if (crop.x < 0 || crop.y < 0 || static_cast<int64_t>(crop.x) + crop.width > frame.width ||
+        static_cast<int64_t>(crop.y) + crop.height > frame.height) {
+      return Status(StatusCode::kInvalidArgument,
+                    "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
+                        " at (" + std::to_string(crop.x) + ", " + std::to_string(crop.y) +
+                        ") leaves the decoded " + std::to_string(frame.width) + "x" +
+                        std::to_string(frame.height) + " frame");
+    }
+    x0 = crop.x;
+    y0 = crop.y;
+    w = crop.width;
+    h = crop.height;
+  }
+  columns_.resize(out_width);
+  for (int x = 0; x < out_width; ++x) {
+    columns_[x] = x0 + static_cast<int>((2 * int64_t{x} + 1) * w / (2 * int64_t{out_width}));
+  }
+  const AVComponentDescriptor& luma = desc->comp[0];
+  const bool big_endian = (desc->flags & AV_PIX_FMT_FLAG_BE) != 0;
+  const bool direct = luma.shift == 0 && luma.offset == 0 &&
+                      ((luma.step == 1 && luma.depth <= 8) ||
+                       (luma.step == 2 && luma.depth > 8 &&
+                        big_endian == (std::endian::native == std::endian::big)));
+  const uint8_t* plane = frame.data[luma.plane];
+  const int stride = frame.linesize[luma.plane];
+  if (!direct) row_.resize(frame.width);
+  for (int y = 0; y < out_height; ++y) {
+    const int source_y =
+        y0 + static_cast<int>((2 * int64_t{y} + 1) * h / (2 * int64_t{out_height}));
+    const uint8_t* row = plane + static_cast<ptrdiff_t>(source_y) * stride;
+    uint16_t* out_row = out + static_cast<size_t>(y) * out_width;
+    if (!direct) {
+      // Component 0 of the row's columns x0 .. x0 + w, as plain words.
+      const uint8_t* data[4] = {frame.data[0], frame.data[1], frame.data[2], frame.data[3]};
+      av_read_image_line2(row_.data() + x0, data, frame.linesize, desc, x0, source_y, 0, w, 0, 2);
+      for (int x = 0; x < out_width; ++x) out_row[x] = row_[columns_[x]];
+    } else if (luma.step == 1) {
+      for (int x = 0; x < out_width; ++x) out_row[x] = row[columns_[x]];
+    } else if (out_width == w) {  // columns_ is x0, x0 + 1, ...: the row as it is
+      std::memcpy(out_row, row + 2 * static_cast<size_t>(x0), 2 * static_cast<size_t>(w));
+    } else {
+      const auto* words = reinterpret_cast<const uint16_t*>(row);
+      for (int x = 0; x < out_width; ++x) out_row[x] = words[columns_[x]];
     }
   }
   return Status();

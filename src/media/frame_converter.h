@@ -23,6 +23,9 @@ class FrameConverter {
   /// at `out`. The crop's origin is rounded down to the chroma grid (so that the chroma planes
   /// can be offset without resampling), keeping its size; swscale then reads the region in
   /// place, without a copy. REQUIRES: the crop lies inside the frame (checked: an error if not).
+  /// For options.pixel_format == kGray16 it writes out_height * out_width native-endian uint16
+  /// instead: the frame's first component as stored (see PixelFormat), the region taken
+  /// exactly (no rounding: one plane), resized by nearest neighbour (see convert_gray16()).
   Status convert(const AVFrame& frame, const OutputOptions& options, int out_height, int out_width,
                  uint8_t* out, const CropRect& crop = {});
 
@@ -34,6 +37,13 @@ class FrameConverter {
                      const CropRect& crop = {});
 
  private:
+  // Output pixel (x, y) is source pixel (crop.x + x * w / out_width, ...) in the centre-aligned
+  // sense: the source pixel whose span holds the output pixel's centre, floor((2x + 1) * w /
+  // (2 * out_width)). Samples are read directly when they are native-endian 8- or 16-bit words,
+  // else row by row through av_read_image_line2 (big-endian, packed or shifted components).
+  Status convert_gray16(const AVFrame& frame, int out_height, int out_width, uint16_t* out,
+                        const CropRect& crop);
+
   struct Key {
     int src_width = 0, src_height = 0, src_format = -1, color_space = 0, color_range = 0;
     int dst_width = 0, dst_height = 0, dst_format = -1, flags = 0;
@@ -42,6 +52,9 @@ class FrameConverter {
   Key key_;
   detail::UniqueSwsContext context_;
   std::vector<uint8_t> staging_;
+  // convert_gray16(): the source column of each output column, and one source row as words.
+  std::vector<int> columns_;
+  std::vector<uint16_t> row_;
   // convert_rgb()'s frame: a header pointing at the caller's pixels, allocated on first use.
   detail::UniqueFrame rgb_frame_;
 };

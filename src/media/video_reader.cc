@@ -94,7 +94,8 @@ class DecodePass {
         options_(options),
         out_height_(out_height),
         out_width_(out_width),
-        frame_bytes_(static_cast<size_t>(out_height) * out_width * 3),
+        frame_bytes_(static_cast<size_t>(out_height) * out_width *
+                     pixel_bytes(options.pixel_format)),
         requests_(requests),
         wanted_(wanted),
         stats_(stats),
@@ -442,7 +443,7 @@ std::pair<int, int> VideoReader::output_size(const OutputOptions& options) const
 
 size_t VideoReader::frame_bytes(const OutputOptions& options) const {
   auto [height, width] = output_size(options);
-  return static_cast<size_t>(height) * width * 3;
+  return static_cast<size_t>(height) * width * pixel_bytes(options.pixel_format);
 }
 
 Status VideoReader::get_frames(std::span<const int64_t> indices, const OutputOptions& options,

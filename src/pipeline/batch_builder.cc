@@ -213,14 +213,17 @@ void BatchBuilder::fail_slot(BatchWork& work, const SlotRead& read, const Status
 }
 
 // Decodes `reads`, all from one file, in one pass, each frame converted straight into its slot
-// (uint8 output) or into scratch memory that the transform then finishes into its slot.
+// (uint8 output, or a depth camera's samples) or into scratch memory that the transform then
+// finishes into its slot (float dtypes, metres).
 Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
   const WindowPlan::Read& first = work.plans[reads[0].slot].reads[reads[0].read];
   if (index_->is_image_camera(first.camera)) return decode_images(work, reads);
   STOKER_ASSIGN_OR_RETURN(const VideoReader* reader, reader_of(first.video_file));
   const VideoStreamInfo& stream = reader->frame_table().stream();
   const auto [height, width] = layout_.camera_sizes[first.camera];
-  const OutputOptions conversion = transform_->conversion(stream.height, stream.width);
+  const std::optional<DepthCamera>& depth = layout_.depth[first.camera];
+  OutputOptions conversion = transform_->conversion(stream.height, stream.width);
+  if (depth.has_value()) conversion.pixel_format = PixelFormat::kGray16;
   if (conversion.height != height || conversion.width != width) {
     return Status(StatusCode::kInvalidArgument,
                   "video '" + reader->name() + "' has " + std::to_string(stream.width) + "x" +
@@ -229,8 +232,10 @@ Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
                       " while the batch holds " + std::to_string(width) + "x" +
                       std::to_string(height) + " for this camera; give the spec a size");
   }
-  const bool in_place = transform_->writes_in_place();
-  const size_t converted_bytes = ImageTransform::converted_bytes(height, width);
+  // A depth camera's samples are final unless they become metres.
+  const bool in_place = depth.has_value() ? !depth->metric : transform_->writes_in_place();
+  const size_t converted_bytes =
+      static_cast<size_t>(height) * width * pixel_bytes(conversion.pixel_format);
 
   struct Finish {
     const uint8_t* converted;
@@ -280,7 +285,14 @@ Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
 
   start = Clock::now();
   for (const Finish& finish : finishes) {
-    if (in_place) {
+    if (depth.has_value()) {
+      if (in_place) {
+        flip_depth_in_place(reinterpret_cast<uint16_t*>(finish.out), height, width);
+      } else {
+        depth_to_metres(reinterpret_cast<const uint16_t*>(finish.converted), height, width,
+                        finish.flip, *depth, reinterpret_cast<float*>(finish.out));
+      }
+    } else if (in_place) {
       transform_->flip_in_place(finish.out, height, width);
     } else {
       transform_->finish(finish.converted, height, width, finish.flip, finish.out);

@@ -236,5 +236,125 @@ TEST(BatchBuilder, ImageCameraSlotsHoldTheirRowsDecodedImages) {
   }
 }
 
+// An index whose only camera, "depth", is 12-bit gray FFV1 video (in MOV: exact timestamps,
+// where Matroska rounds them to milliseconds): 2 episodes of 15 rows.
+std::shared_ptr<const EpisodeIndex> depth_index(const std::string& folder) {
+  const std::filesystem::path dir = std::filesystem::path(testing::test_media_dir()) / folder;
+  std::filesystem::create_directories(dir);
+  EpisodeIndexSource s;
+  s.fps = 30;
+  s.cameras = {"depth"};
+  s.episode_video = {{}};
+  s.episode_video_offset = {{}};
+  for (int e = 0; e < 2; ++e) {
+    auto path = testing::make_test_video({.name = "builder_depth_" + std::to_string(e),
+                                          .extension = "mov",
+                                          .width = 64,
+                                          .height = 48,
+                                          .seconds = 0.5,
+                                          .encoder_args = "-c:v ffv1 -pix_fmt gray12le -g 6"});
+    EXPECT_TRUE(path.ok()) << path.status().message();
+    s.episode_from_row.push_back(e * 15);
+    s.episode_length.push_back(15);
+    s.episode_task.push_back(0);
+    for (int k = 0; k < 15; ++k) s.row_timestamp.push_back(k / 30.0);
+    s.episode_video[0].push_back(e);
+    s.episode_video_offset[0].push_back(0);
+    s.video_files.push_back(*path);
+  }
+  const std::string path = (dir / "index.bin").string();
+  Status built = EpisodeIndex::build(s, path);
+  EXPECT_TRUE(built.ok()) << built.message();
+  auto index = EpisodeIndex::open(path);
+  EXPECT_TRUE(index.ok()) << index.status().message();
+  return index.ok() ? *index : nullptr;
+}
+
+TEST(BatchBuilder, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
+  auto index = depth_index("builder_depth");
+  ASSERT_NE(index, nullptr);
+  const std::vector<WindowKey> window = {{.name = "depth", .source = "depth", .offsets = {-2, 0}}};
+  // A float colour transform: the depth camera keeps its own dtype, takes the resize and flip.
+  auto flipped = ImageTransform::create({.resize_height = 24,
+                                         .resize_width = 32,
+                                         .hflip_probability = 1.0,
+                                         .dtype = DType::kFloat32});
+  ASSERT_TRUE(flipped.ok());
+  std::vector<std::unique_ptr<VideoReader>> readers;
+  for (const std::string& file : index->video_files()) {
+    auto reader = VideoReader::open(file);
+    ASSERT_TRUE(reader.ok());
+    readers.push_back(std::move(reader).value());
+  }
+  const OutputOptions gray{.height = 24, .width = 32, .pixel_format = PixelFormat::kGray16};
+  for (bool metric : {false, true}) {
+    std::vector<uint8_t> first_run;
+    for (int threads : {1, 2}) {
+      LoaderOptions options{.batch_size = 30, .threads = threads};
+      options.depth_cameras = {
+          {.camera = "depth", .metric = metric, .scale = 0.001, .offset = 0.5}};
+      auto loader = Loader::create(index, window, in_order(*index), *flipped, options);
+      ASSERT_TRUE(loader.ok()) << loader.status().message();
+      ASSERT_TRUE((*loader)->start(0, 0).ok());
+      auto batch = (*loader)->next();
+      ASSERT_TRUE(batch.ok() && *batch != nullptr) << batch.status().message();
+      const BatchField& field = (*batch)->fields()[0];
+      EXPECT_EQ(field.shape, (std::vector<int64_t>{30, 2, 1, 24, 32}));
+      EXPECT_EQ(field.type, metric ? DType::kFloat32 : DType::kUint16);
+      for (int64_t row = 0; row < 30; ++row) {
+        for (int64_t t = 0; t < 2; ++t) {
+          const int64_t frame = t == 0 ? std::max<int64_t>(row % 15 - 2, 0) : row % 15;
+          std::vector<uint16_t> want(24 * 32);
+          const std::vector<int64_t> one = {frame};
+          ASSERT_TRUE(
+              readers[row / 15]
+                  ->get_frames(one, gray, std::span(reinterpret_cast<uint8_t*>(want.data()), 1536))
+                  .ok());
+          const size_t slot = static_cast<size_t>(row * 2 + t) * 24 * 32;
+          for (int y = 0; y < 24; ++y) {
+            for (int x = 0; x < 32; ++x) {
+              const uint16_t sample = want[y * 32 + (31 - x)];  // flipped
+              if (metric) {
+                const float got =
+                    reinterpret_cast<const float*>((*batch)->data(0))[slot + y * 32 + x];
+                ASSERT_EQ(got, static_cast<float>(sample * 0.001 + 0.5)) << row << " " << t;
+              } else {
+                const uint16_t got =
+                    reinterpret_cast<const uint16_t*>((*batch)->data(0))[slot + y * 32 + x];
+                ASSERT_EQ(got, sample)
+                    << "row " << row << ", step " << t << ", threads " << threads;
+              }
+            }
+          }
+        }
+      }
+      std::vector<uint8_t> bytes = bytes_of(**batch);
+      if (threads == 1) {
+        first_run = std::move(bytes);
+      } else {
+        EXPECT_EQ(bytes, first_run);
+      }
+    }
+  }
+}
+
+TEST(BatchBuilder, DepthCamerasAreCheckedByName) {
+  auto index = depth_index("builder_depth_names");
+  ASSERT_NE(index, nullptr);
+  const std::vector<WindowKey> window = {{.name = "depth", .source = "depth", .offsets = {}}};
+  auto plain = ImageTransform::create({});
+  ASSERT_TRUE(plain.ok());
+  for (const auto& [depth, why] :
+       {std::pair{DepthCamera{.camera = "nope"}, "no such camera"},
+        std::pair{DepthCamera{.camera = "depth", .metric = true, .scale = -1}, "scale"}}) {
+    LoaderOptions options{.batch_size = 4};
+    options.depth_cameras = {depth};
+    auto loader = Loader::create(index, window, in_order(*index), *plain, options);
+    ASSERT_FALSE(loader.ok());
+    EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(loader.status().message().find(why), std::string::npos) << loader.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace stoker::pipeline

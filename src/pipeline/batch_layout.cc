@@ -1,5 +1,6 @@
 #include "pipeline/batch_layout.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "stoker/image_decoder.h"
@@ -14,8 +15,23 @@ size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignmen
 }  // namespace
 
 Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowPlanner& planner,
-                                        const ImageTransform& transform, int64_t batch_size) {
+                                        const ImageTransform& transform, int64_t batch_size,
+                                        std::span<const DepthCamera> depth_cameras) {
   BatchLayout layout;
+  layout.depth.assign(index.num_cameras(), std::nullopt);
+  for (const DepthCamera& depth : depth_cameras) {
+    STOKER_RETURN_IF_ERROR(check_depth_camera(depth));
+    const auto& cameras = index.cameras();
+    const auto found = std::find(cameras.begin(), cameras.end(), depth.camera);
+    auto invalid = [&](const std::string& why) {
+      return Status(StatusCode::kInvalidArgument, "depth camera '" + depth.camera + "': " + why);
+    };
+    if (found == cameras.end()) return invalid("the index has no such camera");
+    const int64_t c = found - cameras.begin();
+    if (index.is_image_camera(c)) return invalid("it is an image camera; depth maps are video");
+    if (layout.depth[c].has_value()) return invalid("it is named twice");
+    layout.depth[c] = depth;
+  }
   auto fields = std::make_shared<std::vector<BatchField>>();
   size_t offset = 0;
   auto add_field = [&](std::string name, DType type, std::vector<int64_t> shape) {
@@ -53,13 +69,16 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
         source_width = (*table)->stream().width;
       }
       std::tie(key.height, key.width) = transform.output_size(source_height, source_width);
-      key.step_bytes = transform.output_bytes(key.height, key.width);
+      const std::optional<DepthCamera>& depth = layout.depth[key.camera];
+      const int64_t channels = depth.has_value() ? 1 : 3;
+      const DType type = depth.has_value() ? depth->dtype() : transform.options().dtype;
+      key.step_bytes = static_cast<size_t>(key.height) * key.width * channels * dtype_size(type);
       if (transform.options().layout == Layout::kNCHW) {
-        shape.insert(shape.end(), {3, key.height, key.width});
+        shape.insert(shape.end(), {channels, key.height, key.width});
       } else {
-        shape.insert(shape.end(), {key.height, key.width, 3});
+        shape.insert(shape.end(), {key.height, key.width, channels});
       }
-      key.field = add_field(window_key.name, transform.options().dtype, shape);
+      key.field = add_field(window_key.name, type, shape);
       layout.camera_sizes[key.camera] = {key.height, key.width};
     } else {
       const EpisodeIndex::ColumnView& column = index.columns()[key.column];

@@ -338,8 +338,8 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
   }
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
                           WindowPlanner::create(index, std::move(keys)));
-  Result<pipeline::BatchLayout> layout =
-      pipeline::BatchLayout::create(*index, *planner, *transform, options.batch_size);
+  Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
+      *index, *planner, *transform, options.batch_size, options.depth_cameras);
   if (!layout.ok()) return layout.status().with_context("loader");
   // The pool holds the batches in the pipeline (prefetch), the one being handed over, and the
   // one the consumer still holds while it asks for the next: a consumer that keeps no more

@@ -516,3 +516,77 @@ def add_image_camera(written: WrittenDataset, name: str = "observation.images.wr
                               "names": ["height", "width", "channels"]}
     lerobot_format.write_info(written.root, info)
     written.cameras.append(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth cameras (single-channel high-bit-depth video, "video.is_depth_map": true)
+
+
+def depth_values(episode: int, frame: int, size: Tuple[int, int] = (24, 32),
+                 bits: int = 16) -> np.ndarray:
+    """The stored samples (uint16 [H, W]) of the depth camera at (episode, frame): a ramp that
+    differs per pixel, frame and episode and spans the ``bits``-bit range."""
+    height, width = size
+    y, x = np.mgrid[0:height, 0:width]
+    value = episode * 7919 + frame * 1031 + y * 2053 + x * 397 + (x * y) % 13
+    return (value % (1 << bits)).astype(np.uint16)
+
+
+def add_depth_camera(written: WrittenDataset, name: str = "observation.images.depth",
+                     size: Tuple[int, int] = (24, 32), pix_fmt: str = "gray16le",
+                     depth_info: Optional[dict] = None) -> None:
+    """Adds video feature ``name``, a depth map, laid out in files as :data:`DEFAULT_CAMERA`
+    (one file per episode in v2.1; the same packing in v3.0): :func:`depth_values` of every
+    frame, encoded losslessly with FFV1 (``pix_fmt`` gray16le, gray12le or gray10le; stored in
+    a MOV container under LeRobot's file names, as MP4 cannot hold FFV1), and its info.json
+    feature with ``"video.is_depth_map": true`` plus ``depth_info`` (e.g.
+    ``{"video.depth_scale": 0.001}``)."""
+    bits = {"gray16le": 16, "gray12le": 12, "gray10le": 10}[pix_fmt]
+    height, width = size
+    first = written.cameras[0]
+    files: Dict[str, List[int]] = {}
+    for e, path in enumerate(written.video_paths[first]):
+        files.setdefault(path, []).append(e)
+    paths = []
+    for source, episodes in files.items():
+        target = source.replace(first, name)
+        frames = [depth_values(e, f, size, bits) for e in episodes
+                  for f in range(written.lengths[e])]
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        # Raw samples in the target format (no conversion: gray12le raw is uint16 below 4096).
+        result = subprocess.run(
+            ["ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-f", "rawvideo",
+             "-pix_fmt", pix_fmt, "-s", f"{width}x{height}", "-r", str(written.fps), "-i", "-",
+             "-c:v", "ffv1", "-g", "5", "-pix_fmt", pix_fmt, "-f", "mov", target],
+            input=np.stack(frames).astype("<u2").tobytes(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        if result.returncode != 0:
+            raise RuntimeError(f"ffmpeg failed: {result.stderr.decode()[-2000:]}")
+        paths.append(target)
+    written.video_paths[name] = [p.replace(first, name) for p in written.video_paths[first]]
+    written.from_timestamp[name] = written.from_timestamp[first].copy()
+    if written.version == "v3.0":
+        episodes_dir = os.path.join(written.root, "meta", "episodes")
+        for folder, _, names in os.walk(episodes_dir):
+            for file_name in names:
+                path = os.path.join(folder, file_name)
+                table = pq.read_table(path)
+                for column in list(table.column_names):
+                    prefix = f"videos/{first}/"
+                    if column.startswith(prefix):
+                        table = table.append_column(
+                            f"videos/{name}/{column[len(prefix):]}", table.column(column))
+                pq.write_table(table, path)
+    info_path = os.path.join(written.root, "meta", "info.json")
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    feature = json.loads(json.dumps(info["features"][first]))
+    feature["shape"] = [height, width, 1]
+    feature["info"].update({"video.height": height, "video.width": width, "video.codec": "ffv1",
+                            "video.pix_fmt": pix_fmt, "video.channels": 1,
+                            "video.is_depth_map": True, **(depth_info or {})})
+    info["features"][name] = feature
+    if "total_videos" in info:
+        info["total_videos"] += len(paths)
+    lerobot_format.write_info(written.root, info)
+    written.cameras.append(name)

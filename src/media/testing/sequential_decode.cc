@@ -35,7 +35,8 @@ Result<std::vector<std::vector<uint8_t>>> decode_all_frames(const std::string& p
   auto receive = [&]() -> Status {
     while (avcodec_receive_frame(ctx.get(), frame.get()) == 0) {
       // Filled with a value the reader's tests do not use, so an unwritten byte shows.
-      frames.emplace_back(static_cast<size_t>(height) * width * 3, 0xCD);
+      frames.emplace_back(static_cast<size_t>(height) * width * pixel_bytes(options.pixel_format),
+                          0xCD);
       STOKER_RETURN_IF_ERROR(
           converter.convert(*frame, options, height, width, frames.back().data()));
       av_frame_unref(frame.get());

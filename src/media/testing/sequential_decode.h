@@ -12,8 +12,8 @@
 
 namespace stoker::testing {
 
-/// Every frame of `path`'s best video stream, each converted to `height` x `width` RGB with
-/// `options` (height/width of 0 mean the stream's own size).
+/// Every frame of `path`'s best video stream, each converted with `options` (RGB, or 16-bit
+/// samples for PixelFormat::kGray16; height/width of 0 mean the stream's own size).
 Result<std::vector<std::vector<uint8_t>>> decode_all_frames(const std::string& path,
                                                             const OutputOptions& options);
 
