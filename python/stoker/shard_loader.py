@@ -12,9 +12,11 @@ The order of one epoch, for one rank, is a pure function of (seed, epoch, rank, 
 and the shards' sizes (stoker/shard_order.h): shards are permuted per epoch, dealt to ranks by
 equal bytes, read in that order, and passed through a bounded shuffle buffer of
 ``shuffle_buffer`` samples. Every sample is in exactly one rank's epoch, once. The order is
-cut into batches; each batch is built by one of ``threads`` native-backed threads (its shards'
-byte ranges read in one call per shard, its images decoded in C++ into the batch, random
-transforms drawn from (seed, epoch, sample id)), ``prefetch`` batches ahead of the consumer.
+cut into batches, built ``prefetch`` batches ahead of the consumer (default one): its shards'
+byte ranges read in one call per shard, its images decoded in C++ into the batch by
+``threads`` native threads at once, its clips by as many, random transforms drawn from
+(seed, epoch, sample id). One batch decoded by every thread, rather than a batch per thread,
+keeps the batches in memory to the one being built and the one being consumed.
 The bytes of a batch do not depend on the thread count, and :meth:`state_dict` resumes
 mid-epoch exactly: the shard cursor and the buffer's contents at the position are recomputed
 and checked against the saved ones.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -81,8 +84,8 @@ class ShardLoader:
             buffer holds sample ids, not bytes (samples are read by ranged reads when their
             batch is built), so a large one costs no memory, only locality: a batch then
             reads from more shards.
-        threads: batches built at once; default: the cores this process may use.
-        prefetch: batches in flight ahead of the consumer; default: 2 x threads.
+        threads: native threads decoding each batch; default: the cores this process may use.
+        prefetch: batches built ahead of the consumer, each by all the threads; default 1.
         drop_last: drop each epoch's short last batch.
         equal_batches: every rank takes the same number of batches per epoch (the smallest
             rank's), the samples beyond dropped; default False (every sample exactly once).
@@ -159,7 +162,7 @@ class ShardLoader:
         self.seed = _check_seed(seed)
         self.shuffle_buffer = int(shuffle_buffer)
         self.threads = int(threads) if threads is not None else _core.usable_cores()
-        self.prefetch = int(prefetch) if prefetch is not None else 2 * self.threads
+        self.prefetch = int(prefetch) if prefetch is not None else 1
         self.drop_last = bool(drop_last)
         self.equal_batches = bool(equal_batches)
         self.rank, self.world_size = _loader._distributed_defaults(rank, world_size)
@@ -178,6 +181,9 @@ class ShardLoader:
         self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0}
         self._seconds = {"read_s": 0.0, "decode_s": 0.0, "wait_s": 0.0}
         self._errors: deque[str] = deque(maxlen=_KEPT_ERRORS)
+        # Image batches are written into recycled arrays: a fresh 150 MB float batch costs a
+        # page fault per 4 KiB on its first write, a quarter of its decode time.
+        self._buffers = _BufferPool(self.prefetch + 2)
 
     # -- order ----------------------------------------------------------------------------------
 
@@ -328,7 +334,7 @@ class ShardLoader:
             order = self._epoch_order(epoch)[1]
             n = self.batches_in_epoch(epoch)
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="stoker-shards")
+            self._executor = ThreadPoolExecutor(self.prefetch, thread_name_prefix="stoker-shards")
         executor = self._executor
         pending: deque[Future] = deque()
         submitted = start
@@ -487,7 +493,7 @@ class ShardLoader:
     ) -> np.ndarray:
         options, shape = self._images[name]
         dtype = options.dtype.name  # resolved: the transforms', else the default
-        out = np.empty(
+        out = self._buffers.take(
             (len(ids), *shape), np.uint16 if dtype == "bfloat16" else _NUMPY_DTYPES[dtype]
         )
         rows = [r for r in range(len(ids)) if got[r] is not None]
@@ -510,6 +516,7 @@ class ShardLoader:
             seed=self.seed,
             epoch=epoch,
             ids=np.ascontiguousarray(ids[rows]),
+            threads=self.threads,
             collect_errors=True,
         )
         if target is not out:
@@ -533,10 +540,10 @@ class ShardLoader:
             h, w = decoder.size
             frame = (3, h, w) if decoder.layout == "TCHW" else (h, w, 3)
             clips = np.zeros((n, len(decoder.frames), *frame), np.uint8)
-        for row in range(n):
+
+        def decode(row: int) -> str | None:
+            """Decodes sample ``row``'s member; returns why it failed, or None."""
             member = got[row]
-            if member is None or row in failed:
-                continue
             try:
                 if clips is not None:
                     reader = VideoReader(
@@ -549,9 +556,19 @@ class ShardLoader:
                 else:
                     values[row] = _decode_member(decoder, member)
             except (ValueError, KeyError, TypeError, _core.Error, OSError) as error:
-                failed[row] = self._where(
-                    int(ids[row]), fields[row], str(error) or type(error).__name__
-                )
+                return self._where(int(ids[row]), fields[row], str(error) or type(error).__name__)
+            return None
+
+        rows = [row for row in range(n) if got[row] is not None and row not in failed]
+        if clips is not None and self.threads > 1 and len(rows) > 1:
+            # Clips decode natively (the GIL released): as many at once as there are threads.
+            with ThreadPoolExecutor(self.threads, thread_name_prefix="stoker-clips") as pool:
+                outcomes = list(pool.map(decode, rows))
+        else:
+            outcomes = [decode(row) for row in rows]
+        for row, why in zip(rows, outcomes):
+            if why is not None:
+                failed[row] = why
         if clips is not None:
             return clips
         if isinstance(decoder, Text):
@@ -568,6 +585,34 @@ class ShardLoader:
             else:
                 columns[key] = np.array([0 if c is None else c for c in column], _JSON_NUMPY[kind])
         return columns
+
+
+class _BufferPool:
+    """Arrays handed out again once nobody else holds them (the consumer dropped its batch, and
+    with it the tensors viewing them): at most ``capacity`` kept; beyond, fresh ones. Thread-
+    safe."""
+
+    def __init__(self, capacity: int):
+        self._capacity = capacity
+        self._arrays: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        with self._lock:
+            for array in self._arrays:
+                # References: the list's, the loop's and getrefcount's own argument.
+                if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) <= 3:
+                    return array
+            array = np.empty(shape, dtype)
+            if len(self._arrays) < self._capacity:
+                self._arrays.append(array)
+            elif self._arrays:  # replace one of another shape (the last batch of an epoch)
+                for k in range(len(self._arrays)):
+                    if sys.getrefcount(self._arrays[k]) <= 2:  # the list's and the argument
+                        self._arrays[k] = array
+                        break
+            return array
 
 
 def _decode_member(decoder: Any, member: memoryview) -> Any:
