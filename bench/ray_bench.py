@@ -95,7 +95,7 @@ def consume(dataset) -> tuple[int, int, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default="bench-out")
+    parser.add_argument("--out", default="bench/out")
     parser.add_argument("--cpus", type=int, default=None)
     args = parser.parse_args()
     out = Path(args.out)
@@ -105,7 +105,8 @@ def main() -> int:
     cpus = args.cpus or stoker.usable_cores()
     root = write_dataset(out, args.quick)
     spec = stoker.WindowSpec(delta_timestamps=delta_timestamps())
-    ds = stoker.LeRobotDataset(root, spec, progress=False)
+    # uint8 frames, as Ray's reader gives them (stoker's default is LeRobot's float32)
+    ds = stoker.LeRobotDataset(root, spec, image_dtype="uint8", progress=False)
     n = len(ds)
     print(f"ray_bench: {root}: {n} samples, {ds.num_episodes} episodes, cameras 320x240 AV1; "
           f"window: {CAMERAS[0]} frames -2..0, 8 actions; {cpus} CPUs")
