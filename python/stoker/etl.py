@@ -64,7 +64,7 @@ from stoker._files import (
     write_json,
 )
 from stoker.dataset_index import _ProgressBar, load_index, load_remote_index
-from stoker.lerobot_meta import LeRobotMetadata, read_lerobot_metadata
+from stoker.lerobot_meta import LeRobotMetadata, depth_cameras, read_lerobot_metadata
 from stoker.storage import (
     S3Options,
     add_storage_arguments,
@@ -241,6 +241,16 @@ def materialize(
         unknown = [c for c in cameras if c not in meta.cameras]
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
+    # The encoders write 8-bit colour: a depth map's 10- to 16-bit samples would come out
+    # quantized and mixed across channels, silently. Refused until depth is re-encoded as such.
+    depth = [c for c in cameras if c in depth_cameras(meta)]
+    if depth:
+        raise ValueError(
+            f"{src}: {depth} {'is a depth camera' if len(depth) == 1 else 'are depth cameras'} "
+            "(video.is_depth_map): stoker etl re-encodes 8-bit colour video and would lose "
+            "their high-bit-depth samples; leave them out with --cameras (the source files "
+            "stay readable as they are)"
+        )
     if source.remote:
         index = load_remote_index(source, meta, progress=verbose)
     else:

@@ -211,3 +211,17 @@ def test_a_colour_stream_marked_as_depth_is_refused_by_name(depth_datasets, tmp_
     ds = dataset(copy, rebuild=True)
     with pytest.raises(stoker.DatasetError, match="cannot read 16-bit samples"):
         ds[0]
+
+
+def test_etl_refuses_depth_cameras_and_materializes_the_others(depth_datasets, tmp_path):
+    """`stoker etl` writes 8-bit colour: a depth camera would lose its samples, so it is
+    refused by name, and left out with --cameras the colour camera is materialized."""
+    from stoker import etl
+
+    written = depth_datasets["v21"][0]
+    with pytest.raises(ValueError, match=f"'{DEPTH}'.* is a depth camera") as raised:
+        etl.materialize(written.root, str(tmp_path / "all"), size=(16, 16), progress=False)
+    assert "--cameras" in str(raised.value)
+    report = etl.materialize(written.root, str(tmp_path / "colour"), size=(16, 16),
+                             cameras=[VIDEO], progress=False)
+    assert report.verified and report.units_transcoded == len(written.lengths)
