@@ -29,19 +29,25 @@ struct SourceRegion {
 
 // `frame`, or its region `crop` with the origin rounded down to the chroma grid (a subsampled
 // chroma plane cannot start between two of its samples without resampling), keeping the size.
+// OK when `crop` lies inside `frame`; else why not, naming both.
+Status check_crop_inside(const CropRect& crop, const AVFrame& frame) {
+  if (crop.x >= 0 && crop.y >= 0 && static_cast<int64_t>(crop.x) + crop.width <= frame.width &&
+      static_cast<int64_t>(crop.y) + crop.height <= frame.height) {
+    return Status();
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) + " at (" +
+                    std::to_string(crop.x) + ", " + std::to_string(crop.y) +
+                    ") leaves the decoded " + std::to_string(frame.width) + "x" +
+                    std::to_string(frame.height) + " frame");
+}
+
 Result<SourceRegion> source_region(const AVFrame& frame, const CropRect& crop) {
   SourceRegion region{.data = {frame.data[0], frame.data[1], frame.data[2], frame.data[3]},
                       .width = frame.width,
                       .height = frame.height};
   if (crop.empty()) return region;
-  if (crop.x < 0 || crop.y < 0 || static_cast<int64_t>(crop.x) + crop.width > frame.width ||
-      static_cast<int64_t>(crop.y) + crop.height > frame.height) {
-    return Status(StatusCode::kInvalidArgument,
-                  "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                      " at (" + std::to_string(crop.x) + ", " + std::to_string(crop.y) +
-                      ") leaves the decoded " + std::to_string(frame.width) + "x" +
-                      std::to_string(frame.height) + " frame");
-  }
+  STOKER_RETURN_IF_ERROR(check_crop_inside(crop, frame));
   const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame.format));
   // Bit-packed pixels cannot be addressed by a byte offset; hardware frames are not in memory.
   if (desc == nullptr || (desc->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL))) {
@@ -264,14 +270,7 @@ Status FrameConverter::convert_gray16(const AVFrame& frame, int out_height, int 
   }
   int x0 = 0, y0 = 0, w = frame.width, h = frame.height;
   if (!crop.empty()) {
-    if (crop.x < 0 || crop.y < 0 || static_cast<int64_t>(crop.x) + crop.width > frame.width ||
-        static_cast<int64_t>(crop.y) + crop.height > frame.height) {
-      return Status(StatusCode::kInvalidArgument,
-                    "crop " + std::to_string(crop.width) + "x" + std::to_string(crop.height) +
-                        " at (" + std::to_string(crop.x) + ", " + std::to_string(crop.y) +
-                        ") leaves the decoded " + std::to_string(frame.width) + "x" +
-                        std::to_string(frame.height) + " frame");
-    }
+    STOKER_RETURN_IF_ERROR(check_crop_inside(crop, frame));
     x0 = crop.x;
     y0 = crop.y;
     w = crop.width;
