@@ -88,8 +88,9 @@ def lerobot_copy(tmp_path):
     import shutil
 
     def make(written):
+        # The dataset as written: not the index folder an earlier test may have built in it.
         target = tmp_path / os.path.basename(written.root)
-        shutil.copytree(written.root, target)
+        shutil.copytree(written.root, target, ignore=shutil.ignore_patterns(".stoker"))
         return str(target)
 
     return make
