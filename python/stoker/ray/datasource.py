@@ -206,10 +206,11 @@ class LeRobotDatasource(Datasource):
 
 
 def _owned(batch: dict[str, Any]) -> dict[str, np.ndarray]:
-    """A batch's arrays copied out of the loader's pooled buffers (which go back to the pool
-    for the next block), ``task`` as a numpy array of str."""
+    """A batch's arrays as they are, ``task`` as a numpy array of str. Not copied: a pooled
+    buffer goes back to the loader's pool only once nothing references it, here once Ray has
+    serialized the block built on it into the object store."""
     return {
-        name: np.array(value) if name != "task" else np.asarray(value, dtype=object)
+        name: np.asarray(value) if name != "task" else np.asarray(value, dtype=object)
         for name, value in batch.items()
     }
 
