@@ -28,6 +28,7 @@ the engine's range cache).
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import hashlib
 import io
@@ -340,10 +341,10 @@ def _scan_shard(url: str, size: int) -> dict[str, Any]:
                 if ext == "cls" and info.size <= _MAX_LABEL_BYTES:
                     handle = tar.extractfile(info)
                     text = handle.read() if handle is not None else b""
-                    try:
+                    # A label that is not an integer is reported when its sample is read, by
+                    # shard, key and field; the index leaves it out.
+                    with contextlib.suppress(ValueError):
                         labels[key] = int(text.decode().strip())
-                    except ValueError:
-                        pass  # reported when the sample is read, by shard, key and field
     except tarfile.TarError as error:
         raise DatasetError(f"{url}: not a readable tar shard: {error}") from None
     return {"members": members, "labels": labels}
@@ -401,11 +402,10 @@ def shard_index(url: str, cache_dir: str | None = None) -> dict[str, Any]:
             "shard_bytes": size,
             **_scan_shard(url, size),
         }
-    try:
+    # A cache that cannot be written only costs the next process a scan.
+    with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_json(path, index)
-    except OSError:
-        pass  # a read-only cache only costs the next process a scan
     return index
 
 
