@@ -1,5 +1,5 @@
-// Image decoding: JPEG (libjpeg-turbo) and PNG (libspng) bytes to pixels, and a batch decode
-// that writes each image, transformed, into its slot of a preallocated output.
+// Image decoding: JPEG (libjpeg-turbo), PNG (libspng) and WebP (libwebp) bytes to pixels, and a
+// batch decode that writes each image, transformed, into its slot of a preallocated output.
 //
 // JPEG decodes "less" when the output is smaller than the image: libjpeg-turbo's IDCT can
 // produce the image scaled by n/8 (n = 1..16) for the cost of that size, so the decoder picks the
@@ -11,10 +11,14 @@
 // as Pillow's convert("RGB") does; 16-bit samples keep their high byte). A single-channel 16-bit
 // PNG can instead be kept as 16-bit values (depth maps): see ImageDecodeOptions.
 //
+// WebP: still images, lossy or lossless, with or without alpha, become RGB8 (alpha dropped, as
+// for PNG), always decoded at full size (the transform's resize does the rest). Animated WebPs
+// are refused (kUnsupported).
+//
 // Errors are values, never crashes: bytes that are no image, a truncated image, an image too
-// large for `max_pixels`, or a valid image of a kind not handled (CMYK JPEG, ...) each give a
-// Status that says which (kCorruptData for damaged or foreign bytes, kUnsupported for valid
-// images stoker does not handle, kResourceExhausted for too many pixels).
+// large for `max_pixels`, or a valid image of a kind not handled (CMYK JPEG, animated WebP, ...)
+// each give a Status that says which (kCorruptData for damaged or foreign bytes, kUnsupported for
+// valid images stoker does not handle, kResourceExhausted for too many pixels).
 //
 // Thread-safety: every function may run on any number of threads at once; each thread keeps its
 // own decompressor and converter (reused across calls).
@@ -30,9 +34,9 @@
 
 namespace stoker {
 
-enum class ImageFormat { kJpeg, kPng };
+enum class ImageFormat { kJpeg, kPng, kWebp };
 
-/// "jpeg" or "png".
+/// "jpeg", "png" or "webp".
 const char* image_format_name(ImageFormat format);
 
 /// What the header says, read without decoding the pixels.
@@ -40,20 +44,21 @@ struct ImageInfo {
   ImageFormat format = ImageFormat::kJpeg;
   int width = 0;
   int height = 0;
-  /// Channels stored: 1 (gray), 2 (gray + alpha), 3 (RGB, YCbCr, palette), 4 (RGBA, CMYK).
+  /// Channels stored: 1 (gray), 2 (gray + alpha), 3 (RGB, YCbCr, palette, WebP), 4 (RGBA, CMYK,
+  /// WebP with alpha).
   int channels = 0;
-  /// Bits per stored sample: 8 for JPEG; 1, 2, 4, 8 or 16 for PNG.
+  /// Bits per stored sample: 8 for JPEG and WebP; 1, 2, 4, 8 or 16 for PNG.
   int bit_depth = 0;
 };
 
-/// Reads the format and size from the header. Errors: kCorruptData (not a JPEG or PNG, or a
-/// damaged header), naming what was found.
+/// Reads the format and size from the header. Errors: kCorruptData (not a JPEG, PNG or WebP, or
+/// a damaged or truncated header), naming what was found; kUnsupported (an animated WebP).
 Result<ImageInfo> probe_image(std::span<const uint8_t> bytes);
 
 struct ImageDecodeOptions {
   /// JPEG only: the smallest size the decode must reach in each dimension; the decoder picks the
   /// smallest DCT scale n/8 whose output still has width >= min_width and height >= min_height.
-  /// Default 0 x 0: full size. PNG always decodes at full size.
+  /// Default 0 x 0: full size. PNG and WebP always decode at full size.
   int min_width = 0;
   int min_height = 0;
   /// Single-channel 16-bit PNGs: keep the 16-bit values (channels 1, bit_depth 16, host-endian
@@ -75,9 +80,9 @@ struct DecodedImage {
   std::vector<uint8_t> pixels;
 };
 
-/// Decodes `bytes` (JPEG or PNG, told by its signature). Errors as described above; messages
-/// say what is wrong ("truncated", "not a JPEG or PNG", ...), without a name (the caller adds
-/// the file, sample or member with Status::with_context).
+/// Decodes `bytes` (JPEG, PNG or WebP, told by its signature). Errors as described above;
+/// messages say what is wrong ("truncated", "not a JPEG, PNG or WebP", ...), without a name (the
+/// caller adds the file, sample or member with Status::with_context).
 Result<DecodedImage> decode_image(std::span<const uint8_t> bytes,
                                   const ImageDecodeOptions& options = {});
 

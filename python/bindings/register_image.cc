@@ -1,6 +1,7 @@
-// Bindings for the image layer: probing and decoding JPEG / PNG bytes (stoker/image_decoder.h).
-// decode_images writes a batch straight into the numpy array the Python wrapper allocated,
-// with the GIL released; the images' bytes objects are kept alive by the call's arguments.
+// Bindings for the image layer: probing and decoding JPEG / PNG / WebP bytes
+// (stoker/image_decoder.h). decode_images writes a batch straight into the numpy array the Python
+// wrapper allocated, with the GIL released; the images' bytes objects are kept alive by the
+// call's arguments.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -147,11 +148,11 @@ void register_image(nb::module_& m) {
                                info->height, info->channels, info->bit_depth);
       },
       nb::arg("data"),
-      "(format, width, height, channels, bit_depth) from a JPEG or PNG header, without "
+      "(format, width, height, channels, bit_depth) from a JPEG, PNG or WebP header, without "
       "decoding.");
   m.def("decode_image", &decode_one, nb::arg("data"), nb::arg("min_width") = 0,
         nb::arg("min_height") = 0, nb::arg("keep_16bit_gray") = false,
-        "One JPEG or PNG as [H, W, 3] uint8 (or [H, W] uint16 for a 16-bit gray PNG with "
+        "One JPEG, PNG or WebP as [H, W, 3] uint8 (or [H, W] uint16 for a 16-bit gray PNG with "
         "keep_16bit_gray); a JPEG at the smallest DCT scale that keeps min_width x min_height.");
   m.def("decode_images", &decode_many, nb::arg("images"), nb::arg("transform"), nb::arg("out"),
         nb::arg("height"), nb::arg("width"), nb::arg("seed") = 0, nb::arg("epoch") = 0,

@@ -623,12 +623,12 @@ class DepthCamera:
 
 def probe_image(data: bytes) -> tuple[str, int, int, int, int]:
     """
-    (format, width, height, channels, bit_depth) from a JPEG or PNG header, without decoding.
+    (format, width, height, channels, bit_depth) from a JPEG, PNG or WebP header, without decoding.
     """
 
 def decode_image(data: bytes, min_width: int = 0, min_height: int = 0, keep_16bit_gray: bool = False) -> object:
     """
-    One JPEG or PNG as [H, W, 3] uint8 (or [H, W] uint16 for a 16-bit gray PNG with keep_16bit_gray); a JPEG at the smallest DCT scale that keeps min_width x min_height.
+    One JPEG, PNG or WebP as [H, W, 3] uint8 (or [H, W] uint16 for a 16-bit gray PNG with keep_16bit_gray); a JPEG at the smallest DCT scale that keeps min_width x min_height.
     """
 
 def decode_images(images: Sequence[bytes], transform: TransformOptions, out: Annotated[NDArray, dict(order='C', device='cpu')], height: int, width: int, seed: int = 0, epoch: int = 0, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)] | None = None, camera: int = 0, threads: int = 1, collect_errors: bool = False) -> list[str]:

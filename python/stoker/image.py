@@ -1,4 +1,5 @@
-"""JPEG and PNG decoding in C++ (libjpeg-turbo, libspng), for single images and for batches.
+"""JPEG, PNG and WebP decoding in C++ (libjpeg-turbo, libspng, libwebp), for single images and
+for batches.
 
     image = stoker.decode_image(data)                       # [H, W, 3] uint8, as Pillow decodes
     small = stoker.decode_image(data, size=(224, 224))      # decoded at a reduced DCT scale
@@ -6,7 +7,8 @@
                                  hflip=0.5, dtype="float32"), seed=0, ids=sample_ids)
 
 A JPEG is decoded at the smallest of libjpeg-turbo's n/8 scales whose output still covers the
-target size, then resized by the same code as video frames (see :class:`stoker.Transforms`).
+target size, then resized by the same code as video frames (see :class:`stoker.Transforms`); PNG
+and WebP are decoded at full size, then resized the same way.
 """
 
 from __future__ import annotations
@@ -37,18 +39,19 @@ def decode_image(
     *,
     keep_16bit_gray: bool = False,
 ) -> np.ndarray:
-    """Decodes one JPEG or PNG to ``[H, W, 3]`` uint8 RGB.
+    """Decodes one JPEG, PNG or WebP (still, lossy or lossless) to ``[H, W, 3]`` uint8 RGB.
 
     Args:
         data: the encoded bytes.
         size: ``(height, width)`` to resize to (bilinear), decoding a JPEG at the smallest DCT
             scale that covers it; default: the stored size, pixel-for-pixel what Pillow's
-            ``Image.open(...).convert("RGB")`` gives for 8-bit images.
+            ``Image.open(...).convert("RGB")`` gives for 8-bit images (alpha dropped).
         keep_16bit_gray: a single-channel 16-bit PNG (a depth map) comes back as ``[H, W]``
             uint16 values instead. Other images are unaffected.
 
     Raises:
-        stoker.DecodeError: bytes that are not a JPEG or PNG, truncated or damaged.
+        stoker.DecodeError: bytes that are not a JPEG, PNG or WebP, truncated or damaged, or
+            an animated WebP.
     """
     data = bytes(data)
     if size is None:
@@ -68,7 +71,7 @@ def decode_images(
     camera: int = 0,
     threads: int = 1,
 ) -> np.ndarray:
-    """Decodes and transforms a batch of JPEG / PNG images into one array.
+    """Decodes and transforms a batch of JPEG / PNG / WebP images into one array.
 
     Each image goes through ``transforms`` (crop, resize, flip, dtype, normalize) into its slot
     of a ``[N, 3, H, W]`` (``layout="TCHW"``) or ``[N, H, W, 3]`` array; random parameters are

@@ -96,7 +96,7 @@ class Image:
         size: ``(height, width)`` to resize to when the loader's transforms give no size.
     """
 
-    fields: str = "jpg;jpeg;png"
+    fields: str = "jpg;jpeg;png;webp"
     size: tuple[int, int] | None = None
 
     def __post_init__(self):

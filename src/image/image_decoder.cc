@@ -2,6 +2,7 @@
 
 #include <spng.h>
 #include <turbojpeg.h>
+#include <webp/decode.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +34,12 @@ bool is_jpeg(std::span<const uint8_t> bytes) {
   return bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
 }
 
+// A RIFF container ("RIFF", its size, "WEBP").
+bool is_webp(std::span<const uint8_t> bytes) {
+  return bytes.size() >= 12 && std::memcmp(bytes.data(), "RIFF", 4) == 0 &&
+         std::memcmp(bytes.data() + 8, "WEBP", 4) == 0;
+}
+
 Status not_an_image(std::span<const uint8_t> bytes) {
   if (bytes.empty()) return corrupt("not an image: no bytes");
   static const char kHex[] = "0123456789abcdef";
@@ -41,7 +48,7 @@ Status not_an_image(std::span<const uint8_t> bytes) {
     head += kHex[bytes[i] >> 4];
     head += kHex[bytes[i] & 15];
   }
-  return corrupt("not a JPEG or PNG image (" + std::to_string(bytes.size()) +
+  return corrupt("not a JPEG, PNG or WebP image (" + std::to_string(bytes.size()) +
                  " bytes starting with " + head + ")");
 }
 
@@ -277,10 +284,83 @@ Result<Shape> decode_png(std::span<const uint8_t> bytes, const ImageDecodeOption
   return shape;
 }
 
+// ---- WebP (libwebp) ----
+
+Status webp_error(VP8StatusCode status, const char* what) {
+  switch (status) {
+    case VP8_STATUS_NOT_ENOUGH_DATA:
+      return corrupt(std::string("truncated WebP: the bytes end inside its ") + what);
+    case VP8_STATUS_OUT_OF_MEMORY:
+      return Status(StatusCode::kResourceExhausted, "out of memory decoding a WebP image");
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      return corrupt(std::string("damaged WebP ") + what + ": a feature libwebp does not know");
+    case VP8_STATUS_BITSTREAM_ERROR:
+      return corrupt(std::string("damaged WebP ") + what + ": invalid bitstream");
+    default:
+      return corrupt(std::string("damaged WebP ") + what + " (libwebp status " +
+                     std::to_string(static_cast<int>(status)) + ")");
+  }
+}
+
+// Whether the bytes end before the size the RIFF header states: libwebp reports a damaged size
+// inside the bitstream as missing data too, and only this tells the two apart.
+bool webp_truncated(std::span<const uint8_t> bytes) {
+  const uint64_t riff_size = uint64_t(bytes[4]) | uint64_t(bytes[5]) << 8 |
+                             uint64_t(bytes[6]) << 16 | uint64_t(bytes[7]) << 24;
+  return bytes.size() < riff_size + 8;
+}
+
+// The header's features (size, alpha, animation), read from a prefix that reaches the first
+// image chunk's header. Animated WebPs are refused: a sample's image is one picture.
+Result<WebPBitstreamFeatures> read_webp_features(std::span<const uint8_t> bytes) {
+  WebPBitstreamFeatures features{};
+  const VP8StatusCode status = WebPGetFeatures(bytes.data(), bytes.size(), &features);
+  if (status != VP8_STATUS_OK) return webp_error(status, "header");
+  if (features.width <= 0 || features.height <= 0) {
+    return corrupt("damaged WebP header: it states a " + std::to_string(features.width) + "x" +
+                   std::to_string(features.height) + " image");
+  }
+  if (features.has_animation) {
+    return Status(StatusCode::kUnsupported, "animated WebP images are not supported");
+  }
+  return features;
+}
+
+// Always at full size. libwebp's own scaling (WebPDecoderConfig::options.use_scaling) still
+// decodes every macroblock and only resamples the output rows, so it saved under 2% (500x375
+// lossy to 224x224: 375 against 369 images/s) while its resampling before swscale's raised the
+// difference from Pillow's full decode + bilinear resize from mean 0.28 / max 8 to 1.26 / 65.
+Result<Shape> decode_webp(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                          std::vector<uint8_t>& pixels) {
+  STOKER_ASSIGN_OR_RETURN(const WebPBitstreamFeatures features, read_webp_features(bytes));
+  STOKER_RETURN_IF_ERROR(check_pixels("WebP", features.width, features.height, options.max_pixels));
+  Shape shape{.width = features.width, .height = features.height};
+  const size_t stride = size_t(shape.width) * 3;
+  pixels.resize(stride * shape.height);
+  WebPDecoderConfig config;
+  if (!WebPInitDecoderConfig(&config)) {
+    return Status(StatusCode::kInternal, "libwebp's decoder does not match its header");
+  }
+  // RGB output: alpha, when stored, is not decoded (dropped, as for PNG).
+  config.output.colorspace = MODE_RGB;
+  config.output.is_external_memory = 1;
+  config.output.u.RGBA.rgba = pixels.data();
+  config.output.u.RGBA.stride = static_cast<int>(stride);
+  config.output.u.RGBA.size = pixels.size();
+  const VP8StatusCode status = WebPDecode(bytes.data(), bytes.size(), &config);
+  WebPFreeDecBuffer(&config.output);  // as libwebp asks; the pixels are ours and stay
+  if (status == VP8_STATUS_NOT_ENOUGH_DATA && !webp_truncated(bytes)) {
+    return corrupt("damaged WebP image data: it needs more bytes than the file holds");
+  }
+  if (status != VP8_STATUS_OK) return webp_error(status, "image data");
+  return shape;
+}
+
 Result<Shape> decode_to(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
                         std::vector<uint8_t>& pixels) {
   if (is_jpeg(bytes)) return decode_jpeg(bytes, options, pixels);
   if (is_png(bytes)) return decode_png(bytes, options, pixels);
+  if (is_webp(bytes)) return decode_webp(bytes, options, pixels);
   return not_an_image(bytes);
 }
 
@@ -347,7 +427,15 @@ Status decode_one(const ImageInput& input, const ImageTransform& transform,
 }  // namespace
 
 const char* image_format_name(ImageFormat format) {
-  return format == ImageFormat::kJpeg ? "jpeg" : "png";
+  switch (format) {
+    case ImageFormat::kJpeg:
+      return "jpeg";
+    case ImageFormat::kPng:
+      return "png";
+    case ImageFormat::kWebp:
+      return "webp";
+  }
+  return "unknown";
 }
 
 Result<ImageInfo> probe_image(std::span<const uint8_t> bytes) {
@@ -364,6 +452,14 @@ Result<ImageInfo> probe_image(std::span<const uint8_t> bytes) {
                      .height = static_cast<int>(ihdr.height),
                      .channels = png_channels(ihdr.color_type),
                      .bit_depth = ihdr.bit_depth};
+  }
+  if (is_webp(bytes)) {
+    STOKER_ASSIGN_OR_RETURN(const WebPBitstreamFeatures features, read_webp_features(bytes));
+    return ImageInfo{.format = ImageFormat::kWebp,
+                     .width = features.width,
+                     .height = features.height,
+                     .channels = features.has_alpha ? 4 : 3,
+                     .bit_depth = 8};
   }
   return not_an_image(bytes);
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <spng.h>
 #include <turbojpeg.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -75,6 +77,35 @@ std::vector<uint8_t> encode_png(const std::vector<uint8_t>& pixels, int width, i
   return bytes;
 }
 
+// A WebP of RGB8 (channels 3) or RGBA8 (channels 4) pixels: lossless, or lossy at `quality`.
+std::vector<uint8_t> encode_webp(const std::vector<uint8_t>& pixels, int width, int height,
+                                 int channels, bool lossless, float quality = 80) {
+  uint8_t* buffer = nullptr;
+  const int stride = width * channels;
+  size_t size = 0;
+  if (channels == 3) {
+    size = lossless ? WebPEncodeLosslessRGB(pixels.data(), width, height, stride, &buffer)
+                    : WebPEncodeRGB(pixels.data(), width, height, stride, quality, &buffer);
+  } else {
+    size = lossless ? WebPEncodeLosslessRGBA(pixels.data(), width, height, stride, &buffer)
+                    : WebPEncodeRGBA(pixels.data(), width, height, stride, quality, &buffer);
+  }
+  EXPECT_GT(size, 0u);
+  std::vector<uint8_t> bytes(buffer, buffer + size);
+  WebPFree(buffer);
+  return bytes;
+}
+
+// `rgb` with an alpha channel that varies and is never 0 (a lossless encoder may rewrite the
+// colour under fully transparent pixels).
+std::vector<uint8_t> with_alpha(const std::vector<uint8_t>& rgb) {
+  std::vector<uint8_t> rgba;
+  for (size_t p = 0; p < rgb.size() / 3; ++p) {
+    rgba.insert(rgba.end(), {rgb[3 * p], rgb[3 * p + 1], rgb[3 * p + 2], uint8_t(1 + p % 255)});
+  }
+  return rgba;
+}
+
 std::vector<uint8_t> decode_with_turbojpeg(const std::vector<uint8_t>& jpeg, int width,
                                            int height) {
   tjhandle handle = tjInitDecompress();
@@ -106,6 +137,24 @@ TEST(ProbeImage, ReadsFormatAndSizeFromTheHeader) {
   EXPECT_EQ(png->width, 50);
   EXPECT_EQ(png->height, 30);
   EXPECT_EQ(png->bit_depth, 8);
+  for (const bool lossless : {false, true}) {
+    for (const int channels : {3, 4}) {
+      const auto webp =
+          encode_webp(channels == 3 ? rgb : with_alpha(rgb), 50, 30, channels, lossless);
+      auto info = probe_image(webp);
+      ASSERT_TRUE(info.ok()) << info.status().message();
+      EXPECT_EQ(info->format, ImageFormat::kWebp);
+      EXPECT_STREQ(image_format_name(info->format), "webp");
+      EXPECT_EQ(info->width, 50);
+      EXPECT_EQ(info->height, 30);
+      EXPECT_EQ(info->channels, channels) << lossless;
+      EXPECT_EQ(info->bit_depth, 8);
+      // The header alone is enough: the first chunk's header, not its data.
+      auto prefix = probe_image(std::span(webp).first(40));
+      ASSERT_TRUE(prefix.ok()) << prefix.status().message();
+      EXPECT_EQ(prefix->width, 50);
+    }
+  }
 }
 
 TEST(DecodeImage, JpegAtFullScaleEqualsLibjpegTurbo) {
@@ -185,6 +234,39 @@ TEST(DecodeImage, PngOfEveryColourTypeBecomesRgb8) {
   check(encode_png(indices, w, h, SPNG_COLOR_TYPE_INDEXED, 8, palette), palette_rgb);
 }
 
+TEST(DecodeImage, LosslessWebpDecodesToTheEncodedPixels) {
+  const int w = 37, h = 23;
+  const auto rgb = picture(w, h);
+  for (const auto& webp :
+       {encode_webp(rgb, w, h, 3, true), encode_webp(with_alpha(rgb), w, h, 4, true)}) {
+    auto image = decode_image(webp);
+    ASSERT_TRUE(image.ok()) << image.status().message();
+    EXPECT_EQ(image->width, w);
+    EXPECT_EQ(image->height, h);
+    EXPECT_EQ(image->channels, 3);
+    EXPECT_EQ(image->scale_num, image->scale_denom);
+    EXPECT_EQ(image->pixels, rgb);  // alpha dropped
+  }
+}
+
+TEST(DecodeImage, LossyWebpEqualsLibwebpsOwnDecodeAndIsCloseToTheSource) {
+  const int w = 61, h = 45;
+  const auto rgb = picture(w, h, 3);
+  for (const int channels : {3, 4}) {
+    const auto webp = encode_webp(channels == 3 ? rgb : with_alpha(rgb), w, h, channels, false, 90);
+    auto image = decode_image(webp);
+    ASSERT_TRUE(image.ok()) << image.status().message();
+    int width = 0, height = 0;
+    uint8_t* reference = WebPDecodeRGB(webp.data(), webp.size(), &width, &height);
+    ASSERT_NE(reference, nullptr);
+    EXPECT_EQ(image->pixels, std::vector<uint8_t>(reference, reference + size_t(w) * h * 3));
+    WebPFree(reference);
+    double total = 0;
+    for (size_t i = 0; i < rgb.size(); ++i) total += std::abs(int(image->pixels[i]) - int(rgb[i]));
+    EXPECT_LT(total / rgb.size(), 12.0) << channels;  // lossy, but this picture
+  }
+}
+
 TEST(DecodeImage, Gray16PngKeepsItsValuesWhenAsked) {
   const int w = 9, h = 4;
   std::vector<uint16_t> depth(size_t(w) * h);
@@ -213,7 +295,7 @@ TEST(DecodeImage, BadBytesGiveErrorsThatSayWhatIsWrong) {
     EXPECT_NE(image.status().message().find(words), std::string::npos) << image.status().message();
   };
   expect_error({}, "no bytes");
-  expect_error({'h', 'e', 'l', 'l', 'o'}, "not a JPEG or PNG");
+  expect_error({'h', 'e', 'l', 'l', 'o'}, "not a JPEG, PNG or WebP");
   expect_error(std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + jpeg.size() / 2),
                "truncated JPEG");
   expect_error(std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + 20), "JPEG");
@@ -222,6 +304,21 @@ TEST(DecodeImage, BadBytesGiveErrorsThatSayWhatIsWrong) {
   std::vector<uint8_t> flipped = png;
   flipped[png.size() / 2] ^= 0x55;  // a damaged IDAT: its CRC no longer matches
   expect_error(flipped, "PNG");
+  for (const bool lossless : {false, true}) {
+    const auto webp = encode_webp(rgb, 64, 48, 3, lossless);
+    expect_error(std::vector<uint8_t>(webp.begin(), webp.begin() + webp.size() / 2),
+                 "truncated WebP");
+    expect_error(std::vector<uint8_t>(webp.begin(), webp.begin() + 16), "truncated WebP");
+    std::vector<uint8_t> foreign_chunk = webp;
+    std::memcpy(foreign_chunk.data() + 12, "ABCD", 4);  // the image chunk's name
+    expect_error(foreign_chunk, "WebP");
+    std::vector<uint8_t> garbled = webp;
+    for (size_t i = 30; i < garbled.size(); ++i) garbled[i] ^= 0xA5;
+    expect_error(garbled, "damaged WebP");  // every byte there, not truncated
+    auto big = decode_image(webp, {.max_pixels = 100});
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  }
   // Over the pixel limit: refused before allocating.
   auto big = decode_image(jpeg, {.max_pixels = 100});
   ASSERT_FALSE(big.ok());
@@ -269,6 +366,23 @@ TEST(DecodeImagesInto, ReducedDctScaleThenResizeStaysCloseToAFullDecodeThenResiz
   // noise are the worst case for a reduced-scale IDCT; photos come out near 2 (see
   // tests/python/test_image_decoder.py).
   EXPECT_LT(total / fast.size(), 5.0);
+}
+
+TEST(DecodeImagesInto, WebpDecodesWholeAndTheTransformResizesIt) {
+  const int w = 150, h = 110;
+  const auto webp = encode_webp(picture(w, h, 5), w, h, 3, false, 85);
+  auto transform = make({.resize_height = 56, .resize_width = 64, .layout = Layout::kNHWC});
+  std::vector<uint8_t> out(56 * 64 * 3);
+  const ImageInput input{.bytes = webp, .out = out.data()};
+  ASSERT_TRUE(decode_images_into({&input, 1}, *transform, {.height = 56, .width = 64}).ok());
+  // The same transform over a PNG of the full decode: the same bytes, no scaled decode between.
+  auto full = decode_image(webp);
+  ASSERT_TRUE(full.ok());
+  const auto png = encode_png(full->pixels, w, h, SPNG_COLOR_TYPE_TRUECOLOR, 8);
+  std::vector<uint8_t> reference(out.size());
+  const ImageInput reference_input{.bytes = png, .out = reference.data()};
+  ASSERT_TRUE(decode_images_into({&reference_input, 1}, *transform, {}).ok());
+  EXPECT_EQ(out, reference);
 }
 
 TEST(DecodeImagesInto, TransformsMatchTheVideoPathAndThreadsDoNotChangeBytes) {
@@ -327,7 +441,7 @@ TEST(DecodeImagesInto, FailuresGoToTheirOwnImage) {
   EXPECT_NE(first.message().find("image 1:"), std::string::npos) << first.message();
 }
 
-// Seeds for image_decoder_fuzz (make test-fuzz): small JPEGs and PNGs of several kinds.
+// Seeds for image_decoder_fuzz (make test-fuzz): small JPEGs, PNGs and WebPs of several kinds.
 TEST(FuzzSeeds, Images) {
   const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
   if (corpus == nullptr) GTEST_SKIP() << "STOKER_FUZZ_CORPUS is not set";
@@ -344,6 +458,10 @@ TEST(FuzzSeeds, Images) {
   write("rgb.png", encode_png(rgb, 48, 32, SPNG_COLOR_TYPE_TRUECOLOR, 8));
   std::vector<uint8_t> gray16(48 * 32 * 2, 0x35);
   write("gray16.png", encode_png(gray16, 48, 32, SPNG_COLOR_TYPE_GRAYSCALE, 16));
+  write("lossy.webp", encode_webp(rgb, 48, 32, 3, false));
+  write("lossy_alpha.webp", encode_webp(with_alpha(rgb), 48, 32, 4, false));
+  write("lossless.webp", encode_webp(rgb, 48, 32, 3, true));
+  write("lossless_alpha.webp", encode_webp(with_alpha(rgb), 48, 32, 4, true));
 }
 
 }  // namespace
