@@ -1,13 +1,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/aligned_allocator.h"
 #include "core/file.h"
 #include "media/mp4_writer.h"
 #include "stoker/transcode.h"
@@ -116,21 +115,9 @@ Status transcode_into(const VideoReader& source, int64_t first, int64_t count,
   const int64_t chunk = std::min<int64_t>(o.chunk_frames, count);
   // The writer's RGB reads may pass the end of the last row (see Mp4Writer::write_rgb).
   const size_t padding = static_cast<size_t>(o.width) * 3 + 64;
-  // 64-byte aligned, always: swscale picks its code paths by the alignment of what it reads,
-  // and they round differently, so a heap block that happened to be aligned otherwise made the
-  // same frames encode to other bytes from one run to the next.
-  constexpr size_t kAlignment = 64;
-  const size_t bytes = static_cast<size_t>(chunk) * frame_bytes + padding;
-  const std::unique_ptr<uint8_t, decltype(&std::free)> rgb_block(
-      static_cast<uint8_t*>(
-          std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment)),
-      &std::free);
-  if (rgb_block == nullptr) {
-    return Status(StatusCode::kResourceExhausted,
-                  "cannot allocate " + std::to_string(bytes) + " bytes of frames");
-  }
-  std::memset(rgb_block.get(), 0, bytes);
-  const std::span<uint8_t> rgb(rgb_block.get(), bytes);
+  // Aligned, always: swscale's code paths depend on the alignment of the rows it reads (see
+  // core/aligned_allocator.h); a heap block's own made one run encode other bytes than the next.
+  core::AlignedBytes rgb(static_cast<size_t>(chunk) * frame_bytes + padding);
   std::vector<int64_t> indices;
   for (int64_t begin = 0; begin < count; begin += chunk) {
     const int64_t n = std::min(chunk, count - begin);
