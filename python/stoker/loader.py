@@ -182,6 +182,9 @@ def _observed(
 # Loaders alive in this process: closed at exit, so that no native thread (the loader's, or a
 # consumer's daemon thread waiting in next()) is running while the interpreter finalizes.
 _live_loaders: weakref.WeakSet[Loader] = weakref.WeakSet()
+# Set by the exit hook: from then on no iteration starts (a daemon consumer looping over a
+# loader would otherwise start its native threads again while the interpreter finalizes).
+_exiting = False
 
 
 @atexit.register
@@ -190,8 +193,12 @@ def _close_live_loaders() -> None:
     waited for a batch gets the error saying the loader was closed, and is given up to 2 s
     to leave: a thread still inside a native call when the interpreter finalizes aborts the
     process, and one still running Python keeps what it references from being released."""
+    global _exiting
+    _exiting = True
     loaders = list(_live_loaders)
-    consumers = {loader._waiting for loader in loaders} - {None, threading.current_thread()}
+    # The threads waiting in next(), and those iterating between two next() calls.
+    consumers = {loader._waiting for loader in loaders} | {loader._owner for loader in loaders}
+    consumers -= {None, threading.current_thread()}
     for loader in loaders:
         try:
             loader.close()
@@ -688,6 +695,8 @@ class Loader:
         """Starts an iteration on this thread: its run number, the position generation it
         started at, and the native loader, running from the loader's position."""
         self._adopt_process()
+        if _exiting:
+            raise RuntimeError("the interpreter is exiting: a Loader starts no new iteration")
         me = threading.current_thread()
         with self._guard:
             owner = self._owner
