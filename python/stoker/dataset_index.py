@@ -29,6 +29,7 @@ row whatever the number of episodes or files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -405,12 +406,11 @@ def load_remote_index(
         meta = read_lerobot_metadata(source)
     path = remote_index_path(source, meta, cache_dir)
     if not rebuild and os.path.exists(path):
-        try:
+        # An index that cannot be read (corrupted, another version) is rebuilt below.
+        with contextlib.suppress(DatasetError):
             index = EpisodeIndex.open(path)
             if _describes(index, source.location):
                 return index
-        except DatasetError:
-            pass  # unreadable (corrupted, another version): rebuilt below
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
         raise DatasetError(
