@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-dev libavformat-dev \
 	libavutil-dev libswscale-dev libgtest-dev libbenchmark-dev python3 python3-venv python3-dev clang \
-	libclang-rt-14-dev libcurl4-openssl-dev libturbojpeg0-dev libspng-dev libwebp-dev
+	libclang-rt-14-dev libcurl4-openssl-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \

@@ -5,7 +5,12 @@
 // produce the image scaled by n/8 (n = 1..16) for the cost of that size, so the decoder picks the
 // smallest such scale whose result is still at least the target size in both dimensions, and
 // only the remaining, smaller resize is done by the transform's resampler (the same swscale
-// conversion that video frames go through; see stoker/image_transform.h).
+// conversion that video frames go through; see stoker/image_transform.h). When only a region is
+// needed (a random resized crop, drawn from the header's size before decoding), only that region
+// is decoded (libjpeg's jpeg_crop_scanline / jpeg_skip_scanlines, a 2-pixel margin so that the
+// edge's chroma upsampling matches), its pixels and the transform's output identical to a full
+// decode's; a JPEG that does not end with its EOI marker is decoded in full, so that a truncated
+// file fails whatever the crop. A whole image goes through TurboJPEG (the same speed).
 //
 // PNG: 8- and 16-bit gray, gray+alpha, RGB, RGBA and palette images become RGB8 (alpha dropped,
 // as Pillow's convert("RGB") does; 16-bit samples keep their high byte). A single-channel 16-bit
@@ -21,7 +26,7 @@
 // valid images stoker does not handle, kResourceExhausted for too many pixels).
 //
 // Thread-safety: every function may run on any number of threads at once; each thread keeps its
-// own decompressor and converter (reused across calls).
+// own decompressors (TurboJPEG and libjpeg) and converter (reused across calls).
 #pragma once
 
 #include <cstdint>
@@ -67,6 +72,14 @@ struct ImageDecodeOptions {
   /// Refuse images with more pixels than this (kResourceExhausted), before allocating.
   /// Default: 2^27 (e.g. 16384 x 8192).
   int64_t max_pixels = int64_t{1} << 27;
+  /// JPEG only: the part of the stored image (in its pixels) the caller will read. When set, only
+  /// that part is decoded, at the scale chosen as above: the result keeps the full (scaled) size,
+  /// and within the region, mapped to that size as the transforms map a crop, its pixels are
+  /// those of a full decode; outside it they are unspecified. A file that does not end with the
+  /// EOI marker is decoded in full all the same, so a truncated one fails whatever the region.
+  /// REQUIRES: inside the image (a region decode refuses one that is not: kInvalidArgument).
+  /// Default: empty (the whole image). PNG and WebP ignore it.
+  CropRect region;
 };
 
 /// Decoded pixels, rows packed (stride = width * channels * bit_depth / 8).
@@ -114,10 +127,11 @@ struct ImageBatchOptions {
 
 /// Decodes inputs[k].bytes and writes them, through `transform` (crop, resize, flip, dtype,
 /// normalize, layout), to inputs[k].out, for every k, each at the smallest JPEG DCT scale that
-/// still covers its output. When `errors` is given (errors.size() == inputs.size()), each
-/// image's outcome goes to errors[k] and the call fails only on bad arguments; otherwise it
-/// returns the first failure by input order (each message prefixed "image k"), and the slots of
-/// failed images are unspecified.
+/// still covers its output, and a JPEG whose crop leaves part of it out decoded in that part only
+/// (ImageDecodeOptions::region: the same bytes out as a full decode). When `errors` is given
+/// (errors.size() == inputs.size()), each image's outcome goes to errors[k] and the call fails
+/// only on bad arguments; otherwise it returns the first failure by input order (each message
+/// prefixed "image k"), and the slots of failed images are unspecified.
 Status decode_images_into(std::span<const ImageInput> inputs, const ImageTransform& transform,
                           const ImageBatchOptions& options, std::span<Status> errors = {});
 

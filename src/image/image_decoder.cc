@@ -4,9 +4,18 @@
 #include <turbojpeg.h>
 #include <webp/decode.h>
 
+// jpeglib.h needs size_t and FILE declared before it.
+// clang-format off
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <csetjmp>
 #include <cstring>
 #include <memory>
 #include <system_error>
@@ -172,9 +181,156 @@ tjscalingfactor choose_scale(int width, int height, int min_width, int min_heigh
   return best;
 }
 
+// ---- JPEG regions (libjpeg API) ----
+//
+// When the caller reads only a region of the image (a random resized crop), the libjpeg API
+// decodes only that: jpeg_crop_scanline limits the IDCT, upsampling and colour conversion to the
+// region's iMCU columns, jpeg_skip_scanlines entropy-decodes the rows above without the rest, and
+// the rows below are never read. The same library, IDCT (accurate integer) and smooth upsampling
+// as TurboJPEG's tjDecompress2, so the region's pixels are the full decode's (tested), given a
+// margin: smooth upsampling at the region's own edges replicates the edge chroma sample instead of
+// reading its neighbour (measured: the outermost column or row differs, for 4:2:0, 4:2:2 and
+// 4:4:0, at every scale), so the region decoded reaches this many pixels beyond the one read
+// where the image has them.
+constexpr int kRegionMargin = 2;
+// TJFLAG_LIMITSCANS' bound: bad bytes cannot make a progressive decode run for minutes.
+constexpr int kMaxProgressiveScans = 500;
+// Bytes allowed after the EOI marker for the region path (padding some writers add).
+constexpr size_t kTrailingBytes = 32;
+
+// libjpeg reports a fatal error by calling error_exit, which must not return: it longjmps to the
+// setjmp of the libjpeg_* function below that made the call.
+struct JpegErrorManager {
+  jpeg_error_mgr base;  // first: libjpeg holds a jpeg_error_mgr*
+  std::jmp_buf jump;
+  bool truncated;  // a JWRN_JPEG_EOF warning: the data ended before the image did
+  char message[JMSG_LENGTH_MAX];
+};
+
+// A libjpeg decompressor and its error manager, which it points at: never moved once created.
+struct LibjpegDecoder {
+  jpeg_decompress_struct cinfo{};
+  JpegErrorManager error{};
+  jpeg_progress_mgr progress{};
+  bool created = false;
+  ~LibjpegDecoder() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+JpegErrorManager& error_manager(j_common_ptr cinfo) {
+  return *reinterpret_cast<JpegErrorManager*>(cinfo->err);
+}
+
+[[noreturn]] void libjpeg_error_exit(j_common_ptr cinfo) {
+  (*cinfo->err->format_message)(cinfo, error_manager(cinfo).message);
+  std::longjmp(error_manager(cinfo).jump, 1);
+}
+
+// Warnings (level < 0) decode on, as libjpeg and Pillow decode them, except data ending early;
+// trace messages (level >= 0) are dropped.
+void libjpeg_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;
+  JpegErrorManager& error = error_manager(cinfo);
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF && !error.truncated) {
+    error.truncated = true;
+    (*cinfo->err->format_message)(cinfo, error.message);
+  }
+  ++cinfo->err->num_warnings;
+}
+
+void libjpeg_limit_scans(j_common_ptr cinfo) {
+  if (cinfo->is_decompressor &&
+      reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > kMaxProgressiveScans) {
+    std::snprintf(error_manager(cinfo).message, JMSG_LENGTH_MAX,
+                  "Progressive JPEG image has more than %d scans", kMaxProgressiveScans);
+    std::longjmp(error_manager(cinfo).jump, 1);
+  }
+}
+
+// The libjpeg_* functions return false on an error, described in decoder->error.message. libjpeg
+// longjmps into them, so no object with a destructor lives in their frames.
+bool libjpeg_create(LibjpegDecoder* decoder) {
+  decoder->cinfo.err = jpeg_std_error(&decoder->error.base);
+  decoder->error.base.error_exit = libjpeg_error_exit;
+  decoder->error.base.emit_message = libjpeg_emit_message;
+  if (setjmp(decoder->error.jump)) return false;
+  jpeg_create_decompress(&decoder->cinfo);
+  decoder->created = true;
+  decoder->progress.progress_monitor = libjpeg_limit_scans;
+  decoder->cinfo.progress = &decoder->progress;
+  return true;
+}
+
+bool libjpeg_read_header(LibjpegDecoder* decoder, const uint8_t* data, size_t size) {
+  j_decompress_ptr cinfo = &decoder->cinfo;
+  decoder->error.truncated = false;
+  if (setjmp(decoder->error.jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+// Rows and columns of the image decoded at scale_num / scale_denom (output pixels), and where
+// they go: pixel (x, y) at pixels + y * stride + x * 3, as in a full decode of width * height.
+struct JpegRegion {
+  int scale_num = 1, scale_denom = 1;
+  int width = 0, height = 0;  // the whole decoded image, to check libjpeg's
+  int x = 0, y = 0, region_width = 0, region_height = 0;
+  uint8_t* pixels = nullptr;
+  size_t stride = 0;
+};
+
+// REQUIRES: libjpeg_read_header succeeded. Decodes the region (at least: libjpeg widens it to
+// iMCU columns) and leaves the decompressor ready for the next image.
+bool libjpeg_decode_region(LibjpegDecoder* decoder, const JpegRegion& region) {
+  j_decompress_ptr cinfo = &decoder->cinfo;
+  if (setjmp(decoder->error.jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  cinfo->out_color_space = JCS_RGB;
+  cinfo->scale_num = static_cast<unsigned int>(region.scale_num);
+  cinfo->scale_denom = static_cast<unsigned int>(region.scale_denom);
+  jpeg_start_decompress(cinfo);
+  if (cinfo->output_width != JDIMENSION(region.width) ||
+      cinfo->output_height != JDIMENSION(region.height) || cinfo->output_components != 3) {
+    std::snprintf(decoder->error.message, JMSG_LENGTH_MAX,
+                  "libjpeg decodes it at %ux%u, not the %dx%d expected", cinfo->output_width,
+                  cinfo->output_height, region.width, region.height);
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  JDIMENSION x = JDIMENSION(region.x), width = JDIMENSION(region.region_width);
+  jpeg_crop_scanline(cinfo, &x, &width);
+  if (region.y > 0) jpeg_skip_scanlines(cinfo, JDIMENSION(region.y));
+  const JDIMENSION end = JDIMENSION(region.y + region.region_height);
+  while (cinfo->output_scanline < end) {
+    JSAMPROW row = region.pixels + cinfo->output_scanline * region.stride + size_t(x) * 3;
+    jpeg_read_scanlines(cinfo, &row, 1);
+  }
+  jpeg_abort_decompress(cinfo);  // the rows below are not needed
+  return true;
+}
+
+// Whether the bytes end with the EOI marker (FF D9), give or take kTrailingBytes. A region decode
+// stops above the bottom of the image and would not see a truncated file's missing end; those
+// take the full decode, so that an image fails or decodes whatever its crop.
+bool jpeg_ends_with_eoi(std::span<const uint8_t> bytes) {
+  const size_t from = bytes.size() > kTrailingBytes + 2 ? bytes.size() - kTrailingBytes - 2 : 0;
+  for (size_t at = from; at + 1 < bytes.size(); ++at) {
+    if (bytes[at] == 0xFF && bytes[at + 1] == 0xD9) return true;
+  }
+  return false;
+}
+
 // One thread's decoding state, reused by every call on that thread.
 struct ThreadImageState {
   UniqueTjHandle jpeg;
+  std::unique_ptr<LibjpegDecoder> libjpeg;
   media::FrameConverter converter;
   core::AlignedBytes decoded;  // swscale reads it: aligned, see core/aligned_allocator.h
   std::vector<uint8_t> converted;
@@ -185,6 +341,18 @@ struct ThreadImageState {
       return Status(StatusCode::kResourceExhausted, "cannot create a JPEG decompressor");
     }
     return jpeg.get();
+  }
+
+  Result<LibjpegDecoder*> libjpeg_decoder() {
+    if (!libjpeg) {
+      auto decoder = std::make_unique<LibjpegDecoder>();
+      if (!libjpeg_create(decoder.get())) {
+        return Status(StatusCode::kResourceExhausted,
+                      std::string("cannot create a JPEG decompressor: ") + decoder->error.message);
+      }
+      libjpeg = std::move(decoder);
+    }
+    return libjpeg.get();
   }
 };
 
@@ -197,9 +365,94 @@ struct Shape {
   int width = 0, height = 0, channels = 3, bit_depth = 8, scale_num = 1, scale_denom = 1;
 };
 
+// The crop `source` (in the stored image's pixels) on the image decoded at `width` x `height`.
+CropRect scale_crop(const CropRect& source, int stored_width, int stored_height, int width,
+                    int height) {
+  if (source.empty() || (width == stored_width && height == stored_height)) return source;
+  const double sx = double(width) / stored_width;
+  const double sy = double(height) / stored_height;
+  CropRect crop;
+  crop.width = std::clamp(static_cast<int>(std::lround(source.width * sx)), 1, width);
+  crop.height = std::clamp(static_cast<int>(std::lround(source.height * sy)), 1, height);
+  crop.x = std::clamp(static_cast<int>(std::lround(source.x * sx)), 0, width - crop.width);
+  crop.y = std::clamp(static_cast<int>(std::lround(source.y * sy)), 0, height - crop.height);
+  return crop;
+}
+
+// Whether `region` (stored pixels) leaves out part of a width x height image.
+bool is_part_of(const CropRect& region, int width, int height) {
+  return !region.empty() && (region.x > 0 || region.y > 0 || region.x + region.width < width ||
+                             region.y + region.height < height);
+}
+
+// A JPEG of which only options.region is needed, decoded through the libjpeg API: the region's
+// rows and columns (plus kRegionMargin), at their place in a full-size buffer, so that whoever
+// reads the region reads the same pixels, at the same addresses, as after a full decode.
+template <typename Pixels>
+Result<Shape> decode_jpeg_region(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                                 Pixels& pixels) {
+  STOKER_ASSIGN_OR_RETURN(LibjpegDecoder * decoder, thread_state().libjpeg_decoder());
+  if (!libjpeg_read_header(decoder, bytes.data(), bytes.size())) {
+    return corrupt(std::string("damaged JPEG header: ") + decoder->error.message);
+  }
+  const jpeg_decompress_struct& header = decoder->cinfo;
+  const int stored_width = static_cast<int>(header.image_width);
+  const int stored_height = static_cast<int>(header.image_height);
+  Status status = check_pixels("JPEG", stored_width, stored_height, options.max_pixels);
+  const CropRect& wanted = options.region;
+  if (status.ok() &&
+      (wanted.x < 0 || wanted.y < 0 || wanted.x + int64_t{wanted.width} > stored_width ||
+       wanted.y + int64_t{wanted.height} > stored_height)) {
+    status = Status(StatusCode::kInvalidArgument,
+                    "region " + std::to_string(wanted.width) + "x" + std::to_string(wanted.height) +
+                        " at (" + std::to_string(wanted.x) + ", " + std::to_string(wanted.y) +
+                        ") leaves the " + std::to_string(stored_width) + "x" +
+                        std::to_string(stored_height) + " image");
+  }
+  if (status.ok() && (header.jpeg_color_space == JCS_CMYK || header.jpeg_color_space == JCS_YCCK)) {
+    status = Status(StatusCode::kUnsupported, "CMYK JPEG images are not supported");
+  }
+  if (!status.ok()) {
+    jpeg_abort_decompress(&decoder->cinfo);
+    return status;
+  }
+  const tjscalingfactor scale =
+      choose_scale(stored_width, stored_height, options.min_width, options.min_height);
+  Shape shape{.width = TJSCALED(stored_width, scale),
+              .height = TJSCALED(stored_height, scale),
+              .scale_num = scale.num,
+              .scale_denom = scale.denom};
+  const CropRect crop = scale_crop(wanted, stored_width, stored_height, shape.width, shape.height);
+  const int x = std::max(0, crop.x - kRegionMargin);
+  const int y = std::max(0, crop.y - kRegionMargin);
+  const int right = std::min(shape.width, crop.x + crop.width + kRegionMargin);
+  const int bottom = std::min(shape.height, crop.y + crop.height + kRegionMargin);
+  pixels.resize(size_t(shape.width) * shape.height * 3);
+  const JpegRegion region{.scale_num = scale.num,
+                          .scale_denom = scale.denom,
+                          .width = shape.width,
+                          .height = shape.height,
+                          .x = x,
+                          .y = y,
+                          .region_width = right - x,
+                          .region_height = bottom - y,
+                          .pixels = pixels.data(),
+                          .stride = size_t(shape.width) * 3};
+  if (!libjpeg_decode_region(decoder, region)) {
+    return corrupt(std::string("damaged JPEG: ") + decoder->error.message);
+  }
+  if (decoder->error.truncated) {
+    return corrupt(std::string("truncated JPEG (") + decoder->error.message + ")");
+  }
+  return shape;
+}
+
 template <typename Pixels>
 Result<Shape> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
                           Pixels& pixels) {
+  if (!options.region.empty() && jpeg_ends_with_eoi(bytes)) {
+    return decode_jpeg_region(bytes, options, pixels);
+  }
   STOKER_ASSIGN_OR_RETURN(tjhandle handle, thread_state().jpeg_handle());
   STOKER_ASSIGN_OR_RETURN(const JpegHeader header, read_jpeg_header(handle, bytes));
   STOKER_RETURN_IF_ERROR(check_pixels("JPEG", header.width, header.height, options.max_pixels));
@@ -369,20 +622,6 @@ Result<Shape> decode_to(std::span<const uint8_t> bytes, const ImageDecodeOptions
   return not_an_image(bytes);
 }
 
-// The crop `source` (in the stored image's pixels) on the image decoded at `width` x `height`.
-CropRect scale_crop(const CropRect& source, int stored_width, int stored_height, int width,
-                    int height) {
-  if (source.empty() || (width == stored_width && height == stored_height)) return source;
-  const double sx = double(width) / stored_width;
-  const double sy = double(height) / stored_height;
-  CropRect crop;
-  crop.width = std::clamp(static_cast<int>(std::lround(source.width * sx)), 1, width);
-  crop.height = std::clamp(static_cast<int>(std::lround(source.height * sy)), 1, height);
-  crop.x = std::clamp(static_cast<int>(std::lround(source.x * sx)), 0, width - crop.width);
-  crop.y = std::clamp(static_cast<int>(std::lround(source.y * sy)), 0, height - crop.height);
-  return crop;
-}
-
 Status decode_one(const ImageInput& input, const ImageTransform& transform,
                   const ImageBatchOptions& options) {
   if (input.out == nullptr) return Status(StatusCode::kInvalidArgument, "no output slot");
@@ -404,10 +643,14 @@ Status decode_one(const ImageInput& input, const ImageTransform& transform,
   // Decode no smaller than the output needs: the region shown, scaled to the output size.
   const int region_width = geometry.source.empty() ? info.width : geometry.source.width;
   const int region_height = geometry.source.empty() ? info.height : geometry.source.height;
+  // A crop that leaves part of the image out is all that is decoded of a JPEG (see
+  // ImageDecodeOptions::region); a whole image goes through TurboJPEG, as fast.
   const ImageDecodeOptions decode{
       .min_width = static_cast<int>(std::ceil(double(out_width) * info.width / region_width)),
       .min_height = static_cast<int>(std::ceil(double(out_height) * info.height / region_height)),
-      .max_pixels = options.max_pixels};
+      .max_pixels = options.max_pixels,
+      .region =
+          is_part_of(geometry.source, info.width, info.height) ? geometry.source : CropRect{}};
   ThreadImageState& state = thread_state();
   STOKER_ASSIGN_OR_RETURN(const Shape shape, decode_to(input.bytes, decode, state.decoded));
   const CropRect crop =

@@ -6,6 +6,13 @@
 #include <webp/decode.h>
 #include <webp/encode.h>
 
+// jpeglib.h needs size_t and FILE declared before it.
+// clang-format off
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -117,6 +124,97 @@ std::vector<uint8_t> decode_with_turbojpeg(const std::vector<uint8_t>& jpeg, int
   return rgb;
 }
 
+// How a JPEG is laid out, for the libjpeg encoder below: the luma sampling factors (chroma at
+// 1x1; 2x2 is 4:2:0, 2x1 4:2:2, 1x2 4:4:0, 1x1 4:4:4), gray, progressive, restart markers.
+struct JpegKind {
+  const char* name;
+  int h_samp = 2, v_samp = 2;
+  bool gray = false, progressive = false;
+  int restart_rows = 0;
+};
+
+const JpegKind kJpegKinds[] = {
+    {.name = "4:2:0"},
+    {.name = "4:2:2", .v_samp = 1},
+    {.name = "4:4:0", .h_samp = 1},
+    {.name = "4:4:4", .h_samp = 1, .v_samp = 1},
+    {.name = "gray", .gray = true},
+    {.name = "4:2:0 progressive", .progressive = true},
+    {.name = "4:2:2 progressive", .v_samp = 1, .progressive = true},
+    {.name = "4:2:0 restart markers", .restart_rows = 1},
+    {.name = "4:4:4 progressive restart",
+     .h_samp = 1,
+     .v_samp = 1,
+     .progressive = true,
+     .restart_rows = 2},
+};
+
+// libjpeg's encoder (the defaults, quality 85) for the layouts TurboJPEG's cannot make.
+std::vector<uint8_t> encode_jpeg_kind(const std::vector<uint8_t>& rgb, int width, int height,
+                                      const JpegKind& kind) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr error;
+  cinfo.err = jpeg_std_error(&error);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 85, TRUE);
+  if (kind.gray) {
+    jpeg_set_colorspace(&cinfo, JCS_GRAYSCALE);
+  } else {
+    cinfo.comp_info[0].h_samp_factor = kind.h_samp;
+    cinfo.comp_info[0].v_samp_factor = kind.v_samp;
+  }
+  if (kind.progressive) jpeg_simple_progression(&cinfo);
+  cinfo.restart_in_rows = kind.restart_rows;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(&rgb[size_t(cinfo.next_scanline) * width * 3]);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<uint8_t> bytes(buffer, buffer + size);
+  std::free(buffer);
+  jpeg_destroy_compress(&cinfo);
+  return bytes;
+}
+
+// The region of a width x height decode that stands for `region` of the stored image: the
+// transforms' mapping of a crop (image_decoder.cc, scale_crop).
+CropRect scaled_region(const CropRect& region, int stored_width, int stored_height, int width,
+                       int height) {
+  if (width == stored_width && height == stored_height) return region;
+  const double sx = double(width) / stored_width, sy = double(height) / stored_height;
+  CropRect out;
+  out.width = std::clamp(static_cast<int>(std::lround(region.width * sx)), 1, width);
+  out.height = std::clamp(static_cast<int>(std::lround(region.height * sy)), 1, height);
+  out.x = std::clamp(static_cast<int>(std::lround(region.x * sx)), 0, width - out.width);
+  out.y = std::clamp(static_cast<int>(std::lround(region.y * sy)), 0, height - out.height);
+  return out;
+}
+
+// A random region of a width x height image, at least 1x1.
+CropRect random_region(std::mt19937& random, int width, int height) {
+  CropRect region;
+  region.x = static_cast<int>(random() % width);
+  region.y = static_cast<int>(random() % height);
+  region.width = 1 + static_cast<int>(random() % (width - region.x));
+  region.height = 1 + static_cast<int>(random() % (height - region.y));
+  return region;
+}
+
+// `jpeg` with `count` bytes after its EOI marker.
+std::vector<uint8_t> with_trailing_bytes(std::vector<uint8_t> jpeg, size_t count) {
+  jpeg.insert(jpeg.end(), count, 0x00);
+  return jpeg;
+}
+
 std::shared_ptr<const ImageTransform> make(const TransformOptions& options) {
   auto transform = ImageTransform::create(options);
   EXPECT_TRUE(transform.ok()) << transform.status().message();
@@ -184,6 +282,116 @@ TEST(DecodeImage, JpegPicksTheSmallestDctScaleCoveringTheTarget) {
   auto full = decode_image(jpeg, {.min_width = 1000, .min_height = 1000});
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->width, 500);
+}
+
+TEST(DecodeImage, JpegRegionHasTheFullDecodesPixelsForEveryLayoutAndScale) {
+  std::mt19937 random(11);
+  const int sizes[][2] = {{500, 375}, {97, 61}, {333, 217}, {17, 9}};
+  for (const JpegKind& kind : kJpegKinds) {
+    for (const auto& size : sizes) {
+      const int w = size[0], h = size[1];
+      const auto jpeg = encode_jpeg_kind(picture(w, h, w + h), w, h, kind);
+      for (int eighths = 1; eighths <= 8; ++eighths) {
+        const ImageDecodeOptions scaled{.min_width = w * eighths / 8,
+                                        .min_height = h * eighths / 8};
+        auto full = decode_image(jpeg, scaled);
+        ASSERT_TRUE(full.ok()) << full.status().message();
+        for (int trial = 0; trial < 12; ++trial) {
+          ImageDecodeOptions options = scaled;
+          options.region = random_region(random, w, h);
+          auto part = decode_image(jpeg, options);
+          ASSERT_TRUE(part.ok()) << part.status().message();
+          ASSERT_EQ(part->width, full->width);
+          ASSERT_EQ(part->height, full->height);
+          const CropRect r = scaled_region(options.region, w, h, full->width, full->height);
+          for (int y = r.y; y < r.y + r.height; ++y) {
+            const size_t row = (size_t(y) * full->width + r.x) * 3;
+            ASSERT_TRUE(std::equal(full->pixels.begin() + row,
+                                   full->pixels.begin() + row + size_t(r.width) * 3,
+                                   part->pixels.begin() + row))
+                << kind.name << " " << w << "x" << h << " at " << eighths << "/8, region "
+                << options.region.width << "x" << options.region.height << " at ("
+                << options.region.x << ", " << options.region.y << "), row " << y;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodeImage, JpegRegionDecodesOnlyTheRowsItNeedsUnlessTheEndMarkerIsMissing) {
+  const int w = 320, h = 240;
+  const auto jpeg = encode_jpeg(picture(w, h), w, h);
+  const ImageDecodeOptions top{.region = {.x = 0, .y = 0, .width = 100, .height = 60}};
+  auto full = decode_image(jpeg);
+  ASSERT_TRUE(full.ok());
+  const size_t below = size_t(w) * 3 * 100;  // rows from 100 on: far below the region's margin
+  auto part = decode_image(jpeg, top);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_TRUE(std::all_of(part->pixels.begin() + below, part->pixels.end(),
+                          [](uint8_t v) { return v == 0; }));
+  // A few bytes after the end marker still decode the region only; more, and the file is not
+  // known to be whole: decoded in full.
+  auto padded = decode_image(with_trailing_bytes(jpeg, 8), top);
+  ASSERT_TRUE(padded.ok());
+  EXPECT_EQ(padded->pixels, part->pixels);
+  auto unmarked = decode_image(with_trailing_bytes(jpeg, 64), top);
+  ASSERT_TRUE(unmarked.ok());
+  EXPECT_EQ(unmarked->pixels, full->pixels);
+}
+
+TEST(DecodeImage, TruncatedJpegFailsWhateverTheRegion) {
+  const int w = 300, h = 200;
+  std::mt19937 random(3);
+  for (const JpegKind& kind : {kJpegKinds[0], kJpegKinds[5]}) {
+    const auto jpeg = encode_jpeg_kind(picture(w, h, 9), w, h, kind);
+    for (const size_t keep : {jpeg.size() / 2, jpeg.size() * 9 / 10, jpeg.size() - 3}) {
+      const std::vector<uint8_t> truncated(jpeg.begin(), jpeg.begin() + keep);
+      std::vector<CropRect> regions = {{.x = 0, .y = 0, .width = w, .height = 10},
+                                       {.x = 0, .y = 0, .width = w, .height = h},
+                                       {.x = 50, .y = 190, .width = 20, .height = 10}};
+      for (int k = 0; k < 10; ++k) regions.push_back(random_region(random, w, h));
+      for (const CropRect& region : regions) {
+        auto image =
+            decode_image(truncated, {.min_width = 100, .min_height = 60, .region = region});
+        ASSERT_FALSE(image.ok()) << kind.name << " " << keep;
+        EXPECT_EQ(image.status().code(), StatusCode::kCorruptData);
+        EXPECT_NE(image.status().message().find("truncated JPEG"), std::string::npos)
+            << image.status().message();
+      }
+    }
+  }
+}
+
+TEST(DecodeImage, JpegRegionOutsideTheImageIsRefused) {
+  const auto jpeg = encode_jpeg(picture(40, 30), 40, 30);
+  for (const CropRect region : {CropRect{.x = 30, .y = 0, .width = 11, .height = 5},
+                                CropRect{.x = -1, .y = 0, .width = 5, .height = 5},
+                                CropRect{.x = 0, .y = 29, .width = 5, .height = 2}}) {
+    auto image = decode_image(jpeg, {.region = region});
+    ASSERT_FALSE(image.ok());
+    EXPECT_EQ(image.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(image.status().message().find("leaves the 40x30 image"), std::string::npos)
+        << image.status().message();
+  }
+}
+
+TEST(DecodeImage, CmykJpegIsRefusedWithOrWithoutARegion) {
+  const int w = 32, h = 24;
+  std::vector<uint8_t> cmyk(size_t(w) * h * 4, 0x40);
+  tjhandle handle = tjInitCompress();
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(handle, cmyk.data(), w, 0, h, TJPF_CMYK, &buffer, &size, TJSAMP_444, 90, 0),
+            0);
+  const std::vector<uint8_t> jpeg(buffer, buffer + size);
+  tjFree(buffer);
+  tjDestroy(handle);
+  for (const CropRect region : {CropRect{}, CropRect{.x = 4, .y = 4, .width = 8, .height = 8}}) {
+    auto image = decode_image(jpeg, {.region = region});
+    ASSERT_FALSE(image.ok());
+    EXPECT_EQ(image.status().code(), StatusCode::kUnsupported) << image.status().message();
+  }
 }
 
 TEST(DecodeImage, PngOfEveryColourTypeBecomesRgb8) {
@@ -368,6 +576,37 @@ TEST(DecodeImagesInto, ReducedDctScaleThenResizeStaysCloseToAFullDecodeThenResiz
   EXPECT_LT(total / fast.size(), 5.0);
 }
 
+TEST(DecodeImagesInto, RandomResizedCropDecodesTheCropOnlyAndWritesTheFullDecodesBytes) {
+  // The reference: the same bytes with more trailing bytes than the region path allows after
+  // the end marker, which TurboJPEG decodes in full (see ImageDecodeOptions::region).
+  const int w = 500, h = 375;
+  for (const JpegKind& kind : kJpegKinds) {
+    const auto jpeg = encode_jpeg_kind(picture(w, h, 21), w, h, kind);
+    const auto whole = with_trailing_bytes(jpeg, 64);
+    for (const int side : {224, 64}) {
+      for (const DType dtype : {DType::kUint8, DType::kFloat32}) {
+        auto transform = make({.crop = CropMode::kRandomResized,
+                               .crop_height = side,
+                               .crop_width = side,
+                               .hflip_probability = 0.5,
+                               .dtype = dtype});
+        const size_t bytes = transform->output_bytes(side, side);
+        std::vector<uint8_t> out(24 * bytes), reference(out.size());
+        std::vector<ImageInput> inputs, reference_inputs;
+        for (uint64_t id = 0; id < 24; ++id) {
+          inputs.push_back({.bytes = jpeg, .out = out.data() + id * bytes, .id = id});
+          reference_inputs.push_back(
+              {.bytes = whole, .out = reference.data() + id * bytes, .id = id});
+        }
+        const ImageBatchOptions options{.height = side, .width = side, .seed = 5, .epoch = 2};
+        ASSERT_TRUE(decode_images_into(inputs, *transform, options).ok());
+        ASSERT_TRUE(decode_images_into(reference_inputs, *transform, options).ok());
+        EXPECT_EQ(out, reference) << kind.name << " " << side;
+      }
+    }
+  }
+}
+
 TEST(DecodeImagesInto, WebpDecodesWholeAndTheTransformResizesIt) {
   const int w = 150, h = 110;
   const auto webp = encode_webp(picture(w, h, 5), w, h, 3, false, 85);
@@ -455,6 +694,7 @@ TEST(FuzzSeeds, Images) {
   write("baseline_420.jpg", encode_jpeg(rgb, 48, 32));
   write("baseline_444.jpg", encode_jpeg(rgb, 48, 32, 75, TJSAMP_444));
   write("gray.jpg", encode_jpeg(rgb, 48, 32, 75, TJSAMP_GRAY));
+  write("progressive_restart.jpg", encode_jpeg_kind(rgb, 48, 32, kJpegKinds[8]));
   write("rgb.png", encode_png(rgb, 48, 32, SPNG_COLOR_TYPE_TRUECOLOR, 8));
   std::vector<uint8_t> gray16(48 * 32 * 2, 0x35);
   write("gray16.png", encode_png(gray16, 48, 32, SPNG_COLOR_TYPE_GRAYSCALE, 16));
