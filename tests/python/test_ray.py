@@ -48,8 +48,9 @@ def test_rows_are_the_loaders_row_for_row_per_task_and_as_multisets(lerobot_v30)
     rd = stoker_ray.read_lerobot(ds, seed=7, epoch=0, samples_per_task=8, rows_per_block=4,
                                  transforms=transforms, threads_per_task=1, num_cpus=1)
     got = list(rd.iter_batches(batch_size=None, batch_format="numpy"))
-    # preserve_order: the tasks' rows in task order (Ray may merge a task's blocks) are the
-    # Loader's batches in order; task k's are batches 2k and 2k + 1.
+    # Each Loader batch is one block, neither merged nor split by Ray (so it streams), and the
+    # tasks' blocks in task order are the Loader's batches in order: task k's are 2k and 2k + 1.
+    assert [len(b["index"]) for b in got] == [len(b["index"]) for b in blocks]
     mine = {k: np.concatenate([b[k] for b in got]) for k in got[0]}
     theirs = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
     assert set(mine) == set(theirs) and len(mine["index"]) == len(ds)

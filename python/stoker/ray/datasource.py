@@ -349,9 +349,19 @@ def read_lerobot(
         local_shuffle_buffer_size=local_shuffle_buffer_size,
         task_text=bool(task_text),
     )
-    return ray.data.read_datasource(
+    # Each Loader batch leaves its task as one block, as soon as it is built:
+    # - override_num_blocks: else Ray splits the output of a read with fewer tasks than its
+    #   default parallelism (SplitBlocks), cutting blocks into single rows and holding a task's
+    #   rows back until the task ended;
+    # - target_max_block_size under one block's bytes (and over 2/3 of them, where Ray would
+    #   slice): else Ray merges a task's blocks up to 128 MiB (a copy) before handing them on.
+    # Both measured in bench/ray_bench.py: see docs/ray.md.
+    dataset = ray.data.read_datasource(
         source,
+        override_num_blocks=source.num_tasks,
         num_cpus=num_cpus,
         concurrency=concurrency,
         ray_remote_args=ray_remote_args,
     )
+    dataset.context.target_max_block_size = max(1, source.row_bytes * rows_per_block * 3 // 4)
+    return dataset
