@@ -12,11 +12,13 @@ The order of one epoch, for one rank, is a pure function of (seed, epoch, rank, 
 and the shards' sizes (stoker/shard_order.h): shards are permuted per epoch, dealt to ranks by
 equal bytes, read in that order, and passed through a bounded shuffle buffer of
 ``shuffle_buffer`` samples. Every sample is in exactly one rank's epoch, once. The order is
-cut into batches, built ``prefetch`` batches ahead of the consumer (default one): its shards'
-byte ranges read in one call per shard, its images decoded in C++ into the batch by
-``threads`` native threads at once, its clips by as many, random transforms drawn from
-(seed, epoch, sample id). One batch decoded by every thread, rather than a batch per thread,
-keeps the batches in memory to the one being built and the one being consumed.
+cut into batches, built ``prefetch`` batches ahead of the consumer (default one) while it
+works on the current one: its shards' byte ranges read in one call per shard, its images
+decoded in C++ into the batch by ``threads`` native threads at once, its clips by as many,
+random transforms drawn from (seed, epoch, sample id). One batch decoded by every thread,
+rather than a batch per thread, keeps the image batches in memory to the one being consumed and
+the ``prefetch`` being built: a batch is written into the array of the batch the consumer held
+before (recycled once the consumer lets go of it, as a ``for`` loop does when it takes the next).
 The bytes of a batch do not depend on the thread count, and :meth:`state_dict` resumes
 mid-epoch exactly: the shard cursor and the buffer's contents at the position are recomputed
 and checked against the saved ones.
@@ -178,12 +180,13 @@ class ShardLoader:
         self._orders: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0}
+        self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0, "built": 0}
         self._seconds = {"read_s": 0.0, "decode_s": 0.0, "wait_s": 0.0}
         self._errors: deque[str] = deque(maxlen=_KEPT_ERRORS)
         # Image batches are written into recycled arrays: a fresh 150 MB float batch costs a
-        # page fault per 4 KiB on its first write, a quarter of its decode time.
-        self._buffers = _BufferPool(self.prefetch + 2)
+        # page fault per 4 KiB on its first write, a quarter of its decode time. The consumer's
+        # batch and the ones being built: no more while the consumer lets go of its old batches.
+        self._buffers = _BufferPool(self.prefetch + 1)
 
     # -- order ----------------------------------------------------------------------------------
 
@@ -311,9 +314,10 @@ class ShardLoader:
     # -- statistics -----------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counters since the loader was made: batches and samples delivered, samples skipped
-        (with the last messages naming shard, key and field), bytes read, and seconds spent
-        reading and decoding (summed over threads) and waiting for batches."""
+        """Counters since the loader was made: batches and samples delivered, batches built
+        (delivered or ahead of the consumer), samples skipped (with the last messages naming
+        shard, key and field), bytes read, and seconds spent reading and decoding (summed over
+        threads) and waiting for batches."""
         with self._lock:
             return {
                 **self._stats,
@@ -338,14 +342,25 @@ class ShardLoader:
         executor = self._executor
         pending: deque[Future] = deque()
         submitted = start
+
+        def build_ahead() -> None:
+            nonlocal submitted
+            while submitted < n and len(pending) < self.prefetch:
+                ids = order[submitted * self.batch_size : (submitted + 1) * self.batch_size]
+                pending.append(executor.submit(self._build, epoch, ids))
+                submitted += 1
+
         try:
             for b in range(start, n):
-                while submitted < n and len(pending) < self.prefetch:
-                    ids = order[submitted * self.batch_size : (submitted + 1) * self.batch_size]
-                    pending.append(executor.submit(self._build, epoch, ids))
-                    submitted += 1
+                build_ahead()
                 began = time.perf_counter()
-                batch = pending.popleft().result()
+                self._buffers.consumer_waits(True)
+                try:
+                    batch = pending.popleft().result()
+                finally:
+                    self._buffers.consumer_waits(False)
+                # The next batches are built while the consumer works on this one.
+                build_ahead()
                 with self._lock:
                     self._seconds["wait_s"] += time.perf_counter() - began
                     self._stats["batches"] += 1
@@ -357,9 +372,12 @@ class ShardLoader:
         finally:
             for future in pending:
                 future.cancel()
+            # A build under way must not wait for the batch this consumer may keep.
+            self._buffers.consumer_waits(True)
 
     def close(self) -> None:
         """Ends the threads; a later iteration starts new ones."""
+        self._buffers.consumer_waits(True)  # a build under way finishes without waiting
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
@@ -434,6 +452,7 @@ class ShardLoader:
         with self._lock:
             self._seconds["read_s"] += read_s
             self._seconds["decode_s"] += decode_s
+            self._stats["built"] += 1
             self._stats["skipped"] += len(failed)
             self._errors.extend(failed[i] for i in sorted(failed))
         return batch
@@ -589,30 +608,51 @@ class ShardLoader:
 
 class _BufferPool:
     """Arrays handed out again once nobody else holds them (the consumer dropped its batch, and
-    with it the tensors viewing them): at most ``capacity`` kept; beyond, fresh ones. Thread-
-    safe."""
+    with it the tensors viewing them): at most ``capacity`` kept. When all are held, ``take``
+    waits for one to be let go while the consumer is busy with its batch (a ``for`` loop lets go
+    of the old batch as it takes the next, a moment later), and makes a fresh array when the
+    consumer is waiting for a batch (so one that keeps its batches never blocks the loader).
+    Thread-safe."""
 
     def __init__(self, capacity: int):
         self._capacity = capacity
         self._arrays: list[np.ndarray] = []
         self._lock = threading.Lock()
+        self._consumer_waiting = threading.Event()
+
+    def consumer_waits(self, waiting: bool) -> None:
+        """The consumer is (or is no longer) blocked waiting for a batch."""
+        if waiting:
+            self._consumer_waiting.set()
+        else:
+            self._consumer_waiting.clear()
 
     def take(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
-        with self._lock:
-            for array in self._arrays:
-                # References: the list's, the loop's and getrefcount's own argument.
-                if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) <= 3:
-                    return array
-            array = np.empty(shape, dtype)
-            if len(self._arrays) < self._capacity:
-                self._arrays.append(array)
-            elif self._arrays:  # replace one of another shape (the last batch of an epoch)
-                for k in range(len(self._arrays)):
-                    if sys.getrefcount(self._arrays[k]) <= 2:  # the list's and the argument
-                        self._arrays[k] = array
-                        break
-            return array
+        while True:
+            with self._lock:
+                same = [a for a in self._arrays if a.shape == shape and a.dtype == dtype]
+                for array in same:
+                    # References: the list's, `same`'s, the loop's and getrefcount's argument.
+                    if sys.getrefcount(array) <= 4:
+                        return array
+                if len(same) < self._capacity or self._consumer_waiting.is_set():
+                    return self._fresh(shape, dtype)
+            # Polled: an array is let go by dropping a reference, which signals nothing.
+            self._consumer_waiting.wait(0.001)
+
+    def _fresh(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A new array, kept for reuse in place of one nobody holds when the pool is full
+        (one of another shape: the last batch of an epoch). Called with the lock held."""
+        array = np.empty(shape, dtype)
+        if len(self._arrays) < self._capacity:
+            self._arrays.append(array)
+        else:
+            for k in range(len(self._arrays)):
+                if sys.getrefcount(self._arrays[k]) <= 2:  # the list's and the argument
+                    self._arrays[k] = array
+                    break
+        return array
 
 
 def _decode_member(decoder: Any, member: memoryview) -> Any:

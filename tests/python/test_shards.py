@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import tarfile
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -393,6 +395,43 @@ def test_image_batches_are_the_same_whatever_the_thread_count(tmp_path, cache):
         np.testing.assert_array_equal(ia, ib)
         np.testing.assert_array_equal(a, b)
     assert one[0][0].shape == (5, 3, 32, 32) and one[0][0].dtype == np.float32
+
+
+@needs_image_decoder
+def test_the_next_batch_is_built_while_the_consumer_holds_one_and_in_two_arrays(tmp_path, cache):
+    url, _ = image_shard(tmp_path, n=20)
+    ds = stoker.ShardDataset(url, {"image": stoker.Image()})
+    transforms = stoker.Transforms(resize=(32, 32), dtype="float32")
+    loader = stoker.Loader(
+        ds, batch_size=4, seed=3, threads=1, transforms=transforms, output="numpy"
+    )
+    iterator = iter(loader)
+    batch = next(iterator)
+    # Built ahead while the consumer works on batch 0, without another next().
+    deadline = time.monotonic() + 30
+    while loader.stats()["built"] < 2:
+        assert time.monotonic() < deadline, "the next batch was not built while one was held"
+        time.sleep(0.01)
+    # A for loop lets go of each batch as it takes the next: two arrays take turns.
+    addresses = {batch["image"].ctypes.data}
+    for batch in iterator:
+        addresses.add(batch["image"].ctypes.data)
+    assert loader.stats()["batches"] == 5 and len(addresses) == 2
+
+    # A consumer that keeps its batches gets fresh arrays (never one it holds overwritten), and
+    # close() returns while a build waits for an array the consumer keeps.
+    loader.set_epoch(1)
+    iterator = iter(loader)
+    kept = [next(iterator), next(iterator)]
+    copies = [b["image"].copy() for b in kept]
+    time.sleep(0.3)  # the third batch's build reads its members and waits for an array
+    assert loader.stats()["built"] == 5 + 2
+    closer = threading.Thread(target=loader.close)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "close() waited for a batch the consumer keeps"
+    for batch, copy in zip(kept, copies):
+        np.testing.assert_array_equal(batch["image"], copy)
 
 
 @needs_image_decoder
