@@ -181,6 +181,7 @@ class ShardLoader:
         self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0}
         self._seconds = {"read_s": 0.0, "decode_s": 0.0, "wait_s": 0.0}
         self._errors: deque[str] = deque(maxlen=_KEPT_ERRORS)
+        self._remote_base = _core.remote_stats()
         # Image batches are written into recycled arrays: a fresh 150 MB float batch costs a
         # page fault per 4 KiB on its first write, a quarter of its decode time.
         self._buffers = _BufferPool(self.prefetch + 2)
@@ -313,13 +314,18 @@ class ShardLoader:
     def stats(self) -> dict[str, Any]:
         """Counters since the loader was made: batches and samples delivered, samples skipped
         (with the last messages naming shard, key and field), bytes read, and seconds spent
-        reading and decoding (summed over threads) and waiting for batches."""
+        reading and decoding (summed over threads) and waiting for batches; under ``"remote"``
+        the object-storage reads (requests, retries, failures, bytes fetched, cache hits and
+        misses, seconds waited) since the loader was made, as :class:`stoker.Loader` counts them:
+        per process, so loaders running at the same time share them."""
+        now = _core.remote_stats()
         with self._lock:
             return {
                 **self._stats,
                 **self._seconds,
                 "threads": self.threads,
                 "errors": list(self._errors),
+                "remote": {key: now[key] - self._remote_base.get(key, 0) for key in now},
             }
 
     # -- iteration ------------------------------------------------------------------------------

@@ -439,11 +439,14 @@ class ShardDataset:
         self.spec = spec if isinstance(spec, ShardSpec) else ShardSpec(dict(spec))
         self.storage_options = as_s3_options(storage_options)
         self.urls = expand_urls(urls_or_pattern, storage_options)
+        folders = set()  # the options registered once per folder of shards
         for url in self.urls:
             if is_url(url) and self.storage_options != S3Options():
-                open_dataset_root(url.rsplit("/", 1)[0], self.storage_options)
+                folders.add(url.rsplit("/", 1)[0])
             elif not is_url(url):
                 checked_path(url, "shard")
+        for folder in sorted(folders):
+            open_dataset_root(folder, self.storage_options)
         cache = checked_path(cache_dir, "cache_dir") if cache_dir is not None else None
         indexes = [shard_index(url, cache) for url in self.urls]
         self.shard_bytes = np.array([ix["shard_bytes"] for ix in indexes], np.int64)
