@@ -664,3 +664,170 @@ def test_a_missing_s3_shard_is_named(s3_environment, written_shards):
         stoker.ShardDataset(missing, S3_SPEC)
     message = str(raised.value)
     assert f"s3://{S3_BUCKET}/missing/shard-000004.tar" in message and "no object" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# LeRobot episodes as clip samples (`stoker shard LEROBOT_ROOT DST`)
+
+LEROBOT_CAMERAS = ("observation.images.top", "observation.images.wrist")
+
+
+@pytest.fixture(scope="module")
+def lerobot_h264(tmp_path_factory, lerobot_cache):
+    """A v3.0 dataset of three episodes (9, 7, 12 frames at 30 fps), two H.264 cameras with a
+    keyframe every 2 frames, two episodes per video file."""
+    import lerobot_datasets
+
+    return lerobot_datasets.write_v30(
+        tmp_path_factory.mktemp("lerobot-clips") / "ds",
+        [9, 7, 12],
+        LEROBOT_CAMERAS,
+        fps=30,
+        codec="h264",
+        size=(48, 64),
+        episodes_per_file=2,
+        cache_dir=lerobot_cache,
+    )
+
+
+def lerobot_frames(written, episode, start, count, camera):
+    """The frames stoker.LeRobotDataset gives for (episode, start .. start + count - 1), uint8
+    [count, 3, H, W]."""
+    fps = written.fps
+    ds = stoker.LeRobotDataset(
+        written.root,
+        stoker.WindowSpec(delta_timestamps={camera: [k / fps for k in range(count)]}),
+        progress=False,
+    )
+    row = sum(written.lengths[:episode]) + start
+    frames = np.asarray(ds[row][camera])
+    if frames.dtype.kind == "f":
+        frames = np.rint(frames * 255).astype(np.uint8)
+    return frames
+
+
+def clip_batches(dst, count, cameras=LEROBOT_CAMERAS, arrays=True, size=(48, 64)):
+    spec = {
+        camera: stoker.Clip(f"{camera}.mp4", frames=range(count), size=size) for camera in cameras
+    }
+    if arrays:  # of one shape in every sample: clips of one length
+        spec["action"] = stoker.Array("action.npy")
+        spec["state"] = stoker.Array("observation.state.npy")
+    spec["meta"] = stoker.Json(
+        keys={
+            "episode_index": "int64",
+            "start_frame": "int64",
+            "fps": "float64",
+            "task": "str",
+            "copied": "bool",
+        }
+    )
+    ds = stoker.ShardDataset(sorted(str(p) for p in dst.glob("*.tar")), spec)
+    return ds, list(stoker.Loader(ds, batch_size=4, shuffle=False, threads=2, output="numpy"))
+
+
+def test_lerobot_episodes_become_clip_samples_copied_without_reencoding(
+    tmp_path, cache, lerobot_h264
+):
+    import lerobot_datasets
+    import webdataset as wds
+
+    dst = tmp_path / "clips"
+    args = ["shard", lerobot_h264.root, str(dst), "--shard-bytes", "12KB", "--no-progress"]
+    assert stoker.cli.main(args) == 0
+    assert len(list(dst.glob("*.tar"))) >= 2
+    ds, batches = clip_batches(dst, 7, arrays=False)
+    assert sorted(ds.keys) == [f"episode_{e:06d}-frame_000000" for e in range(3)]
+    assert not (dst / ".stoker_shard" / "clips").exists()  # staged clips removed at the end
+    with pytest.raises(stoker.DatasetError, match=r"field 'action.npy': an array of shape \("):
+        clip_batches(dst, 7)  # whole episodes: arrays of different lengths do not stack
+    for batch in batches:
+        for row, episode in enumerate(batch["episode_index"].tolist()):
+            n = lerobot_h264.lengths[episode]
+            assert batch["start_frame"][row] == 0 and batch["fps"][row] == 30.0
+            assert batch["task"][row] == lerobot_h264.tasks[lerobot_h264.episode_task[episode]]
+            # Whole episodes start on keyframes: copied, the same frames exactly.
+            assert batch["copied"][row]
+            for camera in LEROBOT_CAMERAS:
+                expected = lerobot_frames(lerobot_h264, episode, 0, 7, camera)
+                np.testing.assert_array_equal(batch[camera][row], expected)
+    # Whole episodes differ in length: the full arrays, read by the webdataset package.
+    seen = {}
+    for sample in wds.WebDataset(sorted(str(p) for p in dst.glob("*.tar")), shardshuffle=False):
+        info = json.loads(sample["json"])
+        episode = info["episode_index"]
+        n = lerobot_h264.lengths[episode]
+        assert info["num_frames"] == n
+        frames = np.arange(n)
+        action = np.load(io.BytesIO(sample["action.npy"]))
+        np.testing.assert_array_equal(action, lerobot_datasets.action_values(episode, frames))
+        state = np.load(io.BytesIO(sample["observation.state.npy"]))
+        np.testing.assert_array_equal(state, lerobot_datasets.state_values(episode, frames))
+        clip = stoker.VideoReader(sample["observation.images.top.mp4"])
+        assert clip.num_frames == n and np.allclose(clip.pts, np.arange(n) / 30, atol=1e-6)
+        seen[episode] = sample["__key__"]
+    assert sorted(seen) == [0, 1, 2]
+    # A rerun finds every shard written (the staged clips are gone: not needed).
+    again = stoker.write_shards(lerobot_h264.root, dst, shard_bytes="12KB", progress=False)
+    assert again.resumed == len(again.shards)
+
+
+def test_lerobot_windows_off_keyframes_are_reencoded_within_tolerance(
+    tmp_path, cache, lerobot_h264
+):
+    import lerobot_datasets
+
+    dst = tmp_path / "windows"
+    report = stoker.write_shards(
+        lerobot_h264.root,
+        dst,
+        clip_seconds=0.1,  # 3 frames: windows at 0, 3, 6, 9; keyframes every 2 frames
+        cameras=[LEROBOT_CAMERAS[0]],
+        shard_bytes="1MB",
+        progress=False,
+    )
+    windows = [(e, s) for e, n in enumerate(lerobot_h264.lengths) for s in range(0, n - 2, 3)]
+    assert report.samples == len(windows)
+    ds, batches = clip_batches(dst, 3, cameras=[LEROBOT_CAMERAS[0]])
+    copied = {True: 0, False: 0}
+    for batch in batches:
+        for row in range(len(batch["__key__"])):
+            episode, start = int(batch["episode_index"][row]), int(batch["start_frame"][row])
+            assert (episode, start) in windows
+            expected = lerobot_frames(lerobot_h264, episode, start, 3, LEROBOT_CAMERAS[0])
+            got = batch[LEROBOT_CAMERAS[0]][row]
+            assert bool(batch["copied"][row]) == (start % 2 == 0)
+            copied[start % 2 == 0] += 1
+            if start % 2 == 0:
+                np.testing.assert_array_equal(got, expected)
+            else:
+                # Re-encoded (x264, crf 18): the frames' marks read back, pixels within 6 levels
+                # on average.
+                assert np.abs(got.astype(int) - expected).mean() < 6
+                marks = lerobot_datasets.read_marks(got, layout="NCHW")
+                assert marks[0].tolist() == [episode] * 3
+                assert marks[1].tolist() == [start, start + 1, start + 2]
+            np.testing.assert_array_equal(
+                batch["action"][row],
+                lerobot_datasets.action_values(episode, np.arange(start, start + 3)),
+            )
+    assert copied[True] > 0 and copied[False] > 0
+    with pytest.raises(stoker.InvalidArgumentError, match="less than one frame"):
+        stoker.write_shards(lerobot_h264.root, tmp_path / "x", clip_seconds=0.01, progress=False)
+    with pytest.raises(stoker.InvalidArgumentError, match="unknown cameras"):
+        stoker.write_shards(lerobot_h264.root, tmp_path / "y", cameras=["nope"], progress=False)
+
+
+def test_lerobot_v21_av1_episodes_are_copied_exactly(tmp_path, cache, lerobot_v21):
+    """AV1 in MP4 (LeRobot's codec), one file per episode: the av1C configuration is carried
+    over and every frame decodes as in the dataset."""
+    dst = tmp_path / "v21"
+    stoker.write_shards(lerobot_v21.root, dst, shard_bytes="1MB", progress=False)
+    ds, batches = clip_batches(dst, 5, arrays=False, size=(64, 64))
+    assert len(ds) == 3
+    for batch in batches:
+        assert batch["copied"].all()
+        for row, episode in enumerate(batch["episode_index"].tolist()):
+            for camera in LEROBOT_CAMERAS:
+                expected = lerobot_frames(lerobot_v21, episode, 0, 5, camera)
+                np.testing.assert_array_equal(batch[camera][row], expected)
