@@ -831,3 +831,37 @@ def test_lerobot_v21_av1_episodes_are_copied_exactly(tmp_path, cache, lerobot_v2
             for camera in LEROBOT_CAMERAS:
                 expected = lerobot_frames(lerobot_v21, episode, 0, 5, camera)
                 np.testing.assert_array_equal(batch[camera][row], expected)
+
+
+def test_mp4_cut_copies_a_gop_run_of_h264_with_b_frames_exactly(video):
+    """The copy path on a stream that reorders frames (3 B-frames, a keyframe every 30): a run
+    from a keyframe to a GOP boundary is copyable and decodes to the same frames with the same
+    relative times; a run starting between keyframes, or ending inside a GOP whose B-frames
+    need a later reference, is not."""
+    from stoker.mp4_cut import read_track, write_clip
+
+    path = video("h264")
+    size = os.path.getsize(path)
+
+    def read(offsets, sizes):
+        return _core.read_ranges(path, offsets, sizes).tobytes()
+
+    track = read_track(size, read)
+    source = stoker.VideoReader(path)
+    assert track is not None and track.num_frames == source.num_frames
+    assert track.composition.any()  # reordered: B-frames
+    np.testing.assert_array_equal(np.flatnonzero(track.sync), np.flatnonzero(source.is_key))
+    assert track.copyable(31, 29) is None
+    # Frames 30..39 are shown from packets 30..40 less one B-frame (shown later): not a run.
+    assert track.copyable(30, 10) is None and track.copyable(30, 9) is not None
+    samples = track.copyable(30, 60)
+    assert samples is not None
+    clip = stoker.VideoReader(
+        write_clip(track, samples, read(track.offsets[samples], track.sizes[samples]))
+    )
+    assert clip.num_frames == 60
+    np.testing.assert_allclose(clip.pts, source.pts[30:90] - source.pts[30], atol=1e-6)
+    np.testing.assert_array_equal(
+        clip.get_frames(range(60), layout="NHWC"),
+        source.get_frames(range(30, 90), layout="NHWC"),
+    )
