@@ -38,13 +38,24 @@ from stoker.sampling import (
 )
 from stoker.shard_loader import ShardLoader
 from stoker.shard_writer import write_shards
-from stoker.shards import Clip, Image, Json, Label, ShardDataset, ShardSpec, Text, Tokens
+from stoker.shards import (
+    Array,
+    Clip,
+    Image,
+    Json,
+    Label,
+    ShardDataset,
+    ShardSpec,
+    Text,
+    Tokens,
+)
 from stoker.storage import S3Options
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
 __all__ = [
     "AccessDeniedError",
+    "Array",
     "Clip",
     "DatasetError",
     "DecodeError",

@@ -45,7 +45,7 @@ import numpy as np
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.sampling import _check_seed
-from stoker.shards import Clip, Image, Json, Label, ShardDataset, Text, Tokens
+from stoker.shards import Array, Clip, Image, Json, Label, ShardDataset, Text, Tokens
 from stoker.transforms import Transforms
 from stoker.video import VideoReader
 
@@ -183,6 +183,7 @@ class ShardLoader:
         self._stats = {"batches": 0, "samples": 0, "skipped": 0, "bytes_read": 0, "built": 0}
         self._seconds = {"read_s": 0.0, "decode_s": 0.0, "wait_s": 0.0}
         self._errors: deque[str] = deque(maxlen=_KEPT_ERRORS)
+        self._remote_base = _core.remote_stats()
         # Image batches are written into recycled arrays: a fresh 150 MB float batch costs a
         # page fault per 4 KiB on its first write, a quarter of its decode time. The consumer's
         # batch and the ones being built: no more while the consumer lets go of its old batches.
@@ -317,13 +318,18 @@ class ShardLoader:
         """Counters since the loader was made: batches and samples delivered, batches built
         (delivered or ahead of the consumer), samples skipped (with the last messages naming
         shard, key and field), bytes read, and seconds spent reading and decoding (summed over
-        threads) and waiting for batches."""
+        threads) and waiting for batches; under ``"remote"`` the object-storage reads
+        (requests, retries, failures, bytes fetched, cache hits and misses, seconds waited)
+        since the loader was made, as :class:`stoker.Loader` counts them: per process, so
+        loaders running at the same time share them."""
+        now = _core.remote_stats()
         with self._lock:
             return {
                 **self._stats,
                 **self._seconds,
                 "threads": self.threads,
                 "errors": list(self._errors),
+                "remote": {key: now[key] - self._remote_base.get(key, 0) for key in now},
             }
 
     # -- iteration ------------------------------------------------------------------------------
@@ -596,6 +602,8 @@ class ShardLoader:
             return np.array([-1 if v is None else v for v in values], np.int64)
         if isinstance(decoder, Tokens):
             return _pad(values, decoder)
+        if isinstance(decoder, Array):
+            return self._stack(values, ids, fields, failed)
         columns: dict[str, Any] = {}
         for key, kind in decoder.keys.items():
             column = [None if v is None else v[key] for v in values]
@@ -604,6 +612,31 @@ class ShardLoader:
             else:
                 columns[key] = np.array([0 if c is None else c for c in column], _JSON_NUMPY[kind])
         return columns
+
+    def _stack(
+        self, values: list[Any], ids: np.ndarray, fields: list[str], failed: dict[int, str]
+    ) -> np.ndarray:
+        """Arrays of one shape stacked ``[B, *shape]`` (shape and dtype: the first decoded
+        one's); one of another shape or dtype fails its sample; failed rows are zeros."""
+        first = next(
+            (v for row, v in enumerate(values) if v is not None and row not in failed), None
+        )
+        if first is None:
+            return np.zeros((len(values), 0))
+        out = np.zeros((len(values), *first.shape), first.dtype)
+        for row, value in enumerate(values):
+            if value is None or row in failed:
+                continue
+            if value.shape != first.shape or value.dtype != first.dtype:
+                failed[row] = self._where(
+                    int(ids[row]),
+                    fields[row],
+                    f"an array of shape {value.shape} and dtype {value.dtype}, where the batch's "
+                    f"first is {first.shape} {first.dtype}",
+                )
+                continue
+            out[row] = value
+        return out
 
 
 class _BufferPool:
@@ -664,6 +697,8 @@ def _decode_member(decoder: Any, member: memoryview) -> Any:
             return int(text)
         except ValueError:
             raise ValueError(f"a cls member holds an integer, not {text[:40]!r}") from None
+    if isinstance(decoder, Array):
+        return np.load(io.BytesIO(member), allow_pickle=False)
     if isinstance(decoder, Tokens):
         array = np.load(io.BytesIO(member), allow_pickle=False)
         if array.ndim != 1:

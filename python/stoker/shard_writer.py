@@ -12,7 +12,10 @@ SRC is one of:
 * a Parquet manifest (``*.parquet``): a column ``key`` (optional), columns named after a file
   extension (``jpg``, ``png``, ``mp4``, ``npy``, ...) holding paths relative to the manifest's
   folder, ``txt`` holding text, ``cls`` holding integers; any other column goes into the
-  sample's ``json`` member.
+  sample's ``json`` member;
+* a LeRobot dataset (a folder holding ``meta/info.json``, or its URL): each episode, or each
+  window of ``--clip-seconds``, becomes a clip sample (``<camera>.mp4`` per camera, ``json``,
+  ``<feature>.npy``); see :mod:`stoker.shard_clips`.
 
 The samples are shuffled with ``--shuffle-seed`` (write-time shuffle: shards hold a mix, so a
 reader's shuffle buffer need not be large), images are optionally resized so their shorter
@@ -38,6 +41,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tarfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +56,9 @@ from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import write_json, write_parquet
 from stoker.dataset_index import _ProgressBar
+from stoker.shard_clips import ClipCut, is_lerobot_dataset, lerobot_clip_samples
 from stoker.shards import IMAGE_EXTENSIONS, INDEX_SUFFIX, INDEX_VERSION, member_field
+from stoker.storage import add_storage_arguments, storage_options_from_args
 from stoker.typed_columns import convert_json_columns
 
 __all__ = ["ShardReport", "write_shards"]
@@ -177,6 +183,8 @@ def _manifest_samples(path: str) -> list[Sample]:
 def _member_bytes(field: str, value: Any, resize: int | None) -> bytes:
     if isinstance(value, bytes):
         return value
+    if isinstance(value, ClipCut):
+        return value.read()
     with open(value, "rb") as f:
         data = f.read()
     if resize is None or field.rsplit(".", 1)[-1] not in _RESIZABLE:
@@ -245,6 +253,9 @@ def write_shards(
     prefix: str = "shard",
     workers: int | None = None,
     progress: bool | Callable[[int, int], None] = True,
+    clip_seconds: float | None = None,
+    cameras: Sequence[str] | None = None,
+    storage_options: Any = None,
 ) -> ShardReport:
     """Writes the samples of ``src`` into tar shards in ``dst``; see the module's notes.
 
@@ -255,6 +266,12 @@ def write_shards(
         prefix: shards are ``<prefix>-000000.tar``, ...
         workers: threads reading and encoding; default: the usable cores.
         progress: True draws a progress bar on stderr; a callable gets (done, total) shards.
+        clip_seconds: for a LeRobot ``src``: each window of this many seconds of an episode is
+            one clip sample (a tail shorter than a window is left out); None: whole episodes.
+            See :mod:`stoker.shard_clips`.
+        cameras: for a LeRobot ``src``: the cameras given as clips (default: all).
+        storage_options: for a LeRobot ``src`` given by URL (``s3://``), see
+            :mod:`stoker.storage`.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     target = parse_bytes(shard_bytes)
@@ -264,7 +281,28 @@ def write_shards(
         raise InvalidArgumentError(f"resize must be positive, got {resize!r}")
     workers = int(workers) if workers else _core.usable_cores()
     classes: list[str] | None = None
-    if os.path.isfile(src) and src.endswith(".parquet"):
+    state = os.path.join(dst, STATE_DIR)
+    fingerprint = ""
+    lerobot = is_lerobot_dataset(src)
+    if not lerobot and (clip_seconds is not None or cameras is not None or storage_options):
+        raise InvalidArgumentError(
+            f"{src}: clip_seconds, cameras and storage_options are for LeRobot datasets "
+            "(a folder with meta/info.json, or its URL)"
+        )
+    if lerobot:
+        if resize is not None:
+            raise InvalidArgumentError(
+                f"{src}: resize is for images; LeRobot clips keep their videos' size"
+            )
+        samples, fingerprint = lerobot_clip_samples(
+            src,
+            state,
+            clip_seconds=clip_seconds,
+            cameras=cameras,
+            storage_options=storage_options,
+            progress=progress is True,
+        )
+    elif os.path.isfile(src) and src.endswith(".parquet"):
         samples = _manifest_samples(src)
     elif os.path.isdir(src) and _is_image_folder(src):
         samples, classes = _image_folder_samples(src)
@@ -274,9 +312,8 @@ def write_shards(
         raise InvalidArgumentError(f"{src}: not a folder or a Parquet manifest")
     if not samples:
         raise DatasetError(f"{src}: no sample found")
-    state = os.path.join(dst, STATE_DIR)
     os.makedirs(state, exist_ok=True)
-    plan = _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers)
+    plan = _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers, fingerprint)
     journal_path = os.path.join(state, "done.jsonl")
     done: dict[str, int] = {}
     if os.path.exists(journal_path):
@@ -321,17 +358,26 @@ def write_shards(
     if classes is not None:
         write_json(os.path.join(dst, "classes.json"), classes)
     _write_columns(samples, order, starts, names, os.path.join(dst, "columns.parquet"))
+    # Staged clips are in the shards now; a rerun finds every shard journaled.
+    shutil.rmtree(os.path.join(state, "clips"), ignore_errors=True)
     return ShardReport(names, sizes, len(order), resumed)
 
 
-def _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers) -> dict[str, Any]:
+def _plan(
+    samples, src, state, target, resize, shuffle_seed, prefix, workers, source_fingerprint
+) -> dict[str, Any]:
     """The run's plan (sample order and shard starts), saved in the state folder; an existing
     plan of the same source and options is taken as it is."""
-    listing = hashlib.sha1()
+    listing = hashlib.sha1(source_fingerprint.encode())
     for key, members in samples:
         listing.update(key.encode())
         for field, value in members:
-            stat = (len(value), 0) if isinstance(value, bytes) else _stat(value)
+            if isinstance(value, bytes):
+                stat: Any = (len(value), 0)
+            elif isinstance(value, ClipCut):
+                stat = value.describe()
+            else:
+                stat = _stat(value)
             listing.update(f"{field}:{stat}".encode())
     options = {
         "src": os.path.abspath(src),
@@ -359,18 +405,22 @@ def _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers) ->
         else np.arange(n)
     )
 
+    def member_size(field: str, value: Any) -> int:
+        if isinstance(value, bytes):
+            return len(value)
+        if isinstance(value, ClipCut):
+            return value.size()  # cut (and staged) now
+        if resize is None:
+            return os.path.getsize(value)
+        return len(_member_bytes(field, value, resize))
+
     def measure(i: int) -> int:
         key, members = samples[i]
-        return _tar_bytes(key, [(f, len(_member_bytes(f, v, resize))) for f, v in members])
+        return _tar_bytes(key, [(f, member_size(f, v)) for f, v in members])
 
-    if resize is None:
-        sizes = [
-            _tar_bytes(
-                key,
-                [(f, len(v) if isinstance(v, bytes) else os.path.getsize(v)) for f, v in members],
-            )
-            for key, members in samples
-        ]
+    clips = any(isinstance(v, ClipCut) for _, members in samples for _, v in members)
+    if resize is None and not clips:
+        sizes = [measure(i) for i in range(n)]
     else:
         with ThreadPoolExecutor(workers) as pool:
             sizes = list(pool.map(measure, range(n)))
@@ -461,7 +511,12 @@ def _write_columns(samples, order, starts, names, path) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "src", help="a folder of samples, an ImageFolder tree or a Parquet manifest"
+        "src",
+        help="a folder of samples, an ImageFolder tree, a Parquet manifest, or a LeRobot "
+        "dataset (a folder with meta/info.json, or its s3:// URL) whose episodes become clip "
+        "samples: <camera>.mp4 per camera (cut without re-encoding when the clip starts on a "
+        "keyframe, else re-encoded with libx264), json (episode_index, start_frame, fps, task, "
+        "...) and <feature>.npy per numeric feature (observation.state.npy, action.npy)",
     )
     parser.add_argument("dst", help="the folder the shards go to")
     parser.add_argument("--shard-bytes", default="256MB", help="target shard size (256MB)")
@@ -471,6 +526,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default="shard", help="shard names: PREFIX-000000.tar")
     parser.add_argument("--workers", type=int, help="threads; default: the usable cores")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    lerobot = parser.add_argument_group("LeRobot sources (episodes as clips)")
+    lerobot.add_argument(
+        "--clip-seconds",
+        type=float,
+        help="each window of this many seconds of an episode is one sample (windows from the "
+        "episode's start, a shorter tail left out); default: whole episodes",
+    )
+    lerobot.add_argument(
+        "--cameras", nargs="+", metavar="KEY", help="the cameras given as clips (default: all)"
+    )
+    add_storage_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -483,6 +549,9 @@ def main(args: argparse.Namespace) -> int:
         prefix=args.prefix,
         workers=args.workers,
         progress=not args.no_progress,
+        clip_seconds=args.clip_seconds,
+        cameras=args.cameras,
+        storage_options=storage_options_from_args(args),
     )
     print(report.summary())
     return 0

@@ -6,6 +6,7 @@ shards in WebDataset's layout, read by ranged reads through a shard index.
         caption=stoker.Text("txt"),             # a list of strings
         label=stoker.Label("cls"),              # int64
         tokens=stoker.Tokens("npy"),            # padded array + tokens_length
+        action=stoker.Array("action.npy"),      # stacked [B, *shape]
         clip=stoker.Clip("mp4", frames=(0, 2, 4, 6), size=(112, 112)),
         meta=stoker.Json("json", keys={"width": "int64", "url": "str"}),
     )
@@ -49,6 +50,7 @@ from stoker.dataset_index import default_cache_dir
 from stoker.storage import S3Options, as_s3_options, is_url, open_dataset_root
 
 __all__ = [
+    "Array",
     "Clip",
     "Image",
     "Json",
@@ -172,6 +174,18 @@ class Tokens:
 
 
 @dataclass(frozen=True)
+class Array:
+    """A ``.npy`` array of the same shape in every sample (a clip's actions ``[T, D]``, an
+    embedding): the batch holds them stacked, ``[B, *shape]``, in their dtype. A sample whose
+    array has another shape or dtype than the batch's first is a bad member (``on_error``)."""
+
+    fields: str = "npy"
+
+    def __post_init__(self):
+        object.__setattr__(self, "fields", _fields(self.fields, None, "Array"))
+
+
+@dataclass(frozen=True)
 class Json:
     """A json field whose ``keys`` become typed columns of the batch, one per key, named after
     the key: ``{"width": "int64", "score": "float32", "url": "str"}`` (types: int64, float64,
@@ -191,23 +205,23 @@ class Json:
         object.__setattr__(self, "keys", keys)
 
 
-Decoder = Image | Clip | Text | Label | Tokens | Json
+Decoder = Image | Clip | Text | Label | Tokens | Array | Json
 
 
 class ShardSpec(dict):
     """What a :class:`ShardDataset` gives per sample: output name -> decoder
     (:class:`Image`, :class:`Clip`, :class:`Text`, :class:`Label`, :class:`Tokens`,
-    :class:`Json`). A plain dict of the same is accepted wherever a spec is."""
+    :class:`Array`, :class:`Json`). A plain dict of the same is accepted wherever a spec is."""
 
     def __init__(self, fields: Mapping[str, Decoder] | None = None, **named: Decoder):
         super().__init__({**(fields or {}), **named})
         if not self:
             raise ValueError("a ShardSpec needs at least one field")
         for name, decoder in self.items():
-            if not isinstance(decoder, (Image, Clip, Text, Label, Tokens, Json)):
+            if not isinstance(decoder, (Image, Clip, Text, Label, Tokens, Array, Json)):
                 raise TypeError(
-                    f"spec field {name!r}: expected stoker.Image, Clip, Text, Label, Tokens or "
-                    f"Json, got {type(decoder).__name__}"
+                    f"spec field {name!r}: expected stoker.Image, Clip, Text, Label, Tokens, "
+                    f"Array or Json, got {type(decoder).__name__}"
                 )
         names = set(self)
         for name, decoder in self.items():
@@ -439,11 +453,14 @@ class ShardDataset:
         self.spec = spec if isinstance(spec, ShardSpec) else ShardSpec(dict(spec))
         self.storage_options = as_s3_options(storage_options)
         self.urls = expand_urls(urls_or_pattern, storage_options)
+        folders = set()  # the options registered once per folder of shards
         for url in self.urls:
             if is_url(url) and self.storage_options != S3Options():
-                open_dataset_root(url.rsplit("/", 1)[0], self.storage_options)
+                folders.add(url.rsplit("/", 1)[0])
             elif not is_url(url):
                 checked_path(url, "shard")
+        for folder in sorted(folders):
+            open_dataset_root(folder, self.storage_options)
         cache = checked_path(cache_dir, "cache_dir") if cache_dir is not None else None
         indexes = [shard_index(url, cache) for url in self.urls]
         self.shard_bytes = np.array([ix["shard_bytes"] for ix in indexes], np.int64)

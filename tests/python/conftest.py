@@ -118,3 +118,29 @@ def s3_server():
 
     with s3_server.S3Server() as server:
         yield server
+
+
+@pytest.fixture
+def s3_environment(s3_server, monkeypatch, tmp_path):
+    """The environment pointing at the server with the real keys, and a private cache."""
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    return s3_server
+
+
+@pytest.fixture
+def fault_proxy(s3_server, monkeypatch, tmp_path):
+    """A :class:`s3_server.FaultProxy` (seed 7, no faults yet) in front of the server, the
+    environment pointing at it, and a private cache."""
+    from s3_server import FaultProxy
+
+    with FaultProxy(s3_server.endpoint, seed=7) as proxy:
+        for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in s3_server.env(proxy.endpoint).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+        yield proxy

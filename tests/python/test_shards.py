@@ -562,3 +562,345 @@ def test_stoker_shard_resizes_and_takes_image_folders_and_manifests(tmp_path, ca
     (batch,) = list(stoker.Loader(ds, batch_size=5, shuffle=False, output="numpy"))
     assert sorted(batch["caption"]) == [f"t{i}" for i in range(5)]
     assert sorted(batch["score"].tolist()) == [0.0, 0.5, 1.0, 1.5, 2.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shards in object storage (moto with signature checking, s3_server.py; fixtures in conftest)
+
+S3_BUCKET = "stoker-shards"
+S3_SPEC = {
+    "image": stoker.Image("jpg", size=(40, 48)),
+    "caption": stoker.Text("txt"),
+    "label": stoker.Label("cls"),
+}
+
+
+@pytest.fixture(scope="module")
+def written_shards(tmp_path_factory):
+    """Four shards written by `stoker shard` from 32 samples (a JPEG, a caption, a label)."""
+    src = tmp_path_factory.mktemp("shard-src")
+    for i in range(32):
+        (src / f"p{i:03d}.jpg").write_bytes(encoded(photo(i, 64 + 4 * (i % 5), 48), "JPEG"))
+        (src / f"p{i:03d}.txt").write_text(f"a photo, number {i}")
+        (src / f"p{i:03d}.cls").write_text(str(i % 3))
+    dst = tmp_path_factory.mktemp("shard-dst")
+    # Bytes in a tar: a 512-byte header per member, data padded to 512.
+    total = sum(512 + -(-os.path.getsize(src / f) // 512) * 512 for f in os.listdir(src))
+    report = stoker.write_shards(src, dst, shard_bytes=total // 4 + 4096, progress=False)
+    assert len(report.shards) == 4
+    return dst, report.shards
+
+
+def upload_shards(s3_server, written, prefix, sidecars=True):
+    """The shards (and their sidecar indexes) under s3://stoker-shards/<prefix>/; returns the
+    brace pattern naming them."""
+    dst, names = written
+    s3_server.create_bucket(S3_BUCKET)
+    for name in names:
+        s3_server.s3.upload_file(str(dst / name), S3_BUCKET, f"{prefix}/{name}")
+        if sidecars:
+            s3_server.s3.upload_file(
+                str(dst / f"{name}.index"), S3_BUCKET, f"{prefix}/{name}.index"
+            )
+    return f"s3://{S3_BUCKET}/{prefix}/shard-{{000000..{len(names) - 1:06d}}}.tar"
+
+
+def assert_same_batches(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for name in x:
+            if isinstance(x[name], np.ndarray):
+                assert x[name].dtype == y[name].dtype
+                np.testing.assert_array_equal(x[name], y[name])
+            else:
+                assert x[name] == y[name]
+
+
+def local_batches(written, threads):
+    dst, names = written
+    ds = stoker.ShardDataset([str(dst / n) for n in names], S3_SPEC)
+    return list(
+        stoker.Loader(ds, batch_size=5, seed=4, shuffle_buffer=8, threads=threads, output="numpy")
+    )
+
+
+@needs_image_decoder
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_loader_over_s3_shards_gives_the_local_batches(
+    s3_server, written_shards, tmp_path, monkeypatch, threads
+):
+    """Explicit storage_options (no AWS_* in the environment); with sidecar indexes and
+    without (the index then comes from a scan of the tar headers over ranged GETs)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    options = {
+        "key": s3_server.access_key_id,
+        "secret": s3_server.secret_access_key,
+        "endpoint_url": s3_server.endpoint,
+        "region": "us-east-1",
+    }
+    local = local_batches(written_shards, threads)
+    for sidecars in (True, False):
+        prefix = f"local-equal-{threads}-{sidecars}"
+        pattern = upload_shards(s3_server, written_shards, prefix, sidecars=sidecars)
+        ds = stoker.ShardDataset(pattern, S3_SPEC, storage_options=options)
+        assert ds.urls[0] == f"s3://{S3_BUCKET}/{prefix}/shard-000000.tar" and len(ds) == 32
+        loader = stoker.Loader(
+            ds, batch_size=5, seed=4, shuffle_buffer=8, threads=threads, output="numpy"
+        )
+        remote = list(loader)
+        assert_same_batches(local, remote)
+        stats = loader.stats()
+        assert stats["remote"]["failures"] == 0
+        assert stats["remote"]["cache_hits"] + stats["remote"]["cache_misses"] > 0
+
+
+@needs_image_decoder
+def test_s3_shards_survive_faults_and_retries_are_counted(s3_server, written_shards, fault_proxy):
+    """500s, resets and truncated bodies: the index scan (no sidecars) and an epoch's reads
+    (sidecars: every member range is a GET during the epoch) retry, and the batches are the
+    local ones."""
+    from s3_server import Faults
+
+    dst, names = written_shards
+    local_ds = stoker.ShardDataset([str(dst / n) for n in names], S3_SPEC)
+    local = local_batches(written_shards, 2)
+    options = {
+        "max_attempts": 10,
+        "backoff_base_s": 0.001,
+        "backoff_max_s": 0.01,
+        "low_speed_timeout_s": 1,
+    }
+    fault_proxy.set_faults(Faults(error=0.2, reset=0.1, truncate=0.05))
+    before = _core.remote_stats()
+    scanned = stoker.ShardDataset(
+        upload_shards(s3_server, written_shards, "faulty-scan", sidecars=False),
+        S3_SPEC,
+        storage_options=options,
+    )
+    assert scanned.keys == local_ds.keys and scanned.shard_bytes.tolist() == [
+        os.path.getsize(dst / n) for n in names
+    ]
+    assert _core.remote_stats()["retries"] > before["retries"]
+
+    ds = stoker.ShardDataset(
+        upload_shards(s3_server, written_shards, "faulty"), S3_SPEC, storage_options=options
+    )
+    loader = stoker.Loader(ds, batch_size=5, seed=4, shuffle_buffer=8, threads=2, output="numpy")
+    assert_same_batches(local, list(loader))
+    assert fault_proxy.faults_injected.get("error", 0) > 0
+    assert fault_proxy.faults_injected.get("reset", 0) > 0
+    remote = loader.stats()["remote"]
+    assert remote["retries"] > 0 and remote["failures"] == 0
+
+
+def test_a_missing_s3_shard_is_named(s3_environment, written_shards):
+    pattern = upload_shards(s3_environment, written_shards, "missing")
+    missing = pattern.replace("000003}", "000004}")
+    with pytest.raises(stoker.Error) as raised:
+        stoker.ShardDataset(missing, S3_SPEC)
+    message = str(raised.value)
+    assert f"s3://{S3_BUCKET}/missing/shard-000004.tar" in message and "no object" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# LeRobot episodes as clip samples (`stoker shard LEROBOT_ROOT DST`)
+
+LEROBOT_CAMERAS = ("observation.images.top", "observation.images.wrist")
+
+
+@pytest.fixture(scope="module")
+def lerobot_h264(tmp_path_factory, lerobot_cache):
+    """A v3.0 dataset of three episodes (9, 7, 12 frames at 30 fps), two H.264 cameras with a
+    keyframe every 2 frames, two episodes per video file."""
+    import lerobot_datasets
+
+    return lerobot_datasets.write_v30(
+        tmp_path_factory.mktemp("lerobot-clips") / "ds",
+        [9, 7, 12],
+        LEROBOT_CAMERAS,
+        fps=30,
+        codec="h264",
+        size=(48, 64),
+        episodes_per_file=2,
+        cache_dir=lerobot_cache,
+    )
+
+
+def lerobot_frames(written, episode, start, count, camera):
+    """The frames stoker.LeRobotDataset gives for (episode, start .. start + count - 1), uint8
+    [count, 3, H, W]."""
+    fps = written.fps
+    ds = stoker.LeRobotDataset(
+        written.root,
+        stoker.WindowSpec(delta_timestamps={camera: [k / fps for k in range(count)]}),
+        progress=False,
+    )
+    row = sum(written.lengths[:episode]) + start
+    frames = np.asarray(ds[row][camera])
+    if frames.dtype.kind == "f":
+        frames = np.rint(frames * 255).astype(np.uint8)
+    return frames
+
+
+def clip_batches(dst, count, cameras=LEROBOT_CAMERAS, arrays=True, size=(48, 64)):
+    spec = {
+        camera: stoker.Clip(f"{camera}.mp4", frames=range(count), size=size) for camera in cameras
+    }
+    if arrays:  # of one shape in every sample: clips of one length
+        spec["action"] = stoker.Array("action.npy")
+        spec["state"] = stoker.Array("observation.state.npy")
+    spec["meta"] = stoker.Json(
+        keys={
+            "episode_index": "int64",
+            "start_frame": "int64",
+            "fps": "float64",
+            "task": "str",
+            "copied": "bool",
+        }
+    )
+    ds = stoker.ShardDataset(sorted(str(p) for p in dst.glob("*.tar")), spec)
+    return ds, list(stoker.Loader(ds, batch_size=4, shuffle=False, threads=2, output="numpy"))
+
+
+def test_lerobot_episodes_become_clip_samples_copied_without_reencoding(
+    tmp_path, cache, lerobot_h264
+):
+    import lerobot_datasets
+    import webdataset as wds
+
+    dst = tmp_path / "clips"
+    args = ["shard", lerobot_h264.root, str(dst), "--shard-bytes", "12KB", "--no-progress"]
+    assert stoker.cli.main(args) == 0
+    assert len(list(dst.glob("*.tar"))) >= 2
+    ds, batches = clip_batches(dst, 7, arrays=False)
+    assert sorted(ds.keys) == [f"episode_{e:06d}-frame_000000" for e in range(3)]
+    assert not (dst / ".stoker_shard" / "clips").exists()  # staged clips removed at the end
+    with pytest.raises(stoker.DatasetError, match=r"field 'action.npy': an array of shape \("):
+        clip_batches(dst, 7)  # whole episodes: arrays of different lengths do not stack
+    for batch in batches:
+        for row, episode in enumerate(batch["episode_index"].tolist()):
+            n = lerobot_h264.lengths[episode]
+            assert batch["start_frame"][row] == 0 and batch["fps"][row] == 30.0
+            assert batch["task"][row] == lerobot_h264.tasks[lerobot_h264.episode_task[episode]]
+            # Whole episodes start on keyframes: copied, the same frames exactly.
+            assert batch["copied"][row]
+            for camera in LEROBOT_CAMERAS:
+                expected = lerobot_frames(lerobot_h264, episode, 0, 7, camera)
+                np.testing.assert_array_equal(batch[camera][row], expected)
+    # Whole episodes differ in length: the full arrays, read by the webdataset package.
+    seen = {}
+    for sample in wds.WebDataset(sorted(str(p) for p in dst.glob("*.tar")), shardshuffle=False):
+        info = json.loads(sample["json"])
+        episode = info["episode_index"]
+        n = lerobot_h264.lengths[episode]
+        assert info["num_frames"] == n
+        frames = np.arange(n)
+        action = np.load(io.BytesIO(sample["action.npy"]))
+        np.testing.assert_array_equal(action, lerobot_datasets.action_values(episode, frames))
+        state = np.load(io.BytesIO(sample["observation.state.npy"]))
+        np.testing.assert_array_equal(state, lerobot_datasets.state_values(episode, frames))
+        clip = stoker.VideoReader(sample["observation.images.top.mp4"])
+        assert clip.num_frames == n and np.allclose(clip.pts, np.arange(n) / 30, atol=1e-6)
+        seen[episode] = sample["__key__"]
+    assert sorted(seen) == [0, 1, 2]
+    # A rerun finds every shard written (the staged clips are gone: not needed).
+    again = stoker.write_shards(lerobot_h264.root, dst, shard_bytes="12KB", progress=False)
+    assert again.resumed == len(again.shards)
+
+
+def test_lerobot_windows_off_keyframes_are_reencoded_within_tolerance(
+    tmp_path, cache, lerobot_h264
+):
+    import lerobot_datasets
+
+    dst = tmp_path / "windows"
+    report = stoker.write_shards(
+        lerobot_h264.root,
+        dst,
+        clip_seconds=0.1,  # 3 frames: windows at 0, 3, 6, 9; keyframes every 2 frames
+        cameras=[LEROBOT_CAMERAS[0]],
+        shard_bytes="1MB",
+        progress=False,
+    )
+    windows = [(e, s) for e, n in enumerate(lerobot_h264.lengths) for s in range(0, n - 2, 3)]
+    assert report.samples == len(windows)
+    ds, batches = clip_batches(dst, 3, cameras=[LEROBOT_CAMERAS[0]])
+    copied = {True: 0, False: 0}
+    for batch in batches:
+        for row in range(len(batch["__key__"])):
+            episode, start = int(batch["episode_index"][row]), int(batch["start_frame"][row])
+            assert (episode, start) in windows
+            expected = lerobot_frames(lerobot_h264, episode, start, 3, LEROBOT_CAMERAS[0])
+            got = batch[LEROBOT_CAMERAS[0]][row]
+            assert bool(batch["copied"][row]) == (start % 2 == 0)
+            copied[start % 2 == 0] += 1
+            if start % 2 == 0:
+                np.testing.assert_array_equal(got, expected)
+            else:
+                # Re-encoded (x264, crf 18): the frames' marks read back, pixels within 6 levels
+                # on average.
+                assert np.abs(got.astype(int) - expected).mean() < 6
+                marks = lerobot_datasets.read_marks(got, layout="NCHW")
+                assert marks[0].tolist() == [episode] * 3
+                assert marks[1].tolist() == [start, start + 1, start + 2]
+            np.testing.assert_array_equal(
+                batch["action"][row],
+                lerobot_datasets.action_values(episode, np.arange(start, start + 3)),
+            )
+    assert copied[True] > 0 and copied[False] > 0
+    with pytest.raises(stoker.InvalidArgumentError, match="less than one frame"):
+        stoker.write_shards(lerobot_h264.root, tmp_path / "x", clip_seconds=0.01, progress=False)
+    with pytest.raises(stoker.InvalidArgumentError, match="unknown cameras"):
+        stoker.write_shards(lerobot_h264.root, tmp_path / "y", cameras=["nope"], progress=False)
+
+
+def test_lerobot_v21_av1_episodes_are_copied_exactly(tmp_path, cache, lerobot_v21):
+    """AV1 in MP4 (LeRobot's codec), one file per episode: the av1C configuration is carried
+    over and every frame decodes as in the dataset."""
+    dst = tmp_path / "v21"
+    stoker.write_shards(lerobot_v21.root, dst, shard_bytes="1MB", progress=False)
+    ds, batches = clip_batches(dst, 5, arrays=False, size=(64, 64))
+    assert len(ds) == 3
+    for batch in batches:
+        assert batch["copied"].all()
+        for row, episode in enumerate(batch["episode_index"].tolist()):
+            for camera in LEROBOT_CAMERAS:
+                expected = lerobot_frames(lerobot_v21, episode, 0, 5, camera)
+                np.testing.assert_array_equal(batch[camera][row], expected)
+
+
+def test_mp4_cut_copies_a_gop_run_of_h264_with_b_frames_exactly(video):
+    """The copy path on a stream that reorders frames (3 B-frames, a keyframe every 30): a run
+    from a keyframe to a GOP boundary is copyable and decodes to the same frames with the same
+    relative times; a run starting between keyframes, or ending inside a GOP whose B-frames
+    need a later reference, is not."""
+    from stoker.mp4_cut import read_track, write_clip
+
+    path = video("h264")
+    size = os.path.getsize(path)
+
+    def read(offsets, sizes):
+        return _core.read_ranges(path, offsets, sizes).tobytes()
+
+    track = read_track(size, read)
+    source = stoker.VideoReader(path)
+    assert track is not None and track.num_frames == source.num_frames
+    assert track.composition.any()  # reordered: B-frames
+    np.testing.assert_array_equal(np.flatnonzero(track.sync), np.flatnonzero(source.is_key))
+    assert track.copyable(31, 29) is None
+    # Frames 30..39 are shown from packets 30..40 less one B-frame (shown later): not a run.
+    assert track.copyable(30, 10) is None and track.copyable(30, 9) is not None
+    samples = track.copyable(30, 60)
+    assert samples is not None
+    clip = stoker.VideoReader(
+        write_clip(track, samples, read(track.offsets[samples], track.sizes[samples]))
+    )
+    assert clip.num_frames == 60
+    np.testing.assert_allclose(clip.pts, source.pts[30:90] - source.pts[30], atol=1e-6)
+    np.testing.assert_array_equal(
+        clip.get_frames(range(60), layout="NHWC"),
+        source.get_frames(range(30, 90), layout="NHWC"),
+    )

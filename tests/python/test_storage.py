@@ -53,13 +53,8 @@ def s3(s3_server, tiny):
 
 
 @pytest.fixture
-def s3_env(s3, monkeypatch, tmp_path):
-    """The environment pointing at the server with the real keys, and a private cache."""
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+def s3_env(s3, s3_environment):
+    """The environment pointing at the server (with both datasets) and a private cache."""
     return s3
 
 
@@ -436,13 +431,10 @@ def test_a_dataset_naming_a_missing_video_is_refused_by_name(s3_env, tiny):
 
 
 @pytest.fixture
-def proxy(s3, monkeypatch, tmp_path):
-    """A FaultProxy in front of the server, and the environment pointing at it."""
-    with FaultProxy(s3.endpoint, seed=7) as fault_proxy:
-        for name, value in s3.env(fault_proxy.endpoint).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
-        yield fault_proxy
+def proxy(s3, fault_proxy):
+    """A FaultProxy in front of the server (with both datasets), the environment pointing at
+    it."""
+    return fault_proxy
 
 
 def test_items_survive_faults_and_retries_are_counted(proxy, tiny):

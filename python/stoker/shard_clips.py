@@ -1,0 +1,266 @@
+"""LeRobot episodes as clip samples for ``stoker shard``: each episode, or each window of
+``clip_seconds`` of an episode, becomes one sample of the shards.
+
+    $ stoker shard path/to/lerobot shards/ --clip-seconds 4 --shard-bytes 256MB
+
+Per sample (key ``episode_000012-frame_000120``: the episode index and the clip's first frame):
+
+* ``<camera>.mp4`` per camera (``observation.images.top.mp4``): the clip's frames of that
+  camera's video. When the clip starts on a keyframe and its packets are a contiguous run in
+  decode order (always, for streams without B-frames; at GOP boundaries otherwise), they are
+  copied into a new MP4 (:mod:`stoker.mp4_cut`): the same bytes, decoding to the same frames.
+  Otherwise the clip is re-encoded by the native transcoder (``_core.transcode``, as ``stoker
+  etl`` does) with libx264 at :data:`REENCODE_CRF`, at the source's size, timestamps kept.
+* ``json``: ``episode_index``, ``start_frame`` (within the episode), ``num_frames``, ``fps``,
+  ``timestamp`` (the first frame's), ``task_index``, ``task`` (its text), and ``copied``
+  (whether every camera's clip is the source's packets).
+* ``<feature>.npy`` per numeric feature of the data files (``observation.state.npy``,
+  ``action.npy``, ...): that feature's rows of the clip, ``[frames, dim]`` (or ``[frames]``).
+
+Windows start at frames 0, n, 2n, ... of each episode (n = ``round(clip_seconds * fps)``), and
+a tail shorter than n is left out, so every clip has n frames (what a batch of clips needs).
+Without ``clip_seconds`` each episode is one clip. Clips are staged in
+``DST/.stoker_shard/clips/`` as they are cut (so that their sizes are known before the shards
+are cut to equal bytes) and the folder is removed when the run completes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stoker import _core
+from stoker._core import DatasetError, InvalidArgumentError
+from stoker._files import write_bytes
+from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
+from stoker.lerobot_meta import (
+    DEFAULT_COLUMNS,
+    LeRobotMetadata,
+    depth_cameras,
+    read_columns,
+    read_lerobot_metadata,
+    readable_columns,
+)
+from stoker.mp4_cut import Track, read_track, write_clip
+from stoker.storage import open_dataset_root
+from stoker.video import VideoReader
+
+__all__ = ["REENCODE_CRF", "ClipCut", "is_lerobot_dataset", "lerobot_clip_samples"]
+
+# Re-encoded clips: x264 at this constant rate factor (near-transparent; x264's default is 23).
+REENCODE_CRF = 18
+
+
+def is_lerobot_dataset(src: str) -> bool:
+    """Whether ``src`` is a LeRobot dataset: a URL, or a folder holding ``meta/info.json``."""
+    return _core.is_remote_url(src) or os.path.isfile(os.path.join(src, "meta", "info.json"))
+
+
+class _Videos:
+    """What the clips of one run share: the index, each video file's sample table and reader
+    facts, read once (thread-safe)."""
+
+    def __init__(self, index: EpisodeIndex):
+        self.index = index
+        self._lock = threading.Lock()
+        self._tracks: dict[int, Track | None] = {}
+        self._readers: dict[int, VideoReader] = {}
+
+    def reader(self, video: int) -> VideoReader:
+        with self._lock:
+            if video not in self._readers:
+                path = self.index.video_files[video]
+                self._readers[video] = VideoReader(path, frame_table=self.index.frame_table(video))
+            return self._readers[video]
+
+    def track(self, video: int) -> Track | None:
+        """The file's sample table when it is one this module copies from and it agrees with
+        the reader's frames (count and times); else None (clips are re-encoded)."""
+        reader = self.reader(video)
+        with self._lock:
+            if video in self._tracks:
+                return self._tracks[video]
+        path = self.index.video_files[video]
+        size = _core.stat_source(path)[0]
+
+        def read(offsets: np.ndarray, sizes: np.ndarray) -> bytes:
+            return _core.read_ranges(path, offsets, sizes).tobytes()
+
+        try:
+            track = read_track(size, read)
+        except ValueError as error:
+            raise DatasetError(f"{path}: cannot read its MP4 boxes: {error}") from None
+        if track is not None:
+            times = np.sort(track.dts + track.composition) / track.timescale
+            pts = reader.pts
+            if track.num_frames != len(pts) or not np.allclose(
+                times - times[0], pts - pts[0], atol=1e-6, rtol=0
+            ):
+                track = None
+        with self._lock:
+            self._tracks[video] = track
+        return track
+
+
+@dataclass(frozen=True)
+class ClipCut:
+    """Frames [first, first + count) (presentation order) of video file ``video`` of the index,
+    as an MP4 member: copied when ``copy``, else re-encoded; staged at ``staged``."""
+
+    video: int
+    first: int
+    count: int
+    copy: bool
+    staged: str
+    videos: _Videos = field(compare=False, repr=False)
+
+    def describe(self) -> str:
+        return f"clip:{self.video}:{self.first}:{self.count}:{self.copy}"
+
+    def size(self) -> int:
+        self.stage()
+        return os.path.getsize(self.staged)
+
+    def read(self) -> bytes:
+        self.stage()
+        with open(self.staged, "rb") as f:
+            return f.read()
+
+    def stage(self) -> None:
+        """Writes the clip to ``staged`` unless it is there (atomically: a staged file is
+        complete)."""
+        if os.path.exists(self.staged):
+            return
+        os.makedirs(os.path.dirname(self.staged), exist_ok=True)
+        path = self.videos.index.video_files[self.video]
+        track = self.videos.track(self.video) if self.copy else None
+        samples = track.copyable(self.first, self.count) if track is not None else None
+        if samples is not None:
+            assert track is not None
+            data = _core.read_ranges(path, track.offsets[samples], track.sizes[samples])
+            write_bytes(self.staged, write_clip(track, samples, data.tobytes()))
+            return
+        reader = self.videos.reader(self.video)
+        options = _core.TranscodeOptions()
+        options.height, options.width = reader.height, reader.width
+        options.encoder.crf = REENCODE_CRF
+        try:
+            _core.transcode(
+                path,
+                self.videos.index.frame_table(self.video),
+                self.first,
+                self.count,
+                self.staged,
+                options,
+            )
+        except _core.Error as error:
+            raise DatasetError(
+                f"stoker shard: cannot re-encode frames {self.first}-"
+                f"{self.first + self.count - 1} of {path}: {error}"
+            ) from None
+
+
+def _npy(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, np.ascontiguousarray(array), allow_pickle=False)
+    return out.getvalue()
+
+
+def lerobot_clip_samples(
+    src: str,
+    state_dir: str,
+    *,
+    clip_seconds: float | None,
+    cameras: Sequence[str] | None,
+    storage_options: Any = None,
+    progress: bool = False,
+) -> tuple[list[tuple[str, list[tuple[str, Any]]]], str]:
+    """The clip samples of the LeRobot dataset ``src`` (see the module) and a fingerprint of
+    the source and the options (files' sizes and versions, cameras, clip length)."""
+    from stoker.etl import _source_fingerprint
+
+    source = open_dataset_root(src, storage_options)
+    meta: LeRobotMetadata = read_lerobot_metadata(source)
+    if not meta.cameras:
+        raise DatasetError(f"{src}: the dataset has no video camera to cut clips from")
+    chosen = list(meta.cameras) if cameras is None else list(dict.fromkeys(cameras))
+    unknown = [c for c in chosen if c not in meta.cameras]
+    if unknown:
+        raise InvalidArgumentError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
+    window: int | None = None
+    if clip_seconds is not None:
+        window = int(round(float(clip_seconds) * meta.fps))
+        if window < 1:
+            raise InvalidArgumentError(
+                f"clip_seconds={clip_seconds} is less than one frame at {meta.fps} fps"
+            )
+    if source.remote:
+        index = load_remote_index(source, meta, progress=progress)
+    else:
+        index = load_index(source.location, progress=progress)
+    videos = _Videos(index)
+    depth = set(depth_cameras(meta))
+    numeric = [n for n in readable_columns(meta) if n not in DEFAULT_COLUMNS]
+    columns = read_columns(meta, [*numeric, "timestamp"])
+    clips_dir = os.path.join(state_dir, "clips")
+    per_camera = {c: (index.videos_of(c), index.first_frames(c)) for c in chosen}
+    samples: list[tuple[str, list[tuple[str, Any]]]] = []
+    for e in range(meta.num_episodes):
+        length = int(meta.length[e])
+        episode = int(meta.episode_index[e])
+        step = window or length
+        if step == 0:
+            continue  # an empty episode
+        for start in range(0, length - step + 1, step):
+            key = f"episode_{episode:06d}-frame_{start:06d}"
+            members: list[tuple[str, Any]] = []
+            copied = True
+            for camera in chosen:
+                video = int(per_camera[camera][0][e])
+                first = int(per_camera[camera][1][e]) + start
+                track = videos.track(video)
+                copy = track is not None and track.copyable(first, step) is not None
+                if not copy and camera in depth:
+                    raise DatasetError(
+                        f"{src}: episode {episode}, frames {start}-{start + step - 1} of the "
+                        f"depth camera {camera!r} would need re-encoding (the clip does not "
+                        "start on a keyframe), which loses its high-bit-depth samples; cut "
+                        "at keyframes (whole episodes, or a clip length a multiple of the GOP) "
+                        "or leave the camera out"
+                    )
+                copied = copied and copy
+                staged = os.path.join(clips_dir, f"{key}.{camera}.mp4")
+                members.append((f"{camera}.mp4", ClipCut(video, first, step, copy, staged, videos)))
+            row = int(meta.dataset_from_index[e]) + start
+            task = int(meta.task_index[e])
+            info = {
+                "episode_index": episode,
+                "start_frame": start,
+                "num_frames": step,
+                "fps": float(meta.fps),
+                "timestamp": float(columns["timestamp"][row]),
+                "task_index": task,
+                "task": str(meta.tasks[task]) if task >= 0 else "",
+                "copied": copied,
+            }
+            members.append(("json", json.dumps(info, sort_keys=True).encode()))
+            for name in numeric:
+                members.append((f"{name}.npy", _npy(columns[name][row : row + step])))
+            samples.append((key, members))
+    if not samples:
+        raise DatasetError(
+            f"{src}: no episode is as long as one clip of {window} frames"
+            if window
+            else f"{src}: every episode is empty"
+        )
+    fingerprint = "|".join(
+        [_source_fingerprint(meta), ",".join(chosen), str(window), str(REENCODE_CRF)]
+    )
+    return samples, fingerprint
