@@ -215,38 +215,35 @@ def _owned(batch: dict[str, Any]) -> dict[str, np.ndarray]:
     }
 
 
-def _take(batch: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
-    return {name: value[rows] for name, value in batch.items()}
-
-
-def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    if len(parts) == 1:
-        return parts[0]
-    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-
-
 def _shuffle_buffer(
     batches: Iterator[dict[str, np.ndarray]], size: int, block_rows: int, rng: np.random.Generator
 ) -> Iterator[dict[str, np.ndarray]]:
     """Blocks of ``block_rows`` rows drawn at random from a buffer of at least ``size`` rows
-    (fewer at the end), filled from ``batches`` in order."""
-    buffer: dict[str, np.ndarray] | None = None
-    held = 0
+    (fewer at the end), filled from ``batches`` in order. The buffer holds references to the
+    batches' rows: each row is copied once, into the block that takes it."""
+    held: list[tuple[dict[str, np.ndarray], int]] = []  # (batch, row), in arrival order
     exhausted = False
     while True:
-        while not exhausted and held < size + block_rows:
+        while not exhausted and len(held) < size + block_rows:
             batch = next(batches, None)
             if batch is None:
                 exhausted = True
             else:
-                buffer = batch if buffer is None else _concat([buffer, batch])
-                held += len(batch["index"])
-        if buffer is None or held == 0:
+                held.extend((batch, row) for row in range(len(batch["index"])))
+        if not held:
             return
-        chosen = rng.choice(held, size=min(block_rows, held), replace=False)
-        yield _take(buffer, chosen)
-        buffer = _take(buffer, np.setdiff1d(np.arange(held), chosen, assume_unique=True))
-        held -= len(chosen)
+        chosen = rng.choice(len(held), size=min(block_rows, len(held)), replace=False)
+        picked = [held[k] for k in chosen]
+        left = np.ones(len(held), bool)
+        left[chosen] = False
+        held = [entry for entry, keep in zip(held, left) if keep]
+        block = {}
+        for name, column in picked[0][0].items():
+            out = np.empty((len(picked), *column.shape[1:]), column.dtype)
+            for k, (batch, row) in enumerate(picked):
+                out[k] = batch[name][row]
+            block[name] = out
+        yield block
 
 
 def read_lerobot(
