@@ -95,7 +95,7 @@ def make_shards(folder: Path, images: int) -> list[str]:
 # Contenders, each run in a child process: `shard_bench.py --run NAME --urls ... --threads N`
 
 
-def run_stoker(urls: list[str], threads: int) -> tuple[int, float]:
+def run_stoker(urls: list[str], threads: int, output: str = "torch") -> tuple[int, float]:
     import stoker
 
     spec = {"image": stoker.Image("jpg"), "caption": stoker.Text(), "label": stoker.Label()}
@@ -111,8 +111,17 @@ def run_stoker(urls: list[str], threads: int) -> tuple[int, float]:
         threads=threads,
         transforms=transforms,
         shuffle_buffer=BUFFER,
+        output=output,
     )
     return _time(loader)
+
+
+def run_stoker_numpy(urls: list[str], threads: int) -> tuple[int, float]:
+    """stoker with numpy batches in a process that never imports torch (a JAX or numpy
+    trainer's): what stoker itself holds."""
+    samples, seconds = run_stoker(urls, threads, output="numpy")
+    assert "torch" not in sys.modules, "stoker imported torch for numpy batches"
+    return samples, seconds
 
 
 class _PillowTransform:
@@ -222,6 +231,7 @@ def run_imports(urls: list[str], threads: int) -> tuple[int, float]:
 
 RUNNERS = {
     "stoker": run_stoker,
+    "stoker-numpy": run_stoker_numpy,
     "webdataset": run_webdataset,
     "limit": run_limit,
     "imports": run_imports,
@@ -319,6 +329,12 @@ def main() -> int:
     speed = by["stoker"]["rate"] / by["webdataset"]["rate"]
     memory = by["stoker"]["peak_mb"] / by["webdataset"]["peak_mb"]
     share = by["stoker"]["rate"] / physical
+    alone = measure("stoker-numpy", urls, args.threads)
+    print(
+        f"  stoker with numpy batches, torch never imported: {alone['rate']:.1f} samples/s, "
+        f"peak {alone['peak_mb']:.1f} MB ({alone['peak_mb'] / by['webdataset']['peak_mb']:.2f} "
+        "of webdataset's): the rest of stoker's peak above is torch's import"
+    )
     print(
         f"  stoker / webdataset: {speed:.2f}x samples/s (target >= 3x) "
         f"{'MET' if speed >= 3 else 'NOT MET'}"

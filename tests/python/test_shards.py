@@ -5,6 +5,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -142,6 +143,22 @@ def test_one_epoch_covers_every_sample_exactly_once_across_ranks(tmp_path, cache
             assert batch["caption"] == [f"caption {i}" for i in batch["__index__"]]
             seen.extend(ids)
         assert sorted(seen) == list(range(len(ds)))
+
+
+def test_numpy_batches_never_import_torch(tmp_path, cache):
+    """A trainer without PyTorch (JAX, numpy) is not made to import it: not for the batches, and
+    not to look for torch.distributed's rank (a second, and half a gigabyte with CUDA)."""
+    urls = text_shards(tmp_path, [6, 4])
+    script = (
+        "import sys, stoker\n"
+        f"ds = stoker.ShardDataset({urls!r}, {{'caption': stoker.Text('txt')}})\n"
+        "loader = stoker.Loader(ds, batch_size=4, seed=0, output='numpy')\n"
+        "assert sum(len(b['caption']) for b in loader) == 10\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_shards_are_dealt_by_bytes_not_counts(tmp_path, cache):
