@@ -645,9 +645,13 @@ Status decode_one(const ImageInput& input, const ImageTransform& transform,
   const int region_height = geometry.source.empty() ? info.height : geometry.source.height;
   // A crop that leaves part of the image out is all that is decoded of a JPEG (see
   // ImageDecodeOptions::region); a whole image goes through TurboJPEG, as fast.
+  // (At most the stored size, which the full scale reaches: a small region under a large
+  // output would ask for more than an int holds.)
   const ImageDecodeOptions decode{
-      .min_width = static_cast<int>(std::ceil(double(out_width) * info.width / region_width)),
-      .min_height = static_cast<int>(std::ceil(double(out_height) * info.height / region_height)),
+      .min_width = static_cast<int>(
+          std::min(std::ceil(double(out_width) * info.width / region_width), double(info.width))),
+      .min_height = static_cast<int>(std::min(
+          std::ceil(double(out_height) * info.height / region_height), double(info.height))),
       .max_pixels = options.max_pixels,
       .region =
           is_part_of(geometry.source, info.width, info.height) ? geometry.source : CropRect{}};

@@ -680,6 +680,22 @@ TEST(DecodeImagesInto, FailuresGoToTheirOwnImage) {
   EXPECT_NE(first.message().find("image 1:"), std::string::npos) << first.message();
 }
 
+// Found by image_decoder_fuzz: a header claiming a 4 x 889192480 PNG under a random resized crop
+// to 32x32 asked the JPEG scale choice for more rows than an int holds (undefined behaviour,
+// seen by UBSan); the image is now refused for its size.
+TEST(DecodeImagesInto, HugeHeaderUnderARandomCropIsRefusedForItsSize) {
+  const std::vector<uint8_t> header = {0x89, 'P',  'N', 'G',  0x0d, 0x0a, 0x1a, 0x0a, 0, 0,
+                                       0,    0x0d, 'I', 'H',  'D',  'R',  0,    0,    0, 4,
+                                       0x35, 0,    0,   0x20, 0x10, 0,    0,    0,    0};
+  auto crop = make({.crop = CropMode::kRandomResized, .crop_height = 32, .crop_width = 32});
+  std::vector<uint8_t> out(crop->output_bytes(32, 32));
+  for (uint64_t id = 0; id < 64; ++id) {
+    const ImageInput input{.bytes = header, .out = out.data(), .id = id};
+    const Status status = decode_images_into({&input, 1}, *crop, {.height = 32, .width = 32});
+    EXPECT_FALSE(status.ok());
+  }
+}
+
 // Seeds for image_decoder_fuzz (make test-fuzz): small JPEGs, PNGs and WebPs of several kinds.
 TEST(FuzzSeeds, Images) {
   const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
