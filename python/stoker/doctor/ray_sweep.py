@@ -23,6 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from stoker.doctor.report import write_page
+
 #: data_wait below this share of the wall time counts as low.
 LOW_WAIT_SHARE = 0.10
 #: The last step of the sweep must raise the rate by this factor to count as helping.
@@ -123,20 +125,16 @@ class RaySweep:
                 '<figure><img src="ray_sweep.png" alt="CPU sweep"><figcaption>Samples/s and '
                 "data_wait share by CPUs given to the read tasks</figcaption></figure>"
             )
-        page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>stoker doctor --ray</title>
-<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
-pre{{background:#f4f4f4;padding:1em;overflow-x:auto}} img{{max-width:100%}}</style></head><body>
-<h1>stoker doctor --ray: {html.escape(self.verdict)}</h1>
-<p><b>{html.escape(self.headline)}</b></p>
-<ul>{"".join(f"<li>{html.escape(a)}</li>" for a in self.advice)}</ul>
-{image}
-<h2>Measurements</h2><pre>{html.escape(self.summary())}</pre>
-</body></html>"""
-        path = os.path.join(folder, "index.html")
-        with open(path, "w") as f:
-            f.write(page)
-        return path
+        heading = f"stoker doctor --ray: {html.escape(self.verdict)}"
+        return write_page(
+            folder,
+            "stoker doctor --ray",
+            heading,
+            self.headline,
+            self.advice,
+            image,
+            self.summary(),
+        )
 
     def _plot(self, path: str) -> bool:
         try:

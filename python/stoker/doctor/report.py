@@ -244,23 +244,52 @@ class Diagnosis:
                 + "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
                 + "</ul></div>"
             )
-        page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>stoker doctor</title>
+        heading = (
+            f"stoker doctor: <span>{html.escape(self.bound)}-bound "
+            f"({html.escape(self.verdict)})</span>"
+        )
+        return write_page(
+            folder,
+            "stoker doctor",
+            heading,
+            self.headline,
+            self.advice,
+            images,
+            self.summary(),
+            before=problems,
+        )
+
+
+def write_page(
+    folder: str,
+    title: str,
+    heading: str,
+    headline: str,
+    advice: list[str],
+    figures: str,
+    summary: str,
+    before: str = "",
+) -> str:
+    """Writes a doctor report's ``index.html`` into ``folder``: the heading (HTML), ``before``
+    (HTML), the headline and advice (text), the figures (HTML) and the measurements (text);
+    returns its path. Shared by ``stoker doctor`` and ``stoker doctor --ray``."""
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
 pre{{background:#f4f4f4;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
 img{{max-width:100%}} h1 span{{font-weight:normal}}
 .problem{{background:#fff3cd;border:1px solid #e0b000;padding:0.5em 1em}}</style></head><body>
-<h1>stoker doctor: <span>{html.escape(self.bound)}-bound ({html.escape(self.verdict)})</span></h1>
-{problems}
-<p><b>{html.escape(self.headline)}</b></p>
-<ul>{"".join(f"<li>{html.escape(a)}</li>" for a in self.advice)}</ul>
-{images}
-<h2>Measurements</h2><pre>{html.escape(self.summary())}</pre>
+<h1>{heading}</h1>
+{before}
+<p><b>{html.escape(headline)}</b></p>
+<ul>{"".join(f"<li>{html.escape(a)}</li>" for a in advice)}</ul>
+{figures}
+<h2>Measurements</h2><pre>{html.escape(summary)}</pre>
 </body></html>"""
-        path = os.path.join(folder, "index.html")
-        with open(path, "w") as f:
-            f.write(page)
-        return path
+    path = os.path.join(folder, "index.html")
+    with open(path, "w") as f:
+        f.write(page)
+    return path
 
 
 def _point(p: SweepPoint) -> dict[str, Any]:
