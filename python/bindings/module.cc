@@ -15,6 +15,7 @@ void register_io(nanobind::module_& m);
 void register_media(nanobind::module_& m);
 void register_pipeline(nanobind::module_& m);
 void register_sampling(nanobind::module_& m);
+void register_shards(nanobind::module_& m);
 void register_transform(nanobind::module_& m);
 }  // namespace stoker::python
 
@@ -34,6 +35,7 @@ NB_MODULE(_core, m) {
   stoker::python::register_io(m);
   stoker::python::register_media(m);
   stoker::python::register_dataset(m);
+  stoker::python::register_shards(m);
   stoker::python::register_sampling(m);
   stoker::python::register_transform(m);
   stoker::python::register_image(m);

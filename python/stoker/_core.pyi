@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 import enum
-from typing import Annotated, overload
+from typing import Annotated, Final, overload
 
 import numpy
 from numpy.typing import NDArray
@@ -435,6 +435,50 @@ class WindowPlanner:
 
     def costs(self, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.float64]:
         """Estimated decode cost of each sample (see WindowPlanner::cost)."""
+
+class ShardIndex:
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def shard_bytes(self) -> int: ...
+
+    @property
+    def damage(self) -> str:
+        """
+        "" when the tar was whole; else what is wrong and where (the members after it are not in the index).
+        """
+
+    @property
+    def names(self) -> list[str]: ...
+
+    @property
+    def offsets(self) -> NDArray[numpy.int64]: ...
+
+    @property
+    def sizes(self) -> NDArray[numpy.int64]: ...
+
+    @property
+    def labels(self) -> NDArray[numpy.int64]:
+        """Per member: a small .cls member's integer, else NO_LABEL."""
+
+    NO_LABEL: Final[int] = ...
+    """(arg: object, /) -> int"""
+
+    def read(self, members: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> tuple[NDArray[numpy.uint8], NDArray[numpy.int64]]:
+        """
+        (bytes, starts): members `members` read one after another, each its tar header then its data, which starts at bytes[starts[i]]. Every header is checked against the index: a shard rewritten, replaced or resized since is a DatasetError saying it changed since its index was made.
+        """
+
+def open_shard_indexes(urls: Sequence[str], cache_dir: str, threads: int) -> tuple[list[ShardIndex], list[str]]:
+    """
+    ([ShardIndex per URL], [why each one's sidecar was refused, or ""]): each shard's index from the cache under cache_dir ("": none), its sidecar <url>.index when it matches the shard's headers, or a scan of its tar headers; `threads` shards at a time.
+    """
+
+def write_shard_sidecar(path: str) -> None:
+    """
+    Scans the local shard at `path` and writes its index beside it, as `<path>.index` (durably: written, flushed, renamed). A damaged tar is a DatasetError.
+    """
 
 class Sampler:
     @property

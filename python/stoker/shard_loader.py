@@ -174,6 +174,13 @@ class ShardLoader:
             )
         self.transforms = transforms
         self.on_error = on_error
+        if dataset.damaged and on_error == "raise":
+            url, damage = dataset.damaged[0]
+            raise DatasetError(
+                f"{url}: {damage} ({len(dataset.damaged)} damaged shard(s) in the dataset; "
+                "on_error='skip' reads the samples before the damage and names the shards in "
+                "stats()['damaged_shards'])"
+            )
         self._images = self._image_options()
         self._epoch = 0
         self._batch = 0
@@ -329,6 +336,7 @@ class ShardLoader:
                 **self._seconds,
                 "threads": self.threads,
                 "errors": list(self._errors),
+                "damaged_shards": [f"{url}: {why}" for url, why in self.dataset.damaged],
                 "remote": {key: now[key] - self._remote_base.get(key, 0) for key in now},
             }
 
@@ -477,27 +485,31 @@ class ShardLoader:
         ds = self.dataset
         n = len(ids)
         failed: dict[int, str] = {}
-        wanted = {name: ds.resolve(decoder, ids) for name, decoder in ds.spec.items()}
+        wanted = {name: ds.resolve_members(decoder, ids) for name, decoder in ds.spec.items()}
         members: dict[str, list[Any]] = {name: [None] * n for name in wanted}
         shards = ds.sample_shard[ids]
         bytes_read = 0
         for shard in np.unique(shards):
             rows = np.flatnonzero(shards == shard)
-            offsets, sizes = [], []
+            numbers = []
             where: list[tuple[str, int]] = []
-            for name, (o, s, _) in wanted.items():
-                present = rows[o[rows] >= 0]
-                offsets.append(o[present])
-                sizes.append(s[present])
+            for name, member in wanted.items():
+                present = rows[member[rows] >= 0]
+                numbers.append(member[present])
                 where.extend((name, int(r)) for r in present)
-            all_offsets = np.concatenate(offsets)
-            all_sizes = np.concatenate(sizes)
-            data = _core.read_ranges(ds.urls[int(shard)], all_offsets, all_sizes)
+            try:
+                data, starts = ds.read_members(int(shard), np.concatenate(numbers))
+            except _core.Error as error:
+                # The shard cannot be read as indexed (changed, shrunk, deleted, refused by
+                # its store): its samples in this batch fail, named; the others go on.
+                for slot in rows.tolist():
+                    failed.setdefault(slot, self._where(int(ids[slot]), "all", str(error)))
+                continue
             view = memoryview(data.data)
-            ends = np.cumsum(all_sizes)
-            for (name, row), end, size in zip(where, ends, all_sizes):
-                members[name][row] = view[int(end - size) : int(end)]
-            bytes_read += int(all_sizes.sum())
+            sizes = ds.member_sizes[int(shard)]
+            for (name, slot), start, member in zip(where, starts, np.concatenate(numbers)):
+                members[name][slot] = view[int(start) : int(start + sizes[member])]
+            bytes_read += len(data)
         for name in wanted:
             for row in range(n):
                 if members[name][row] is None and row not in failed:

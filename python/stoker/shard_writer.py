@@ -57,7 +57,7 @@ from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import write_json, write_parquet
 from stoker.dataset_index import _ProgressBar
 from stoker.shard_clips import ClipCut, is_lerobot_dataset, lerobot_clip_samples
-from stoker.shards import IMAGE_EXTENSIONS, INDEX_SUFFIX, INDEX_VERSION, member_field
+from stoker.shards import IMAGE_EXTENSIONS, INDEX_VERSION, member_field
 from stoker.storage import add_storage_arguments, storage_options_from_args
 from stoker.typed_columns import convert_json_columns
 
@@ -448,37 +448,17 @@ def _write_shard(samples: list[Sample], path: str, resize: int | None, pool) -> 
         return [(f"{key}.{field}", _member_bytes(field, value, resize)) for field, value in members]
 
     temporary = path + ".tmp"
-    members: list[list[Any]] = []
     with tarfile.open(temporary, "w", format=tarfile.GNU_FORMAT) as tar:
         for encoded in pool.map(encode, samples):
             for name, data in encoded:
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = len(data), 0, 0o644
                 tar.addfile(info, io.BytesIO(data))
-                members.append([name, tar.offset - -(-len(data) // _BLOCK) * _BLOCK, len(data)])
     size = os.path.getsize(temporary)
-    index = {
-        "format": "stoker-shard-index",
-        "version": INDEX_VERSION,
-        "shard_bytes": size,
-        "members": members,
-        "labels": _labels(samples),
-    }
     _core.commit_file(temporary, path)
-    write_json(path + INDEX_SUFFIX, index)
+    # The sidecar: the native index of what was just written, bound to its tar headers.
+    _core.write_shard_sidecar(path)
     return size
-
-
-def _labels(samples: list[Sample]) -> dict[str, int]:
-    labels = {}
-    for key, fields in samples:
-        for field, value in fields:
-            if field == "cls" and isinstance(value, bytes):
-                try:
-                    labels[key] = int(value.decode().strip())
-                except ValueError:
-                    pass
-    return labels
 
 
 def _write_columns(samples, order, starts, names, path) -> None:

@@ -17,26 +17,28 @@ Layout: a shard's members are grouped into samples by key, the member's path up 
 dot of its file name (``dir/x.seg.png`` is field ``seg.png`` of sample ``dir/x``); consecutive
 members with one key make one sample, as WebDataset groups them.
 
-The index of a shard (each sample's key and each field's byte offset and size) comes from a
-sidecar ``<shard>.index`` when the writer left one (``stoker shard``), else from one
-sequential pass over the shard's tar headers (8 MiB ranged reads, data skipped for local
-files). Either way it is cached in ``<cache_dir>/shards/`` under a key made of the shard's
-URL, size, version (ETag or mtime) and the index format's version, as the episode index is.
-With it, a sample is a few byte ranges of one shard: a batch reads each shard it touches with
-one call (pread for local files; for remote ones, all its ranges prefetched together through
-the engine's range cache).
+The index of a shard (each member's name, data offset and size, and the checksum of its tar
+header; stoker/shard_index.h) is native: it comes from a sidecar ``<shard>.index`` when the
+writer left one (``stoker shard``) and it matches the shard's headers, else from one
+sequential pass over the shard's tar headers (8 MiB ranged reads for remote shards, data
+skipped), shards opened 16 at a time. Either way it is cached in ``<cache_dir>/shards/`` under
+a key made of the shard's URL, size, version (ETag or mtime) and the index format's version,
+checksummed, as the episode index is. With it, a sample is a few byte ranges of one shard: a
+batch reads each shard it touches with one call, and every member's tar header is read with
+its data and checked against the index, so a shard replaced, rewritten or resized since its
+index was made, or a sidecar of another shard, is an error, never another sample's bytes.
+
+A damaged shard (truncated, or a corrupt header) keeps the samples before the damage; the
+Loader refuses it under ``on_error="raise"`` and reads what is left under ``"skip"``, naming
+it in ``stats()``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob as _glob
-import hashlib
-import io
-import json
 import os
 import re
-import tarfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +47,7 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import checked_path, write_json
+from stoker._files import checked_path
 from stoker.dataset_index import default_cache_dir
 from stoker.storage import S3Options, as_s3_options, is_url, open_dataset_root
 
@@ -63,14 +65,14 @@ __all__ = [
     "member_field",
 ]
 
+# The version of a folder's index.json (the list of shards `stoker shard` wrote).
 INDEX_VERSION = 1
 INDEX_SUFFIX = ".index"
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 CLIP_EXTENSIONS = ("mp4", "webm", "mkv")
 _JSON_TYPES = ("int64", "float64", "float32", "bool", "str")
-_SCAN_CHUNK = 8 << 20
-# cls members up to this size are kept in the index: the doctor reads labels from it.
-_MAX_LABEL_BYTES = 32
+# Shards whose indexes are opened at once (for remote shards, requests in flight).
+_OPEN_THREADS = 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,133 +299,6 @@ def member_field(name: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The shard index
-
-
-class _RangeFile(io.RawIOBase):
-    """A seekable, read-only file over a shard, read in large ranges through the engine's byte
-    sources (local pread, or remote ranged GETs): tar's header reads cost no request each."""
-
-    def __init__(self, url: str, size: int):
-        self._url, self._size, self._pos = url, size, 0
-        self._chunk_start, self._chunk = 0, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        want = min(len(view), self._size - self._pos)
-        if want <= 0:
-            return 0
-        end = self._chunk_start + len(self._chunk)
-        if not (self._chunk_start <= self._pos and self._pos + want <= end):
-            length = min(max(want, _SCAN_CHUNK), self._size - self._pos)
-            self._chunk = _core.read_ranges(
-                self._url, np.array([self._pos], np.int64), np.array([length], np.int64)
-            ).tobytes()
-            self._chunk_start = self._pos
-        at = self._pos - self._chunk_start
-        view[:want] = self._chunk[at : at + want]
-        self._pos += want
-        return want
-
-
-def _scan_shard(url: str, size: int) -> dict[str, Any]:
-    """One pass over a shard's tar headers: its members (name, data offset, size) in order,
-    and the values of its small cls members."""
-    members: list[list[Any]] = []
-    labels: dict[str, int] = {}
-    try:
-        with tarfile.open(fileobj=io.BufferedReader(_RangeFile(url, size)), mode="r:") as tar:
-            for info in tar:
-                if not info.isfile():
-                    continue
-                members.append([info.name, info.offset_data, info.size])
-                key, ext = member_field(info.name)
-                if ext == "cls" and info.size <= _MAX_LABEL_BYTES:
-                    handle = tar.extractfile(info)
-                    text = handle.read() if handle is not None else b""
-                    # A label that is not an integer is reported when its sample is read, by
-                    # shard, key and field; the index leaves it out.
-                    with contextlib.suppress(ValueError):
-                        labels[key] = int(text.decode().strip())
-    except tarfile.TarError as error:
-        raise DatasetError(f"{url}: not a readable tar shard: {error}") from None
-    return {"members": members, "labels": labels}
-
-
-def _cache_path(url: str, size: int, version: str, cache_dir: str) -> str:
-    digest = hashlib.sha1(f"{url}\0{size}\0{version}\0{INDEX_VERSION}".encode()).hexdigest()
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", url.rstrip("/").rsplit("/", 1)[-1])[:64]
-    return os.path.join(cache_dir, "shards", f"{name}-{digest[:20]}.json")
-
-
-def _valid_index(index: Any, size: int) -> bool:
-    return (
-        isinstance(index, dict)
-        and index.get("format") == "stoker-shard-index"
-        and index.get("version") == INDEX_VERSION
-        and index.get("shard_bytes") == size
-        and isinstance(index.get("members"), list)
-    )
-
-
-def shard_index(url: str, cache_dir: str | None = None) -> dict[str, Any]:
-    """The index of one shard: ``{"members": [[name, offset, size], ...], "labels": {key: int},
-    "shard_bytes": size}``, from the cache, the sidecar ``<shard>.index`` or a scan."""
-    size, tag, mtime = _core.stat_source(url)
-    version = tag or str(mtime)
-    path = _cache_path(url, size, version, cache_dir or default_cache_dir())
-    try:
-        with open(path) as f:
-            cached = json.load(f)
-        if _valid_index(cached, size):
-            return cached
-    except (OSError, ValueError):
-        pass
-    index = None
-    sidecar = url + INDEX_SUFFIX
-    try:
-        sidecar_size = _core.stat_source(sidecar)[0]
-    except _core.Error:
-        sidecar_size = -1
-    if sidecar_size > 0:
-        raw = _core.read_ranges(
-            sidecar, np.array([0], np.int64), np.array([sidecar_size], np.int64)
-        ).tobytes()
-        try:
-            index = json.loads(raw)
-        except ValueError:
-            index = None
-        if not _valid_index(index, size):
-            index = None  # stale or foreign: scan instead
-    if index is None:
-        index = {
-            "format": "stoker-shard-index",
-            "version": INDEX_VERSION,
-            "shard_bytes": size,
-            **_scan_shard(url, size),
-        }
-    # A cache that cannot be written only costs the next process a scan.
-    with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_json(path, index)
-    return index
-
-
-# ---------------------------------------------------------------------------------------------
 # The dataset
 
 
@@ -461,34 +336,53 @@ class ShardDataset:
                 checked_path(url, "shard")
         for folder in sorted(folders):
             open_dataset_root(folder, self.storage_options)
-        cache = checked_path(cache_dir, "cache_dir") if cache_dir is not None else None
-        indexes = [shard_index(url, cache) for url in self.urls]
-        self.shard_bytes = np.array([ix["shard_bytes"] for ix in indexes], np.int64)
-        self._build(indexes)
+        cache = checked_path(cache_dir, "cache_dir") if cache_dir else default_cache_dir()
+        self.indexes, notes = _core.open_shard_indexes(self.urls, os.fspath(cache), _OPEN_THREADS)
+        refused = [note for ix, note in zip(self.indexes, notes) if note and not ix.damage]
+        if refused:
+            warnings.warn(
+                f"{len(refused)} sidecar index(es) did not match their shard and were ignored "
+                f"(the shards were scanned instead); the first: {refused[0]}",
+                stacklevel=2,
+            )
+        # Shards damaged (truncated, corrupt header): (url, what and where); their samples
+        # before the damage are kept. The Loader refuses them under on_error="raise".
+        self.damaged = [
+            (ix.url, f"{ix.damage} ({len(ix.names)} members read; {note})" if note else ix.damage)
+            for ix, note in zip(self.indexes, notes)
+            if ix.damage
+        ]
+        self.shard_bytes = np.array([ix.shard_bytes for ix in self.indexes], np.int64)
+        self.member_sizes = [ix.sizes for ix in self.indexes]  # per shard, per member
+        self._build(self.indexes)
 
-    def _build(self, indexes: list[dict[str, Any]]) -> None:
+    def _build(self, indexes: list[Any]) -> None:
         keys: list[str] = []
         shard_of: list[int] = []
-        members: dict[str, dict[int, tuple[int, int]]] = {}
+        members: dict[str, dict[int, tuple[int, int, int]]] = {}
         labels: list[int] = []
+        no_label = _core.ShardIndex.NO_LABEL
         for s, index in enumerate(indexes):
             current = None
-            shard_labels = index.get("labels", {})
-            for name, offset, size in index["members"]:
+            offsets, sizes, member_labels = index.offsets, index.sizes, index.labels
+            for m, name in enumerate(index.names):
                 key, ext = member_field(name)
                 if key != current:
                     current = key
                     keys.append(key)
                     shard_of.append(s)
-                    labels.append(int(shard_labels.get(key, -1)))
+                    labels.append(-1)
                 sample = len(keys) - 1
+                if ext == "cls" and member_labels[m] != no_label:
+                    labels[sample] = int(member_labels[m])
                 slots = members.setdefault(ext, {})
                 if sample in slots:
                     raise DatasetError(f"{self.urls[s]}: sample {key!r} has two {ext!r} members")
-                slots[sample] = (int(offset), int(size))
+                slots[sample] = (int(offsets[m]), int(sizes[m]), m)
         n = len(keys)
         if n == 0:
-            raise DatasetError(f"the shards {self.urls[:3]}... hold no sample")
+            why = f" ({self.damaged[0][0]}: {self.damaged[0][1]})" if self.damaged else ""
+            raise DatasetError(f"the shards {self.urls[:3]}... hold no sample{why}")
         self.keys = keys
         self.sample_shard = np.array(shard_of, np.int64)
         self.labels = np.array(labels, np.int64)
@@ -496,13 +390,12 @@ class ShardDataset:
         self.shard_samples = np.bincount(self.sample_shard, minlength=len(self.urls))
         self._offsets: dict[str, np.ndarray] = {}
         self._sizes: dict[str, np.ndarray] = {}
+        self._members: dict[str, np.ndarray] = {}  # the member's number in its shard's index
         for ext, slots in members.items():
-            offsets = np.full(n, -1, np.int64)
-            sizes = np.full(n, -1, np.int64)
+            columns = np.full((3, n), -1, np.int64)
             ids = np.fromiter(slots.keys(), np.int64, len(slots))
-            values = np.array(list(slots.values()), np.int64).reshape(-1, 2)
-            offsets[ids], sizes[ids] = values[:, 0], values[:, 1]
-            self._offsets[ext], self._sizes[ext] = offsets, sizes
+            columns[:, ids] = np.array(list(slots.values()), np.int64).reshape(-1, 3).T
+            self._offsets[ext], self._sizes[ext], self._members[ext] = columns
         self.fields = sorted(members)
 
     def __len__(self) -> int:
@@ -530,6 +423,22 @@ class ShardDataset:
             for i in np.flatnonzero(found):
                 names[i] = name
         return offsets, sizes, names
+
+    def resolve_members(self, decoder: Decoder, ids: np.ndarray) -> np.ndarray:
+        """For samples ``ids``: the number, in its shard's index, of the member of the first of
+        ``decoder``'s fields each has (-1 when none): what :meth:`read_members` takes."""
+        out = np.full(len(ids), -1, np.int64)
+        for name in decoder.fields:
+            if name in self._members:
+                found = (out < 0) & (self._members[name][ids] >= 0)
+                out[found] = self._members[name][ids][found]
+        return out
+
+    def read_members(self, shard: int, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, starts): members ``members`` of shard ``shard`` read with one call, member
+        i's data at ``bytes[starts[i]:]``, each checked against its tar header (a shard
+        changed since its index was made is a :class:`stoker.DatasetError`)."""
+        return self.indexes[shard].read(np.ascontiguousarray(members, np.int64))
 
     def shard_of(self, sample: int) -> str:
         return self.urls[int(self.sample_shard[sample])]

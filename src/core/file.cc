@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace stoker::core {
 namespace {
@@ -78,7 +79,9 @@ Result<FileIdentity> stat_file(const std::string& path) {
       .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
-Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+namespace {
+
+Status write_by_rename(const std::string& path, std::span<const uint8_t> bytes, bool durable) {
   STOKER_RETURN_IF_ERROR(check_path(path));
   static std::atomic<uint64_t> writes{0};
   const std::string temporary =
@@ -93,15 +96,35 @@ Status write_file_atomically(const std::string& path, std::span<const uint8_t> b
       if (n < 0) return os_error("cannot write '" + temporary + "'", errno);
       done += static_cast<size_t>(n);
     }
-    if (::fsync(fd.get()) != 0) return os_error("cannot flush '" + temporary + "'", errno);
+    if (durable && ::fsync(fd.get()) != 0) {
+      return os_error("cannot flush '" + temporary + "'", errno);
+    }
     if (fd.close() != 0) return os_error("cannot close '" + temporary + "'", errno);
     if (::rename(temporary.c_str(), path.c_str()) != 0) {
       return os_error("cannot rename '" + temporary + "' to '" + path + "'", errno);
     }
-    return sync(folder_of(path), true);
+    return durable ? sync(folder_of(path), true) : Status();
   }();
   if (!written.ok()) remove_file_if_present(temporary);
   return written;
+}
+
+}  // namespace
+
+Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  return write_by_rename(path, bytes, true);
+}
+
+Status write_cache_file(const std::string& path, std::span<const uint8_t> bytes) {
+  return write_by_rename(path, bytes, false);
+}
+
+Status create_directories(const std::string& path) {
+  STOKER_RETURN_IF_ERROR(check_path(path));
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) return os_error("cannot create the folder '" + path + "'", error.value());
+  return Status();
 }
 
 Status commit_file(const std::string& temporary, const std::string& path) {

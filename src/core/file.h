@@ -41,6 +41,14 @@ Result<FileIdentity> stat_file(const std::string& path);
 /// was not there before, and the temporary file is removed.
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
 
+/// As write_file_atomically, without the flushes: readers see the whole file or the old one,
+/// but a crash may leave it damaged. For caches whose checksum refuses a damaged file, where a
+/// flush per file would cost more than the work cached (8 ms each, for thousands of shards).
+Status write_cache_file(const std::string& path, std::span<const uint8_t> bytes);
+
+/// Creates the folder `path` and its missing parents (nothing when it exists).
+Status create_directories(const std::string& path);
+
 /// Makes a file written at `temporary` (complete, closed) durable and renames it to `path`:
 /// fsync of the file, rename, fsync of the folder. `temporary` must be in the folder of `path`.
 Status commit_file(const std::string& temporary, const std::string& path);

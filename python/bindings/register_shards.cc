@@ -1,0 +1,144 @@
+// Bindings for ShardIndex: the index of a tar shard, opened (cache, sidecar or scan) for many
+// shards at once with the GIL released, its members as numpy columns, and their bytes read
+// with every member's tar header checked against the index.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "core/file.h"
+#include "errors.h"
+#include "stoker/remote_source.h"
+#include "stoker/shard_index.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// A shard's index and the URL it was opened for.
+struct OpenedShard {
+  std::string url;
+  std::shared_ptr<const ShardIndex> index;
+};
+
+template <typename T, typename Field>
+nb::ndarray<nb::numpy, T> member_column(const ShardIndex& index, Field field) {
+  std::vector<T> values;
+  values.reserve(index.members().size());
+  for (const ShardIndex::Member& m : index.members()) values.push_back(static_cast<T>(m.*field));
+  return owned_array(std::move(values));
+}
+
+}  // namespace
+
+void register_shards(nb::module_& m) {
+  nb::class_<OpenedShard>(m, "ShardIndex")
+      .def_ro("url", &OpenedShard::url)
+      .def_prop_ro("shard_bytes", [](const OpenedShard& s) { return s.index->shard_bytes(); })
+      .def_prop_ro(
+          "damage", [](const OpenedShard& s) { return s.index->damage(); },
+          "\"\" when the tar was whole; else what is wrong and where (the members "
+          "after it are not in the index).")
+      .def_prop_ro("names",
+                   [](const OpenedShard& s) {
+                     std::vector<std::string> names;
+                     names.reserve(s.index->members().size());
+                     for (const ShardIndex::Member& m : s.index->members()) names.push_back(m.name);
+                     return names;
+                   })
+      .def_prop_ro(
+          "offsets",
+          [](const OpenedShard& s) {
+            return member_column<int64_t>(*s.index, &ShardIndex::Member::offset);
+          },
+          nb::rv_policy::move)
+      .def_prop_ro(
+          "sizes",
+          [](const OpenedShard& s) {
+            return member_column<int64_t>(*s.index, &ShardIndex::Member::size);
+          },
+          nb::rv_policy::move)
+      .def_prop_ro(
+          "labels",
+          [](const OpenedShard& s) {
+            return member_column<int64_t>(*s.index, &ShardIndex::Member::label);
+          },
+          nb::rv_policy::move, "Per member: a small .cls member's integer, else NO_LABEL.")
+      .def_ro_static("NO_LABEL", &ShardIndex::kNoLabel)
+      .def(
+          "read",
+          [](const OpenedShard& s, Int64s members) {
+            std::vector<int64_t> starts(members.shape(0));
+            Result<std::vector<uint8_t>> bytes = [&]() -> Result<std::vector<uint8_t>> {
+              nb::gil_scoped_release release;
+              STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ByteSource> source, open_source(s.url));
+              const std::span<const int64_t> wanted(members.data(), members.shape(0));
+              const int64_t total = s.index->bytes_to_read(wanted);
+              if (total < 0) {
+                return Status(StatusCode::kInvalidArgument,
+                              s.url + ": a member number outside its index");
+              }
+              std::vector<uint8_t> out(static_cast<size_t>(total));
+              STOKER_RETURN_IF_ERROR(s.index->read_members(*source, wanted, out, starts));
+              return out;
+            }();
+            return std::make_pair(owned_array(value_or_raise(std::move(bytes), Area::kDataset)),
+                                  owned_array(std::move(starts)));
+          },
+          nb::arg("members"),
+          "(bytes, starts): members `members` read one after another, each its tar header "
+          "then its data, which starts at bytes[starts[i]]. Every header is checked against "
+          "the index: a shard rewritten, replaced or resized since is a DatasetError saying "
+          "it changed since its index was made.");
+
+  m.def(
+      "open_shard_indexes",
+      [](const std::vector<std::string>& urls, const std::string& cache_dir, int threads) {
+        std::vector<std::string> notes;
+        Result<std::vector<std::shared_ptr<const ShardIndex>>> opened = [&] {
+          nb::gil_scoped_release release;
+          return open_shard_indexes(urls, cache_dir, threads, &notes);
+        }();
+        std::vector<std::shared_ptr<const ShardIndex>> indexes =
+            value_or_raise(std::move(opened), Area::kDataset);
+        std::vector<OpenedShard> out;
+        out.reserve(urls.size());
+        for (size_t i = 0; i < urls.size(); ++i) out.push_back({urls[i], std::move(indexes[i])});
+        return std::make_pair(std::move(out), std::move(notes));
+      },
+      nb::arg("urls"), nb::arg("cache_dir"), nb::arg("threads"),
+      "([ShardIndex per URL], [why each one's sidecar was refused, or \"\"]): each shard's "
+      "index from the cache under cache_dir (\"\": none), its sidecar <url>.index when it "
+      "matches the shard's headers, or a scan of its tar headers; `threads` shards at a time.");
+
+  m.def(
+      "write_shard_sidecar",
+      [](const std::string& path) {
+        Status status = [&]() -> Status {
+          nb::gil_scoped_release release;
+          STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, open_file_source(path));
+          STOKER_ASSIGN_OR_RETURN(ShardIndex index, ShardIndex::scan(*source));
+          if (!index.damage().empty()) {
+            return Status(StatusCode::kCorruptData, path + ": " + index.damage());
+          }
+          return core::write_file_atomically(path + ".index", index.encode());
+        }();
+        raise_if_error(status, Area::kDataset);
+      },
+      nb::arg("path"),
+      "Scans the local shard at `path` and writes its index beside it, as `<path>.index` "
+      "(durably: written, flushed, renamed). A damaged tar is a DatasetError.");
+}
+
+}  // namespace stoker::python

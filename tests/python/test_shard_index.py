@@ -1,0 +1,246 @@
+"""The native shard index against shards that lie: foreign, stale or old sidecars, shards
+replaced, rewritten, truncated or deleted during an epoch (issue 21, items 1, 2, 6 and 10).
+Every sample delivered must be the one its key names: each caption here says its key."""
+
+import os
+import shutil
+import tarfile
+import warnings
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker import _core
+
+SPEC = {"caption": stoker.Text("txt"), "label": stoker.Label("cls")}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def source_folder(folder, keys):
+    """A folder of samples for `stoker shard`: <key>.txt says the key, <key>.cls its number."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, key in enumerate(keys):
+        (folder / f"{key}.txt").write_text(f"caption of {key}")
+        (folder / f"{key}.cls").write_text(str(n % 7))
+    return folder
+
+
+def written(tmp_path, name, keys, shard_bytes=30_000):
+    dst = tmp_path / name
+    stoker.write_shards(source_folder(tmp_path / f"{name}-src", keys), dst,
+                        shard_bytes=shard_bytes, shuffle_seed=None, progress=False)
+    return dst, sorted(str(p) for p in dst.glob("shard-*.tar"))
+
+
+def write_tar(path, keys, reverse=False):
+    """A shard of `keys` (a .txt and a .cls each), written with Python's tarfile."""
+    with tarfile.open(path, "w") as tar:
+        for key in reversed(keys) if reverse else keys:
+            for field, data in (("txt", f"caption of {key}"), ("cls", "1")):
+                info = tarfile.TarInfo(f"{key}.{field}")
+                info.size = len(data.encode())
+                tar.addfile(info, __import__("io").BytesIO(data.encode()))
+    return str(path)
+
+
+def delivered(loader):
+    """(key, caption) of every sample of one epoch."""
+    out = []
+    for batch in loader:
+        out.extend(zip(batch["__key__"], batch["caption"]))
+    return out
+
+
+def assert_right(pairs):
+    wrong = [(k, c) for k, c in pairs if c != f"caption of {k}"]
+    assert not wrong, f"{len(wrong)} samples under wrong keys, e.g. {wrong[:3]}"
+
+
+# --- item 1: a sidecar is bound to its shard's content -------------------------------------
+
+
+def test_a_sidecar_of_another_shard_of_the_same_size_is_refused(tmp_path, cache):
+    keys = [f"k{i:03d}" for i in range(60)]
+    dst, shards = written(tmp_path, "foreign", keys, shard_bytes=20_000)
+    assert len(shards) >= 2
+    sizes = {os.path.getsize(s) for s in shards[:2]}
+    assert len(sizes) == 1, "tar's 10 KiB records make neighbouring shards equal in size"
+    shutil.copy(shards[1] + ".index", shards[0] + ".index")
+    with pytest.warns(UserWarning, match="did not match their shard"):
+        ds = stoker.ShardDataset(shards, SPEC)
+    pairs = delivered(stoker.Loader(ds, batch_size=8, shuffle=False))
+    assert_right(pairs)
+    assert sorted(k for k, _ in pairs) == keys
+
+
+def test_a_rewritten_shard_with_its_old_sidecar_is_scanned_again(tmp_path, cache):
+    keys = [f"r{i:03d}" for i in range(30)]
+    path = write_tar(tmp_path / "shard.tar", keys)
+    _core.write_shard_sidecar(path)
+    before = os.path.getsize(path)
+    write_tar(tmp_path / "shard.tar", keys, reverse=True)  # same size, samples reversed
+    assert os.path.getsize(path) == before
+    with pytest.warns(UserWarning, match="did not match"):
+        ds = stoker.ShardDataset(path, SPEC)
+    assert ds.keys == keys[::-1]
+    assert_right(delivered(stoker.Loader(ds, batch_size=7, shuffle=False)))
+
+
+def test_a_json_sidecar_of_earlier_stokers_is_refused_and_the_shard_scanned(tmp_path, cache):
+    keys = [f"j{i}" for i in range(5)]
+    path = write_tar(tmp_path / "old.tar", keys)
+    (tmp_path / "old.tar.index").write_text('{"format": "stoker-shard-index", "version": 1}')
+    with pytest.warns(UserWarning, match="not a usable shard index"):
+        ds = stoker.ShardDataset(path, SPEC)
+    assert ds.keys == keys
+
+
+def test_a_damaged_cache_file_is_rebuilt(tmp_path, cache):
+    keys = [f"c{i}" for i in range(9)]
+    path = write_tar(tmp_path / "cached.tar", keys)
+    assert stoker.ShardDataset(path, SPEC).keys == keys
+    files = list((tmp_path / "cache" / "shards").glob("*.sidx"))
+    assert len(files) == 1
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    ds = stoker.ShardDataset(path, SPEC)
+    assert ds.keys == keys
+    assert_right(delivered(stoker.Loader(ds, batch_size=4, shuffle=False)))
+
+
+# --- item 2: a shard replaced during an epoch ------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["rename over", "rewrite in place"])
+def test_a_shard_replaced_during_an_epoch_is_refused_not_misread(tmp_path, cache, how):
+    keys = [f"p{i:03d}" for i in range(40)]
+    path = write_tar(tmp_path / "live.tar", keys)
+    ds = stoker.ShardDataset(path, SPEC)
+    replacement = write_tar(tmp_path / "other.tar", keys, reverse=True)
+    assert os.path.getsize(replacement) == os.path.getsize(path)
+
+    def replace():
+        if how == "rename over":
+            os.replace(replacement, path)
+        else:
+            with open(path, "r+b") as f:
+                f.write(open(replacement, "rb").read())
+
+    loader = stoker.Loader(ds, batch_size=8, shuffle=False, prefetch=1, threads=1)
+    iterator = iter(loader)
+    first = next(iterator)
+    replace()
+    with pytest.raises(stoker.DatasetError, match="changed since its index was made"):
+        for _ in iterator:
+            pass
+    assert_right(zip(first["__key__"], first["caption"]))
+
+    # Under skip, what can no longer be read as indexed is skipped, counted and named, and
+    # nothing wrong comes out.
+    path = write_tar(tmp_path / "live.tar", keys)
+    replacement = write_tar(tmp_path / "other.tar", keys, reverse=True)
+    ds = stoker.ShardDataset(path, SPEC)
+    loader = stoker.Loader(ds, batch_size=8, shuffle=False, prefetch=1, threads=1,
+                           on_error="skip")
+    iterator = iter(loader)
+    pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
+    replace()
+    for batch in iterator:
+        pairs.extend(zip(batch["__key__"], batch["caption"]))
+    assert_right(pairs)
+    stats = loader.stats()
+    assert stats["skipped"] == 40 - len(pairs) > 0
+    assert "changed since its index was made" in stats["errors"][0]
+
+
+# --- item 6: truncated and damaged tars -----------------------------------------------------
+
+
+def cut(path, length):
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:length])
+
+
+def test_a_truncated_shard_is_refused_under_raise_and_read_up_to_its_damage_under_skip(
+    tmp_path, cache
+):
+    keys = [f"t{i}" for i in range(10)]
+    path = write_tar(tmp_path / "cut.tar", keys)
+    _core.write_shard_sidecar(path)
+    whole = stoker.ShardDataset(path, SPEC)
+    boundary = int(whole.field_ranges("txt")[0][6]) - 512  # the header of sample 6
+    cut(path, boundary)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the sidecar no longer matches: noted
+        ds = stoker.ShardDataset(path, SPEC)
+    assert len(ds) == 6
+    with pytest.raises(stoker.DatasetError, match=r"cut\.tar.*truncated"):
+        stoker.Loader(ds, batch_size=4)
+    loader = stoker.Loader(ds, batch_size=4, shuffle=False, on_error="skip")
+    pairs = delivered(loader)
+    assert_right(pairs)
+    assert len(pairs) == 6
+    assert "truncated" in loader.stats()["damaged_shards"][0]
+
+    # Mid-header.
+    path = write_tar(tmp_path / "mid.tar", keys)
+    cut(path, boundary + 200)
+    with pytest.raises(stoker.DatasetError, match="mid-header"):
+        stoker.Loader(stoker.ShardDataset(path, SPEC), batch_size=4)
+
+
+def test_an_enlarged_header_size_is_a_corrupt_header_not_fewer_samples(tmp_path, cache):
+    keys = [f"e{i}" for i in range(10)]
+    path = write_tar(tmp_path / "big.tar", keys)
+    ds = stoker.ShardDataset(path, SPEC)
+    header = int(ds.field_ranges("txt")[0][3]) - 512
+    data = bytearray(open(path, "rb").read())
+    data[header + 124 : header + 135] = b"%011o" % 5000  # the size, checksum left as it was
+    open(path, "wb").write(bytes(data))
+    damaged = stoker.ShardDataset(path, SPEC)
+    assert len(damaged) == 3
+    with pytest.raises(stoker.DatasetError, match="corrupt tar header at byte"):
+        stoker.Loader(damaged, batch_size=4)
+
+
+# --- item 10: read failures under skip finish the epoch -------------------------------------
+
+
+def test_a_shard_deleted_mid_epoch_is_skipped_and_counted_under_skip(tmp_path, cache):
+    keys = [f"d{i:03d}" for i in range(24)]
+    paths = [write_tar(tmp_path / f"del-{s}.tar", keys[s * 8 : (s + 1) * 8]) for s in range(3)]
+    ds = stoker.ShardDataset(paths, SPEC)
+    loader = stoker.Loader(ds, batch_size=4, shuffle=False, prefetch=1, threads=1,
+                           on_error="skip")
+    iterator = iter(loader)
+    pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
+    os.remove(paths[2])
+    for batch in iterator:
+        pairs.extend(zip(batch["__key__"], batch["caption"]))
+    assert_right(pairs)
+    assert sorted(k for k, _ in pairs) == keys[:16]
+    stats = loader.stats()
+    assert stats["skipped"] == 8
+    assert any("del-2.tar" in e for e in stats["errors"])
+    # Under raise, the shard is named.
+    loader = stoker.Loader(ds, batch_size=4, shuffle=False)
+    with pytest.raises(stoker.Error, match="del-2.tar"):
+        delivered(loader)
+
+
+def test_the_writer_leaves_sidecars_the_reader_uses(tmp_path, cache):
+    keys = [f"w{i:03d}" for i in range(50)]
+    dst, shards = written(tmp_path, "sidecars", keys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no sidecar refused
+        ds = stoker.ShardDataset(shards, SPEC)
+    assert sorted(ds.keys) == keys
+    assert np.all(ds.labels >= 0)
+    assert_right(delivered(stoker.Loader(ds, batch_size=16, shuffle=True, seed=3)))
