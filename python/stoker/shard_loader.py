@@ -498,6 +498,11 @@ class ShardLoader:
             for (name, row), end, size in zip(where, ends, all_sizes):
                 members[name][row] = view[int(end - size) : int(end)]
             bytes_read += int(all_sizes.sum())
+        if ds.bad_samples:
+            for row in range(n):
+                why = ds.bad_samples.get(int(ids[row]))
+                if why is not None:
+                    failed[row] = why
         for name in wanted:
             for row in range(n):
                 if members[name][row] is None and row not in failed:
