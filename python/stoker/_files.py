@@ -5,14 +5,19 @@ its final name, and the folder flushed, by the C++ core's ``commit_file`` (the o
 a durable write, which the index and the transcoder use too): a file with its final name is
 always complete whatever interrupts the writer (a crash, Ctrl-C, a full disk). A temporary left
 behind ends in ``.partial``.
+
+A command that writes a folder (``stoker etl``, ``stoker shard``) holds a :class:`FolderLock` on
+it while it runs, so a second run into the same folder refuses at once instead of racing the
+first over the same temporary files.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -93,6 +98,40 @@ def remove_file(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+class FolderLock:
+    """An exclusive lock on the folder ``dst`` a command writes: the file ``<state>/lock`` held
+    with ``flock`` while the ``with`` block runs. The kernel lets go of it when the process
+    ends, however it ends, so a crashed run never leaves a stale lock.
+
+    Raises (on entering):
+        stoker.InvalidArgumentError: ``another <command> run is writing <dst>``, when another
+            process holds it.
+    """
+
+    def __init__(self, state: str, dst: str, command: str):
+        self._state, self._dst, self._command = state, dst, command
+        self._file: IO[str] | None = None
+
+    def __enter__(self) -> FolderLock:
+        os.makedirs(self._state, exist_ok=True)
+        handle = open(os.path.join(self._state, "lock"), "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise InvalidArgumentError(
+                f"another {self._command} run is writing {self._dst}"
+            ) from None
+        self._file = handle
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
 
 
 def _atomic(path: str, write: Callable[[str], object]) -> None:

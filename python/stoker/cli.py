@@ -1,7 +1,8 @@
 """The ``stoker`` command: ``stoker doctor ...``, ``stoker etl ...`` and ``stoker shard ...``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
-``main(args) -> int``; this file only dispatches.
+``main(args) -> int``; this file dispatches, and says how a command that writes a folder
+reports failing (:func:`report_errors`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -16,6 +18,27 @@ COMMANDS = {
     "etl": ("stoker.etl", "materialize a dataset at training resolution, with typed columns"),
     "shard": ("stoker.shard_writer", "write samples into tar shards of equal bytes, shuffled"),
 }
+
+
+def report_errors(command: str, run: Callable[[], object]) -> int:
+    """Runs ``run`` for ``stoker <command>`` and gives its exit status: 0 when it ends; 1 with
+    ``stoker <command>: error: <why>`` on stderr when it fails on bad input or on the system
+    (a full disk, a destination another run is writing), with no traceback; 130 on Ctrl-C.
+    Other exceptions (bugs) keep their traceback."""
+    from stoker._core import Error
+
+    try:
+        run()
+    except KeyboardInterrupt:
+        print(
+            f"stoker {command}: interrupted; run the same command again to continue",
+            file=sys.stderr,
+        )
+        return 130
+    except (Error, ValueError, OSError) as e:
+        print(f"stoker {command}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _version() -> str:

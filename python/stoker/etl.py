@@ -37,7 +37,6 @@ the rows' conversion and the final verification. What it reads and writes on dis
 from __future__ import annotations
 
 import argparse
-import fcntl
 import glob
 import hashlib
 import json
@@ -48,7 +47,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Callable, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +55,7 @@ import pyarrow as pa
 from stoker import _core, lerobot_format
 from stoker._core import DatasetError, DecodeError, Error
 from stoker._files import (
+    FolderLock,
     checked_path,
     copy_file,
     read_json,
@@ -397,7 +397,7 @@ class _RunState:
         self._folder = os.path.join(dst, STATE_DIR)
         self._journal = os.path.join(self._folder, "units.jsonl")
         self._journal_lock = threading.Lock()
-        self._lock_file: IO[str] | None = None
+        self._lock = FolderLock(self._folder, dst, "stoker etl")
         self.finished: dict[str, dict] = {}
 
     def __enter__(self) -> _RunState:
@@ -424,14 +424,7 @@ class _RunState:
                 f"{self.dst} exists and is not empty, and no stoker etl run "
                 "wrote it: choose a new destination"
             )
-        os.makedirs(self._folder, exist_ok=True)
-        self._lock_file = open(os.path.join(self._folder, "lock"), "a+")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise ValueError(f"another stoker etl run is writing {self.dst}") from None
+        self._lock.__enter__()
         if not os.path.exists(run_path):
             write_json(run_path, self._record)
         # Until this run has finished, DST does not look like a finished dataset.
@@ -470,9 +463,7 @@ class _RunState:
         return VideoReader(target).duration
 
     def __exit__(self, *exc) -> None:
-        if self._lock_file is not None:
-            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            self._lock_file.close()
+        self._lock.__exit__(*exc)
 
 
 def _source_fingerprint(meta: LeRobotMetadata) -> str:
@@ -981,11 +972,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from stoker.cli import report_errors
+
     json_columns = args.json_columns
     if json_columns not in ("auto", "none"):
         json_columns = [c for c in json_columns.split(",") if c]
-    try:
-        materialize(
+    return report_errors(
+        "etl",
+        lambda: materialize(
             args.src,
             args.dst,
             size=args.size,
@@ -1002,11 +996,5 @@ def main(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             storage_options=storage_options_from_args(args),
             ray=args.ray or False,
-        )
-    except KeyboardInterrupt:
-        print("stoker etl: interrupted; run the same command again to continue", file=sys.stderr)
-        return 130
-    except (Error, ValueError, OSError) as e:
-        print(f"stoker etl: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+        ),
+    )

@@ -510,6 +510,11 @@ class ShardLoader:
             for (name, slot), start, member in zip(where, starts, np.concatenate(numbers)):
                 members[name][slot] = view[int(start) : int(start + sizes[member])]
             bytes_read += len(data)
+        if ds.bad_samples:
+            for row in range(n):
+                why = ds.bad_samples.get(int(ids[row]))
+                if why is not None:
+                    failed[row] = why
         for name in wanted:
             for row in range(n):
                 if members[name][row] is None and row not in failed:

@@ -31,11 +31,18 @@ The run is resumable and atomic: its plan (which sample goes where) is saved in
 then journaled. Running the same command again after an interruption writes only the shards
 that are missing. With ``--resize``, images are encoded twice: once to measure (so that the
 shards come out equal in bytes), once to write.
+
+A run owns DST: it holds its lock (a second run refuses), refuses files of its shards' names
+that no run wrote, removes at the end the files of its names that its index does not list, and
+writes ``index.json`` last. A write that fails for want of room names the shard and leaves no
+partial file. Two source files that would be one member (``x.jpg``, ``x.JPG``) are refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -43,7 +50,7 @@ import os
 import re
 import shutil
 import tarfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +61,18 @@ import pyarrow.parquet as pq
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import write_json, write_parquet
+from stoker._files import FolderLock, remove_file, write_json, write_parquet
 from stoker.dataset_index import _ProgressBar
 from stoker.shard_clips import ClipCut, is_lerobot_dataset, lerobot_clip_samples
-from stoker.shards import IMAGE_EXTENSIONS, INDEX_VERSION, member_field
+from stoker.shards import (
+    FOLDER_FORMAT,
+    FOLDER_INDEX,
+    IMAGE_EXTENSIONS,
+    INDEX_SUFFIX,
+    INDEX_VERSION,
+    folder_shards,
+    member_field,
+)
 from stoker.storage import add_storage_arguments, storage_options_from_args
 from stoker.typed_columns import convert_json_columns
 
@@ -280,87 +295,181 @@ def write_shards(
     if resize is not None and int(resize) < 1:
         raise InvalidArgumentError(f"resize must be positive, got {resize!r}")
     workers = int(workers) if workers else _core.usable_cores()
-    classes: list[str] | None = None
-    state = os.path.join(dst, STATE_DIR)
-    fingerprint = ""
     lerobot = is_lerobot_dataset(src)
     if not lerobot and (clip_seconds is not None or cameras is not None or storage_options):
         raise InvalidArgumentError(
             f"{src}: clip_seconds, cameras and storage_options are for LeRobot datasets "
             "(a folder with meta/info.json, or its URL)"
         )
-    if lerobot:
-        if resize is not None:
-            raise InvalidArgumentError(
-                f"{src}: resize is for images; LeRobot clips keep their videos' size"
-            )
-        samples, fingerprint = lerobot_clip_samples(
-            src,
-            state,
-            clip_seconds=clip_seconds,
-            cameras=cameras,
-            storage_options=storage_options,
-            progress=progress is True,
+    if lerobot and resize is not None:
+        raise InvalidArgumentError(
+            f"{src}: resize is for images; LeRobot clips keep their videos' size"
         )
-    elif os.path.isfile(src) and src.endswith(".parquet"):
-        samples = _manifest_samples(src)
-    elif os.path.isdir(src) and _is_image_folder(src):
-        samples, classes = _image_folder_samples(src)
-    elif os.path.isdir(src):
-        samples = _folder_samples(src)
-    else:
-        raise InvalidArgumentError(f"{src}: not a folder or a Parquet manifest")
-    if not samples:
-        raise DatasetError(f"{src}: no sample found")
-    os.makedirs(state, exist_ok=True)
-    plan = _plan(samples, src, state, target, resize, shuffle_seed, prefix, workers, fingerprint)
-    journal_path = os.path.join(state, "done.jsonl")
-    done: dict[str, int] = {}
-    if os.path.exists(journal_path):
-        with open(journal_path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    entry = json.loads(line)
-                    done[entry["shard"]] = entry["bytes"]
-    order = plan["order"]
-    starts = plan["starts"] + [len(order)]
-    names = [f"{prefix}-{k:06d}.tar" for k in range(len(starts) - 1)]
-    bar = _ProgressBar("writing shards") if progress is True else None
-    callback = bar if bar is not None else (progress if callable(progress) else None)
-    resumed = 0
-    sizes = []
-    with ThreadPoolExecutor(workers, thread_name_prefix="stoker-shard") as pool:
-        for k, name in enumerate(names):
-            path = os.path.join(dst, name)
-            if name in done and os.path.exists(path) and os.path.getsize(path) == done[name]:
-                resumed += 1
-                sizes.append(done[name])
+    state = os.path.join(dst, STATE_DIR)
+    own = re.compile(re.escape(prefix) + _OWN_SUFFIX)
+    with FolderLock(state, dst, "stoker shard"):
+        _claim(dst, state, own)
+        fingerprint = ""
+        classes: list[str] | None = None
+        if lerobot:
+            samples, fingerprint = lerobot_clip_samples(
+                src,
+                state,
+                clip_seconds=clip_seconds,
+                cameras=cameras,
+                storage_options=storage_options,
+                progress=progress is True,
+            )
+        elif os.path.isfile(src) and src.endswith(".parquet"):
+            samples = _manifest_samples(src)
+        elif os.path.isdir(src) and _is_image_folder(src):
+            samples, classes = _image_folder_samples(src)
+        elif os.path.isdir(src):
+            samples = _folder_samples(src)
+        else:
+            raise InvalidArgumentError(f"{src}: not a folder or a Parquet manifest")
+        if not samples:
+            raise DatasetError(f"{src}: no sample found")
+        _check_unique(samples, src)
+        plan = _plan(
+            samples, src, state, target, resize, shuffle_seed, prefix, workers, fingerprint
+        )
+        done = _journaled(os.path.join(state, "done.jsonl"))
+        order = plan["order"]
+        starts = plan["starts"] + [len(order)]
+        names = [f"{prefix}-{k:06d}.tar" for k in range(len(starts) - 1)]
+        bar = _ProgressBar("writing shards") if progress is True else None
+        callback = bar if bar is not None else (progress if callable(progress) else None)
+        resumed = 0
+        sizes = []
+        with ThreadPoolExecutor(workers, thread_name_prefix="stoker-shard") as pool:
+            for k, name in enumerate(names):
+                path = os.path.join(dst, name)
+                if name in done and os.path.exists(path) and os.path.getsize(path) == done[name]:
+                    resumed += 1
+                    sizes.append(done[name])
+                else:
+                    chosen = [samples[i] for i in order[starts[k] : starts[k + 1]]]
+                    with _writing(f"shard {path!r}"):
+                        sizes.append(_write_shard(chosen, path, resize, pool))
+                        with open(os.path.join(state, "done.jsonl"), "a", encoding="utf-8") as f:
+                            f.write(json.dumps({"shard": name, "bytes": sizes[-1]}) + "\n")
+                if callback is not None:
+                    callback(k + 1, len(names))
+        if bar is not None:
+            bar.close()
+        counts = [starts[k + 1] - starts[k] for k in range(len(names))]
+        with _writing(f"the index files of {dst!r}"):
+            _write_columns(samples, order, starts, names, os.path.join(dst, "columns.parquet"))
+            if classes is not None:
+                write_json(os.path.join(dst, "classes.json"), classes)
             else:
-                chosen = [samples[i] for i in order[starts[k] : starts[k + 1]]]
-                sizes.append(_write_shard(chosen, path, resize, pool))
-                with open(journal_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({"shard": name, "bytes": sizes[-1]}) + "\n")
-            if callback is not None:
-                callback(k + 1, len(names))
-    if bar is not None:
-        bar.close()
-    counts = [starts[k + 1] - starts[k] for k in range(len(names))]
-    write_json(
-        os.path.join(dst, "index.json"),
-        {
-            "format": "stoker-shards",
-            "version": INDEX_VERSION,
-            "shards": names,
-            "shard_bytes": sizes,
-            "samples": counts,
-        },
-    )
-    if classes is not None:
-        write_json(os.path.join(dst, "classes.json"), classes)
-    _write_columns(samples, order, starts, names, os.path.join(dst, "columns.parquet"))
-    # Staged clips are in the shards now; a rerun finds every shard journaled.
-    shutil.rmtree(os.path.join(state, "clips"), ignore_errors=True)
+                remove_file(os.path.join(dst, "classes.json"))
+            # The folder is this run's: shards of its names that its index leaves out (an
+            # earlier run's, cut otherwise) go, so that no glob finds them.
+            listed = set(names) | {name + INDEX_SUFFIX for name in names}
+            for entry in os.listdir(dst):
+                if own.fullmatch(entry) and entry not in listed:
+                    remove_file(os.path.join(dst, entry))
+            # Last: until it is there, the folder is not a finished dataset.
+            write_json(
+                os.path.join(dst, FOLDER_INDEX),
+                {
+                    "format": FOLDER_FORMAT,
+                    "version": INDEX_VERSION,
+                    "shards": names,
+                    "shard_bytes": sizes,
+                    "samples": counts,
+                },
+            )
+        # Staged clips are in the shards now; a rerun finds every shard journaled.
+        shutil.rmtree(os.path.join(state, "clips"), ignore_errors=True)
     return ShardReport(names, sizes, len(order), resumed)
+
+
+# Files a run of prefix P owns in its folder: P-000000.tar, its sidecar, their temporaries.
+_OWN_SUFFIX = r"-\d{6}\.tar(\.index)?(\.tmp|\.\d+\.partial)?"
+# A write that fails for want of room: a full disk, a quota, a file size limit.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _claim(dst: str, state: str, own: re.Pattern[str]) -> None:
+    """Makes ``dst`` this run's (called with its lock held): refuses a folder holding files of
+    the run's names that no stoker shard run wrote (no plan in ``state``, no index.json), so
+    that they are never overwritten or removed; else removes what says the folder is finished
+    (index.json, rewritten at the end) and the temporaries an interrupted run left."""
+    entries = os.listdir(dst)
+    theirs = [e for e in entries if own.fullmatch(e)]
+    planned = os.path.exists(os.path.join(state, "plan.json"))
+    if theirs and not planned and folder_shards(dst) is None:
+        if os.listdir(state) == ["lock"]:  # only the lock this run made
+            shutil.rmtree(state, ignore_errors=True)
+        raise DatasetError(
+            f"{dst} holds {', '.join(sorted(theirs)[:3])}{', ...' if len(theirs) > 3 else ''} "
+            f"and no stoker shard run wrote them (no {STATE_DIR}/plan.json, no {FOLDER_INDEX}): "
+            "write to a new folder, or another --prefix"
+        )
+    remove_file(os.path.join(dst, FOLDER_INDEX))
+    for entry in theirs:
+        if entry.endswith((".tmp", ".partial")):
+            remove_file(os.path.join(dst, entry))
+
+
+def _journaled(path: str) -> dict[str, int]:
+    """Shard name -> size of the shards the journal says were written; a line cut short (the
+    run stopped while writing it) is not taken: that shard is written again."""
+    done: dict[str, int] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    done[str(entry["shard"])] = int(entry["bytes"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return done
+
+
+@contextlib.contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """Names ``what`` was being written when a write fails for want of room, and says how to
+    go on: the shards written so far are kept, the partial one is removed."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in _NO_ROOM:
+            raise
+        raise OSError(
+            error.errno,
+            f"cannot write {what}: {error.strerror}; the shards written so far are kept: make "
+            "room and run the same command again to continue",
+        ) from None
+
+
+def _check_unique(samples: list[Sample], src: str) -> None:
+    """Refuses two source files that would be one member (``x.jpg`` and ``x.JPG``: fields are
+    lower case) or two samples of one key (``cat/a.jpg`` and ``cat/a.png`` in an ImageFolder
+    tree), which the shards' readers could not tell apart."""
+
+    def origin(value: Any) -> str:
+        return value if isinstance(value, str) else "a value of the source"
+
+    keys: dict[str, Any] = {}
+    for key, members in samples:
+        if key in keys:
+            raise DatasetError(
+                f"{src}: {origin(keys[key])} and {origin(members[0][1])} are both sample "
+                f"{key!r}: rename or remove one (a sample's key is its path up to the first dot)"
+            )
+        keys[key] = members[0][1]
+        fields: dict[str, Any] = {}
+        for field, value in members:
+            if field in fields:
+                raise DatasetError(
+                    f"{src}: {origin(fields[field])} and {origin(value)} are both field "
+                    f"{field!r} of sample {key!r} (fields are lower case): rename or remove one"
+                )
+            fields[field] = value
 
 
 def _plan(
@@ -448,14 +557,18 @@ def _write_shard(samples: list[Sample], path: str, resize: int | None, pool) -> 
         return [(f"{key}.{field}", _member_bytes(field, value, resize)) for field, value in members]
 
     temporary = path + ".tmp"
-    with tarfile.open(temporary, "w", format=tarfile.GNU_FORMAT) as tar:
-        for encoded in pool.map(encode, samples):
-            for name, data in encoded:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(data), 0, 0o644
-                tar.addfile(info, io.BytesIO(data))
-    size = os.path.getsize(temporary)
-    _core.commit_file(temporary, path)
+    try:
+        with tarfile.open(temporary, "w", format=tarfile.GNU_FORMAT) as tar:
+            for encoded in pool.map(encode, samples):
+                for name, data in encoded:
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mtime, info.mode = len(data), 0, 0o644
+                    tar.addfile(info, io.BytesIO(data))
+        size = os.path.getsize(temporary)
+        _core.commit_file(temporary, path)
+    except BaseException:
+        remove_file(temporary)  # a partial shard holds the room a full disk lacks
+        raise
     # The sidecar: the native index of what was just written, bound to its tar headers.
     _core.write_shard_sidecar(path)
     return size
@@ -520,18 +633,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    report = write_shards(
-        args.src,
-        args.dst,
-        shard_bytes=args.shard_bytes,
-        resize=args.resize,
-        shuffle_seed=None if args.no_shuffle else args.shuffle_seed,
-        prefix=args.prefix,
-        workers=args.workers,
-        progress=not args.no_progress,
-        clip_seconds=args.clip_seconds,
-        cameras=args.cameras,
-        storage_options=storage_options_from_args(args),
-    )
-    print(report.summary())
-    return 0
+    from stoker.cli import report_errors
+
+    def run() -> None:
+        report = write_shards(
+            args.src,
+            args.dst,
+            shard_bytes=args.shard_bytes,
+            resize=args.resize,
+            shuffle_seed=None if args.no_shuffle else args.shuffle_seed,
+            prefix=args.prefix,
+            workers=args.workers,
+            progress=not args.no_progress,
+            clip_seconds=args.clip_seconds,
+            cameras=args.cameras,
+            storage_options=storage_options_from_args(args),
+        )
+        print(report.summary())
+
+    return report_errors("shard", run)

@@ -68,6 +68,9 @@ __all__ = [
 # The version of a folder's index.json (the list of shards `stoker shard` wrote).
 INDEX_VERSION = 1
 INDEX_SUFFIX = ".index"
+# The folder index `stoker shard` writes next to its shards: the shards that are the dataset.
+FOLDER_INDEX = "index.json"
+FOLDER_FORMAT = "stoker-shards"
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 CLIP_EXTENSIONS = ("mp4", "webm", "mkv")
 _JSON_TYPES = ("int64", "float64", "float32", "bool", "str")
@@ -262,7 +265,12 @@ def expand_urls(
     storage_options: Mapping[str, Any] | S3Options | None = None,
 ) -> list[str]:
     """The shard URLs of a brace pattern (``train-{000000..000511}.tar``, ``{a,b}``), a glob
-    (``*``, ``?``, ``[...]``, local or s3://), or a list of those."""
+    (``*``, ``?``, ``[...]``, local or s3://), a folder ``stoker shard`` wrote (a local folder,
+    or a URL ending in ``/``: the shards its ``index.json`` lists), or a list of those.
+
+    A glob in a folder holding an ``index.json`` finds only shards the index lists: a file of a
+    shard's name that the writer's index leaves out (an older run's) is not part of the dataset.
+    """
     if isinstance(urls_or_pattern, (str, os.PathLike)):
         items = [os.fspath(urls_or_pattern)]
     else:
@@ -270,6 +278,16 @@ def expand_urls(
     out: list[str] = []
     for item in items:
         for url in _expand_braces(item):
+            if (is_url(url) and url.endswith("/")) or (not is_url(url) and os.path.isdir(url)):
+                folder = url.rstrip("/") if is_url(url) else url
+                names = folder_shards(folder, storage_options)
+                if names is None:
+                    raise DatasetError(
+                        f"{url} is a folder without the {FOLDER_INDEX} that stoker shard writes: "
+                        f"give its shards as a glob ({folder}/*.tar), a brace pattern or a list"
+                    )
+                out.extend(_join(folder, name) for name in names)
+                continue
             if not any(c in url for c in "*?["):
                 out.append(url)
                 continue
@@ -282,12 +300,59 @@ def expand_urls(
                 found = open_dataset_root(folder, storage_options).glob("", pattern)
             else:
                 found = sorted(_glob.glob(url))
+            found = _listed(found, storage_options)
             if not found:
                 raise DatasetError(f"no shard matches {url!r}")
             out.extend(found)
     if not out:
         raise InvalidArgumentError("no shards given")
     return out
+
+
+def folder_shards(
+    folder: str, storage_options: Mapping[str, Any] | S3Options | None = None
+) -> list[str] | None:
+    """The shard names the ``index.json`` of ``folder`` (a path or URL) lists, in its order;
+    None when the folder holds none.
+
+    Raises:
+        stoker.DatasetError: naming the file and what is wrong, when it is not stoker shard's
+            index (another format, no list of names).
+    """
+    root = open_dataset_root(folder, storage_options if is_url(folder) else None)
+    if not root.exists(FOLDER_INDEX):
+        return None
+    index = root.read_json(FOLDER_INDEX, "shard folder index")
+    where = root.url(FOLDER_INDEX)
+    if index.get("format") != FOLDER_FORMAT:
+        raise DatasetError(
+            f"{where}: format is {index.get('format')!r}, not {FOLDER_FORMAT!r} (stoker shard's)"
+        )
+    names = index.get("shards")
+    if not isinstance(names, list) or not all(
+        isinstance(n, str) and n and "/" not in n for n in names
+    ):
+        raise DatasetError(f"{where}: field 'shards' is not a list of file names")
+    return names
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if is_url(folder) else os.path.join(folder, name)
+
+
+def _listed(found: list[str], storage_options: Any) -> list[str]:
+    """The glob's matches less those that a folder's index.json leaves out."""
+    kept = []
+    indexes: dict[str, set[str] | None] = {}
+    for url in found:
+        folder, _, name = url.rpartition("/")
+        if folder not in indexes:
+            names = folder_shards(folder or ".", storage_options)
+            indexes[folder] = None if names is None else set(names)
+        listed = indexes[folder]
+        if listed is None or name in listed:
+            kept.append(url)
+    return kept
 
 
 def member_field(name: str) -> tuple[str, str]:
@@ -306,15 +371,18 @@ class ShardDataset:
     """Samples of tar shards in WebDataset's layout, for :class:`stoker.Loader`.
 
     Args:
-        urls_or_pattern: a brace pattern (``"train-{000000..000511}.tar"``), a glob, a list of
-            paths / URLs, local or ``s3://`` / ``https://``.
+        urls_or_pattern: a brace pattern (``"train-{000000..000511}.tar"``), a glob, a folder
+            ``stoker shard`` wrote (its ``index.json``'s shards), a list of paths / URLs, local
+            or ``s3://`` / ``https://``; see :func:`expand_urls`.
         spec: a :class:`ShardSpec` (or a dict of output name -> decoder).
         storage_options: for remote shards: :class:`stoker.S3Options` or a dict of its fields.
         cache_dir: where shard indexes are cached; default ``$STOKER_CACHE_DIR`` or
             ``~/.cache/stoker``.
 
     Attributes (numpy arrays over samples, in shard then tar order): ``sample_shard``,
-    ``labels`` (the cls value, -1 where a sample has none), and :meth:`field_ranges`.
+    ``labels`` (the cls value, -1 where a sample has none), and :meth:`field_ranges`;
+    ``bad_samples``: sample id -> why it cannot be read (a field the spec reads that it has
+    twice), which the loader raises or skips by its ``on_error``.
     """
 
     def __init__(
@@ -362,6 +430,10 @@ class ShardDataset:
         members: dict[str, dict[int, tuple[int, int, int]]] = {}
         labels: list[int] = []
         no_label = _core.ShardIndex.NO_LABEL
+        # A field the spec reads that a sample has twice (x.jpg and x.JPG) makes that sample
+        # bad, not the dataset: the loader names it (or skips it) when it is read.
+        read = {name for decoder in self.spec.values() for name in decoder.fields}
+        self.bad_samples: dict[int, str] = {}
         for s, index in enumerate(indexes):
             current = None
             offsets, sizes, member_labels = index.offsets, index.sizes, index.labels
@@ -377,7 +449,12 @@ class ShardDataset:
                     labels[sample] = int(member_labels[m])
                 slots = members.setdefault(ext, {})
                 if sample in slots:
-                    raise DatasetError(f"{self.urls[s]}: sample {key!r} has two {ext!r} members")
+                    if ext in read and sample not in self.bad_samples:
+                        self.bad_samples[sample] = (
+                            f"{self.urls[s]}: sample {key!r}, field {ext!r}: the sample has two "
+                            f"members of this field (the second is {name!r})"
+                        )
+                    continue
                 slots[sample] = (int(offsets[m]), int(sizes[m]), m)
         n = len(keys)
         if n == 0:
