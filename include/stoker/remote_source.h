@@ -13,7 +13,10 @@
 // Every request is retried on 5xx, 429/SlowDown, connection resets, timeouts and short bodies,
 // with exponential backoff and full jitter, within max_attempts and total_timeout_s; a stalled
 // transfer is abandoned after low_speed_timeout_s. Ranged reads carry If-Match with the ETag
-// seen at open, so an object replaced since fails as changed instead of mixing two versions.
+// seen at open, and since not every server honours it, each reply must also show the version
+// opened (its ETag, else its Last-Modified, and its size): an object replaced since fails as
+// changed (kCorruptData, not retried) instead of mixing two versions. A server that sends
+// neither ETag nor Last-Modified can be checked by size alone.
 //
 // Ownership: open_remote_source() returns a source the caller owns; sources of one process
 // share its connection pool, its range cache and its I/O threads, which live until exit.
@@ -73,8 +76,10 @@ bool is_remote_url(const std::string& path);
 
 /// Opens the object at `url` (s3://bucket/key, http(s)://...) with one HEAD request (a ranged
 /// GET of its first byte where HEAD is refused, as for presigned GET URLs), learning its size
-/// and ETag. Errors name the URL, the HTTP status, the attempts and the cause, and say plainly
-/// when credentials are wrong (kPermissionDenied) or the bucket or key is missing (kNotFound).
+/// and ETag. Errors name the URL, the HTTP status, the attempts and the cause (S3's error code
+/// and message), and say plainly when credentials are wrong (kPermissionDenied), the bucket or
+/// key is missing (kNotFound), or the region is not the bucket's (kInvalidArgument, naming the
+/// bucket's region).
 Result<std::unique_ptr<ByteSource>> open_remote_source(const std::string& url,
                                                        const RemoteOptions& options = {});
 

@@ -504,6 +504,87 @@ def test_skip_and_raise_over_s3(s3_env, tiny, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Objects replaced while open, requests for the wrong region
+
+
+def test_a_video_replaced_behind_a_server_ignoring_if_match_fails_as_changed(video, tmp_path):
+    """Issue 21 item 3: HttpFileServer, like many web servers, ignores If-Match; a video
+    replaced after it was opened used to be decoded from the new version's bytes."""
+    path = video("h264")
+    local = stoker.VideoReader(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    replaced = bytearray(data)  # the same size and header, another ETag
+    for offset, size in local.packet_bytes():
+        replaced[offset : offset + size] = bytes(size)
+    served = tmp_path / "web"
+    served.mkdir()
+    (served / "v.mp4").write_bytes(data)
+    with HttpFileServer(str(served)) as web:
+        url = f"{web.url}/v.mp4"
+        # Small requests: the packets are fetched when decoded, not with the header.
+        reader = stoker.VideoReader(url, storage_options={"min_request_bytes": 4096})
+        (served / "v.mp4").write_bytes(bytes(replaced))
+        with pytest.raises(stoker.DecodeError) as raised:
+            reader.get_frames(range(len(reader)))
+    message = str(raised.value)
+    assert url in message and "the object changed since it was opened (ETag" in message
+
+
+class WrongRegionS3(http.server.BaseHTTPRequestHandler):
+    """What S3 answers requests signed for us-east-1 of a bucket in eu-west-1: 400 with the
+    bucket's region in a header, and (not to HEAD) AuthorizationHeaderMalformed."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AuthorizationHeaderMalformed'
+            b"</Code><Message>The authorization header is malformed; the region &apos;us-east-1"
+            b"&apos; is wrong; expecting &apos;eu-west-1&apos;</Message><Region>eu-west-1"
+            b"</Region><RequestId>test</RequestId></Error>"
+        )
+        self.send_response(400)
+        self.send_header("x-amz-bucket-region", "eu-west-1")
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_wrong_region_is_named_with_the_buckets_region():
+    """Issue 21 item 18: the error said only 'HEAD failed ... HTTP 400'."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WrongRegionS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = stoker.S3Options(
+        endpoint_url=f"http://127.0.0.1:{server.server_address[1]}",
+        region="us-east-1",
+        access_key_id="AK",
+        secret_access_key="SK",
+        max_attempts=1,
+    )
+    try:
+        with pytest.raises(stoker.InvalidArgumentError) as raised:
+            stoker.VideoReader("s3://bucket/v.mp4", storage_options=options)
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(raised.value)
+    assert "s3://bucket/v.mp4" in message and "HTTP 400 AuthorizationHeaderMalformed" in message
+    assert "the region 'us-east-1' is wrong" in message
+    assert (
+        "the bucket is in region eu-west-1, the request was signed for us-east-1: "
+        "set region=eu-west-1 (S3Options) or AWS_REGION" in message
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line
 
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 
 #include "core/fork.h"
@@ -145,6 +146,45 @@ int64_t parse_int(std::string_view text, int64_t fallback) {
   return value;
 }
 
+// The opaque part of an entity tag: weak and strong tags of one version compare equal (RFC
+// 9110 8.8.3.2's weak comparison), which is all that telling versions apart needs.
+std::string_view opaque_tag(std::string_view etag) {
+  if (etag.size() >= 2 && (etag[0] == 'W' || etag[0] == 'w') && etag[1] == '/') {
+    etag.remove_prefix(2);
+  }
+  return etag;
+}
+
+std::string http_date_text(int64_t mtime_ns) {
+  const std::time_t seconds = static_cast<std::time_t>(mtime_ns / 1000000000);
+  std::tm parts{};
+  gmtime_r(&seconds, &parts);
+  char text[64];
+  std::strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &parts);
+  return text;
+}
+
+// Why a 2xx reply is not of the version `request` expects, or "" when it is (or cannot tell).
+std::string version_mismatch(const HttpRequest& request, const HttpResponse& r) {
+  if (!request.if_match.empty() && !r.etag.empty()) {
+    if (opaque_tag(r.etag) != opaque_tag(request.if_match)) {
+      return "ETag " + request.if_match + " at open, " + r.etag + " in this reply";
+    }
+  } else if (request.expected_mtime_ns != 0 && r.mtime_ns != 0 &&
+             r.mtime_ns != request.expected_mtime_ns) {
+    return "Last-Modified " + http_date_text(request.expected_mtime_ns) + " at open, " +
+           http_date_text(r.mtime_ns) + " in this reply";
+  }
+  if (request.expected_size >= 0) {
+    const int64_t total = r.status == 206 ? r.content_range_total : r.content_length;
+    if (total >= 0 && total != request.expected_size) {
+      return std::to_string(request.expected_size) + " bytes at open, " + std::to_string(total) +
+             " in this reply";
+    }
+  }
+  return "";
+}
+
 size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   HttpResponse& r = *transfer->response;
@@ -155,10 +195,19 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     r.status = space == std::string_view::npos ? 0 : parse_int(line.substr(space + 1, 3), 0);
     r.content_length = r.content_range_start = r.content_range_total = -1;
     r.etag.clear();
+    r.mtime_ns = 0;
+    r.bucket_region.clear();
   } else if (starts_with_no_case(line, "content-length:")) {
     r.content_length = parse_int(line.substr(15), -1);
   } else if (starts_with_no_case(line, "etag:")) {
     r.etag = std::string(trimmed(line.substr(5)));
+  } else if (starts_with_no_case(line, "last-modified:")) {
+    // Parsed here, not from CURLINFO_FILETIME after the transfer: the body check needs it.
+    const std::string date(trimmed(line.substr(14)));
+    const time_t seconds = curl_getdate(date.c_str(), nullptr);
+    r.mtime_ns = seconds > 0 ? static_cast<int64_t>(seconds) * 1000000000 : 0;
+  } else if (starts_with_no_case(line, "x-amz-bucket-region:")) {
+    r.bucket_region = std::string(trimmed(line.substr(20)));
   } else if (starts_with_no_case(line, "content-range:")) {
     std::string_view value = trimmed(line.substr(14));
     if (starts_with_no_case(value, "bytes ")) value.remove_prefix(6);
@@ -195,6 +244,9 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
         return 0;  // cuts the transfer (CURLE_WRITE_ERROR)
       }
     }
+    // Every header has arrived: a reply of another version is refused before its first byte.
+    r.changed = version_mismatch(*transfer->request, r);
+    if (!r.changed.empty()) return 0;
   }
   if (static_cast<size_t>(r.body_bytes) + n > transfer->body.size()) {
     r.wrong_body = true;
@@ -238,7 +290,6 @@ HttpResponse http_perform(const HttpRequest& request, std::span<uint8_t> body, d
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl, CURLOPT_FILETIME, 1L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, milliseconds(timeout_s));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    milliseconds(std::min(timeout_s, request.connect_timeout_s)));
@@ -288,10 +339,6 @@ HttpResponse http_perform(const HttpRequest& request, std::span<uint8_t> body, d
   long status = 0;
   if (curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status != 0) {
     response.status = status;
-  }
-  curl_off_t filetime = -1;
-  if (curl_easy_getinfo(curl, CURLINFO_FILETIME_T, &filetime) == CURLE_OK && filetime >= 0) {
-    response.mtime_ns = static_cast<int64_t>(filetime) * 1000000000;
   }
   // Nothing in the handle may point at this frame's buffers once we return.
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);

@@ -33,6 +33,14 @@ struct HttpRequest {
   std::string url;
   std::optional<ByteRange> range;  // GET: "Range: bytes=offset-(end-1)"; none: the whole body
   std::string if_match;            // an ETag, sent as If-Match when not empty
+  /// The object as it was opened, which a 2xx reply must show, since not every server honours
+  /// If-Match: its ETag (if_match above) else, when the reply or the open had none, its
+  /// Last-Modified (expected_mtime_ns, 0: none), and its total size (expected_size, -1: not
+  /// checked). A reply that carries no validator at all is taken on its size alone: RFC 9110
+  /// (15.3.7) obliges a 206 to carry the ETag a 200 would, so only servers that never send one
+  /// are read so. A reply of another version is cut before a byte of it reaches the body.
+  int64_t expected_size = -1;
+  int64_t expected_mtime_ns = 0;
   std::optional<AwsSigning> signing;
   double connect_timeout_s = 10;
   double low_speed_timeout_s = 15;  // abandoned when below 1 KiB/s this long
@@ -47,9 +55,14 @@ struct HttpResponse {
   int64_t content_length = -1;
   int64_t content_range_start = -1;  // from "Content-Range: bytes a-b/total" (or "*/total")
   int64_t content_range_total = -1;
-  std::string etag;        // as sent, quotes included
-  int64_t mtime_ns = 0;    // Last-Modified; 0 when absent
-  std::string error_body;  // the start of a non-2xx body (an S3 XML error)
+  std::string etag;           // as sent, quotes included
+  int64_t mtime_ns = 0;       // Last-Modified; 0 when absent
+  std::string bucket_region;  // S3's x-amz-bucket-region, sent with a wrong region's errors
+  std::string error_body;     // the start of a non-2xx body (an S3 XML error)
+  /// Not empty when a 2xx reply showed another version of the object than the request's
+  /// expected one (see HttpRequest::expected_size): what was expected and what came, as
+  /// "ETag \"a\" at open, \"b\" in this reply". The transfer was cut (CURLE_WRITE_ERROR).
+  std::string changed;
   /// A 2xx body that is not the range asked for (a 200 with the whole object for part of it,
   /// a 206 at another offset, or more bytes than the buffer holds); the transfer was cut.
   bool wrong_body = false;

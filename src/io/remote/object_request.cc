@@ -58,6 +58,10 @@ struct TryFailure {
 };
 
 TryFailure judge(const HttpRequest& request, const HttpResponse& r) {
+  if (!r.changed.empty()) {  // another try gets the same version
+    return {false, "HTTP " + std::to_string(r.status) +
+                       " from another version of the object (the server ignored If-Match)"};
+  }
   if (r.wrong_body) {
     return {false, "HTTP " + std::to_string(r.status) +
                        " with a body that is not the range asked for (the server ignored Range)"};
@@ -84,7 +88,9 @@ TryFailure judge(const HttpRequest& request, const HttpResponse& r) {
 }
 
 bool succeeded(const HttpRequest& request, const HttpResponse& r) {
-  if (r.curl_code != 0 || r.wrong_body || r.status < 200 || r.status > 299) return false;
+  if (r.curl_code != 0 || r.wrong_body || !r.changed.empty() || r.status < 200 || r.status > 299) {
+    return false;
+  }
   return !request.range.has_value() || request.method == HttpMethod::kHead ||
          r.body_bytes == request.range->length;
 }
@@ -136,7 +142,7 @@ Result<ObjectTarget> make_object_target(const std::string& url, const RemoteOpti
 }
 
 Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest request,
-                                       std::span<uint8_t> body) {
+                                       std::span<uint8_t> body, HttpResponse* failed) {
   const RemoteOptions& options = target.options;
   request.url = target.request_url;
   request.signing = target.signing;
@@ -178,12 +184,22 @@ Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest r
                         std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") +
                         " in " + seconds_text(elapsed) + ": " + failure.cause;
   StatusCode code = StatusCode::kIoError;
-  if (last.curl_code == 0 && !last.wrong_body && last.status >= 300) {
-    const ErrorMeaning meaning = explain_http_error(last.status, parse_s3_error(last.error_body),
-                                                    target.bucket, target.key, request.if_match);
+  if (!last.changed.empty()) {
+    code = StatusCode::kCorruptData;
+    message += ": the object changed since it was opened (" + last.changed + ")";
+  } else if (last.curl_code == 0 && !last.wrong_body && last.status >= 300) {
+    const ErrorMeaning meaning =
+        explain_http_error(last.status, parse_s3_error(last.error_body),
+                           RequestContext{.bucket = target.bucket,
+                                          .key = target.key,
+                                          .if_match = request.if_match,
+                                          .region = target.is_s3 ? options.region : "",
+                                          .signed_request = request.signing.has_value(),
+                                          .bucket_region = last.bucket_region});
     code = meaning.code;
     if (!meaning.sentence.empty()) message += ": " + meaning.sentence;
   }
+  if (failed != nullptr) *failed = std::move(last);
   return Status(code, message);
 }
 

@@ -38,7 +38,10 @@ Result<ObjectTarget> make_object_target(const std::string& url, const RemoteOpti
 /// Sends `request` (its url and signing are taken from `target`) until it succeeds or the
 /// policy gives up. Success: a 2xx, and for a GET of a range, exactly that range's bytes in
 /// `body` (body.size() == range length). HEAD and GET of a range are all this sends.
+/// A 2xx reply of another version than the request expects (HttpRequest::expected_size) is
+/// not retried: kCorruptData, "the object changed since it was opened (what was expected, what
+/// came)". When `failed` is not null and the request fails, *failed is what its last try got.
 Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest request,
-                                       std::span<uint8_t> body);
+                                       std::span<uint8_t> body, HttpResponse* failed = nullptr);
 
 }  // namespace stoker::io

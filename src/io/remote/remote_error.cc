@@ -38,13 +38,28 @@ std::string element(const std::string& body, const std::string& name) {
 
 S3Error parse_s3_error(const std::string& body) {
   if (body.find("<Error>") == std::string::npos) return {};
-  return S3Error{.code = element(body, "Code"), .message = element(body, "Message")};
+  return S3Error{.code = element(body, "Code"),
+                 .message = element(body, "Message"),
+                 .region = element(body, "Region")};
 }
 
-ErrorMeaning explain_http_error(long status, const S3Error& error, const std::string& bucket,
-                                const std::string& key, const std::string& if_match) {
+ErrorMeaning explain_http_error(long status, const S3Error& error, const RequestContext& context) {
+  const std::string& bucket = context.bucket;
+  const std::string& key = context.key;
   const bool s3 = !bucket.empty();
   const std::string& code = error.code;
+  // S3 answers a HEAD with no body: the region header is then all there is to go by.
+  const bool region_error = code == "AuthorizationHeaderMalformed" || code == "PermanentRedirect" ||
+                            code == "TemporaryRedirect" ||
+                            (code.empty() && (status == 301 || status == 307 || status == 400));
+  const std::string& bucket_region =
+      context.bucket_region.empty() ? error.region : context.bucket_region;
+  if (s3 && region_error && !bucket_region.empty() && bucket_region != context.region) {
+    return {StatusCode::kInvalidArgument,
+            "the bucket is in region " + bucket_region + ", the request was " +
+                (context.signed_request ? "signed " : "") + "for " + context.region +
+                ": set region=" + bucket_region + " (S3Options) or AWS_REGION"};
+  }
   if (status == 403 || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
       code == "AccessDenied" || code == "ExpiredToken") {
     std::string sentence;
@@ -72,8 +87,8 @@ ErrorMeaning explain_http_error(long status, const S3Error& error, const std::st
     return {StatusCode::kNotFound, "no such object"};
   }
   if (status == 412) {
-    return {StatusCode::kCorruptData,
-            "the object changed since it was opened (ETag " + if_match + " no longer matches)"};
+    return {StatusCode::kCorruptData, "the object changed since it was opened (ETag " +
+                                          context.if_match + " no longer matches)"};
   }
   return {StatusCode::kIoError, ""};
 }

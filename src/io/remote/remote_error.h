@@ -13,18 +13,30 @@ namespace stoker::io {
 struct S3Error {
   std::string code;     // "SlowDown", "NoSuchKey", ...; empty when the body is not S3's XML
   std::string message;  // S3's sentence
+  std::string region;   // <Region>: the bucket's, in AuthorizationHeaderMalformed
 };
 
-/// The <Code> and <Message> of an S3 error document (entities like &amp; decoded).
+/// The <Code>, <Message> and <Region> of an S3 error document (entities like &amp; decoded).
 S3Error parse_s3_error(const std::string& body);
 
-/// The code and the sentence for a request of the object (`bucket`, `key`: empty unless S3)
-/// that got HTTP `status` with S3 error `error`, and the ETag it asked for with If-Match.
+/// What a failed request asked, for explaining its answer.
+struct RequestContext {
+  std::string bucket;    // empty unless S3
+  std::string key;       // empty unless S3
+  std::string if_match;  // the ETag asked for with If-Match
+  std::string region;    // S3: the region the request was signed for (or sent to)
+  bool signed_request = false;
+  std::string bucket_region;  // the reply's x-amz-bucket-region header, if any
+};
+
+/// The code and the sentence for a request `context` that got HTTP `status` with S3 error
+/// `error`. A wrong region (S3's 301 PermanentRedirect, 307, or 400 AuthorizationHeaderMalformed,
+/// the bucket's region from x-amz-bucket-region or <Region>) is kInvalidArgument, with the
+/// region to set.
 struct ErrorMeaning {
   StatusCode code = StatusCode::kIoError;
   std::string sentence;  // empty when the status says nothing more than itself
 };
-ErrorMeaning explain_http_error(long status, const S3Error& error, const std::string& bucket,
-                                const std::string& key, const std::string& if_match);
+ErrorMeaning explain_http_error(long status, const S3Error& error, const RequestContext& context);
 
 }  // namespace stoker::io

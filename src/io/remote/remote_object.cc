@@ -14,7 +14,11 @@ Status fetch_range(const RemoteObject& object, ByteRange range, std::span<uint8_
     count(remote_counters().disk_cache_hits);
     return Status();
   }
-  HttpRequest request{.method = HttpMethod::kGet, .range = range, .if_match = object.etag};
+  HttpRequest request{.method = HttpMethod::kGet,
+                      .range = range,
+                      .if_match = object.etag,
+                      .expected_size = object.size,
+                      .expected_mtime_ns = object.mtime_ns};
   Result<HttpResponse> response = send_with_retries(object.target, std::move(request), out);
   if (!response.ok()) return response.status();
   disk_cache_write(config, disk_key, out);

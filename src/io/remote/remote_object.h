@@ -25,7 +25,9 @@ struct RemoteObject {
 
 /// Fills `out` (out.size() == range.length) with the bytes of `range`: from the disk cache
 /// when it has them, else by a GET with If-Match (retried per the object's options), whose
-/// bytes then go to the disk cache.
+/// bytes then go to the disk cache. The reply must show the version opened (its ETag, else
+/// Last-Modified, and its size), whether or not the server honoured If-Match: another is
+/// kCorruptData, "changed since it was opened", and nothing of it is kept.
 Status fetch_range(const RemoteObject& object, ByteRange range, std::span<uint8_t> out);
 
 }  // namespace stoker::io

@@ -30,7 +30,8 @@ class RemoteSource final : public ByteSource {
 
   int64_t size() const override { return object_->size; }
   int64_t mtime_ns() const override { return object_->mtime_ns; }
-  // Every ranged GET carries If-Match: a replaced object fails the read that sees it.
+  // Every ranged GET carries If-Match and checks the reply's version: a replaced object
+  // fails the read that sees it.
   Status check_unchanged() const override { return Status(); }
   std::string version_tag() const override { return object_->etag; }
   bool is_remote() const override { return true; }
@@ -54,24 +55,28 @@ class RemoteSource final : public ByteSource {
 // What HEAD (or the GET of byte 0 that stands in for it) said about the object.
 Result<io::RemoteObject> describe(io::ObjectTarget target) {
   io::RemoteObject object;
-  Result<io::HttpResponse> head =
-      io::send_with_retries(target, io::HttpRequest{.method = io::HttpMethod::kHead}, {});
+  io::HttpResponse head_failed;
+  Result<io::HttpResponse> head = io::send_with_retries(
+      target, io::HttpRequest{.method = io::HttpMethod::kHead}, {}, &head_failed);
   if (head.ok() && head->content_length >= 0) {
     object.size = head->content_length;
     object.etag = head->etag;
     object.mtime_ns = head->mtime_ns;
   } else {
     // HEAD is refused by presigned GET URLs, and a HEAD error has no body to say which S3
-    // error it was: a GET of the first byte answers both.
-    const StatusCode code = head.status().code();
-    if (head.ok() || code == StatusCode::kPermissionDenied || code == StatusCode::kNotFound) {
+    // error it was (a wrong region, missing key, refused credentials): a GET of the first
+    // byte answers both. Not after a 5xx or 429, which were retried as long as allowed.
+    const bool refused = !head.ok() && head_failed.curl_code == 0 && head_failed.status >= 300 &&
+                         head_failed.status < 500 && head_failed.status != 429;
+    if (head.ok() || refused) {
       uint8_t first = 0;
+      io::HttpResponse get_failed;
       Result<io::HttpResponse> get = io::send_with_retries(
           target, io::HttpRequest{.method = io::HttpMethod::kGet, .range = ByteRange{0, 1}},
-          std::span<uint8_t>(&first, 1));
+          std::span<uint8_t>(&first, 1), &get_failed);
+      // The same refusal, now in S3's words (its XML body); else what HEAD met.
       if (!get.ok())
-        return head.ok() ? get.status()
-                         : (get.status().code() == code ? get.status() : head.status());
+        return head.ok() || get_failed.status == head_failed.status ? get.status() : head.status();
       object.size = get->status == 206 ? get->content_range_total : get->content_length;
       object.etag = get->etag;
       object.mtime_ns = get->mtime_ns;

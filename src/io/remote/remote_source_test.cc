@@ -308,6 +308,87 @@ TEST_F(RemoteSourceTest, AnObjectReplacedSinceOpeningFailsAsChanged) {
   EXPECT_TRUE(source->check_unchanged().ok());
 }
 
+// Issue 21 item 3: a server that ignores If-Match served the new version's bytes to reads
+// of the old one, so a replaced object's ranges were mixed into a video opened before.
+TEST_F(RemoteSourceTest, AServerIgnoringIfMatchCannotMixInTheBytesOfANewVersion) {
+  server_.set_honour_if_match(false);
+  const auto old_bytes = random_bytes(400000, 20);
+  server_.put(path("v.mp4"), old_bytes);
+  auto source = open(path("v.mp4"));  // min_request_bytes: 64 KiB
+  ASSERT_NE(source, nullptr);
+  const std::string old_etag = source->version_tag();
+  std::vector<uint8_t> out(1000);
+  ASSERT_EQ(*source->read_at(0, out), out.size());
+  server_.put(path("v.mp4"), random_bytes(400000, 21));  // the same size, a new ETag
+  const std::string new_etag = server_.etag(path("v.mp4"));
+  ASSERT_NE(new_etag, old_etag);
+
+  const RemoteStats before = remote_stats();
+  server_.reset_log();
+  auto read = source->read_at(200000, out);
+  ASSERT_FALSE(read.ok()) << "read the new version's bytes as the old one's";
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruptData);
+  const std::string message = read.status().message();
+  EXPECT_NE(message.find(server_.url(path("v.mp4")) + ": GET bytes=200000-"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the object changed since it was opened (ETag " + old_etag + " at open, " +
+                         new_etag + " in this reply)"),
+            std::string::npos)
+      << message;
+  // Retrying cannot help: one request, no retry.
+  EXPECT_EQ(server_.requests(), 1);
+  EXPECT_EQ(remote_stats().retries - before.retries, 0);
+
+  // A prefetch meets the same answer; the read that needs its bytes fails too.
+  const std::vector<ByteRange> ahead = {{300000, 50000}};
+  source->prefetch(ahead);
+  std::vector<uint8_t> later(50000);
+  auto prefetched = source->read_at(300000, later);
+  ASSERT_FALSE(prefetched.ok());
+  EXPECT_NE(prefetched.status().message().find("changed since it was opened"), std::string::npos)
+      << prefetched.status().message();
+  // What was read before the change is the opened version's, and still served.
+  ASSERT_EQ(*source->read_at(0, out), out.size());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), old_bytes.begin()));
+}
+
+TEST_F(RemoteSourceTest, WithoutAnETagAReplacedObjectIsToldByItsLastModified) {
+  server_.set_validators(/*etag=*/false, /*last_modified=*/true);
+  server_.put(path("v.mp4"), random_bytes(400000, 22));
+  auto source = open(path("v.mp4"));
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(source->version_tag(), "");
+  std::vector<uint8_t> out(1000);
+  ASSERT_EQ(*source->read_at(0, out), out.size());
+  server_.put(path("v.mp4"), random_bytes(400000, 23));  // one second later
+  auto read = source->read_at(200000, out);
+  ASSERT_FALSE(read.ok()) << "read the new version's bytes as the old one's";
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(read.status().message().find("the object changed since it was opened (Last-Modified "
+                                         "Wed, 21 Oct 2015 07:28:00 GMT at open, "
+                                         "Wed, 21 Oct 2015 07:28:01 GMT in this reply)"),
+            std::string::npos)
+      << read.status().message();
+}
+
+TEST_F(RemoteSourceTest, WithoutValidatorsAReplacedObjectOfAnotherSizeIsToldByItsSize) {
+  server_.set_validators(/*etag=*/false, /*last_modified=*/false);
+  server_.put(path("v.mp4"), random_bytes(400000, 24));
+  auto source = open(path("v.mp4"));
+  ASSERT_NE(source, nullptr);
+  std::vector<uint8_t> out(1000);
+  ASSERT_EQ(*source->read_at(0, out), out.size());
+  server_.put(path("v.mp4"), random_bytes(400001, 25));
+  auto read = source->read_at(200000, out);
+  ASSERT_FALSE(read.ok()) << "read the new version's bytes as the old one's";
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(read.status().message().find(
+                "the object changed since it was opened (400000 bytes at open, 400001 in this "
+                "reply)"),
+            std::string::npos)
+      << read.status().message();
+}
+
 TEST_F(RemoteSourceTest, S3UrlsArePathStyleAndSignedWithAnEndpoint) {
   const auto bytes = random_bytes(3000, 12);
   server_.put("/my-bucket" + path("dir/a b+c.mp4"), bytes);
@@ -327,6 +408,51 @@ TEST_F(RemoteSourceTest, S3UrlsArePathStyleAndSignedWithAnEndpoint) {
   EXPECT_EQ(log[0].rfind("HEAD /my-bucket/" + path("dir/a%20b%2Bc.mp4").substr(1) + " signed", 0),
             0u)
       << log[0];
+}
+
+// Issue 21 item 18: a wrong region said only "HEAD failed ... HTTP 400" (S3 answers a HEAD
+// with no body): S3's code and message and the bucket's region are what tell the fix.
+TEST_F(RemoteSourceTest, AWrongRegionIsNamedWithS3sWordsAndTheBucketsRegion) {
+  server_.put("/bucket" + path("v.mp4"), random_bytes(1000, 26));
+  RemoteOptions options = fast_options();
+  options.endpoint_url = server_.url();
+  options.region = "us-east-1";
+  options.access_key_id = "AKIDTEST";
+  options.secret_access_key = "secret";
+  const std::string url = "s3://bucket" + path("v.mp4");
+  const std::string advice =
+      "the bucket is in region eu-west-1, the request was signed for us-east-1: set "
+      "region=eu-west-1 (S3Options) or AWS_REGION";
+
+  server_.set_fault(Fault::kWrongRegion400);
+  auto signed_wrong = open_remote_source(url, options);
+  ASSERT_FALSE(signed_wrong.ok());
+  EXPECT_EQ(signed_wrong.status().code(), StatusCode::kInvalidArgument);
+  std::string message = signed_wrong.status().message();
+  EXPECT_EQ(message.rfind(url + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find("HTTP 400 AuthorizationHeaderMalformed (The authorization header is "
+                         "malformed; the region 'us-east-1' is wrong; expecting 'eu-west-1')"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(advice), std::string::npos) << message;
+
+  server_.set_fault(Fault::kWrongRegion301);
+  auto redirected = open_remote_source(url, options);
+  ASSERT_FALSE(redirected.ok());
+  EXPECT_EQ(redirected.status().code(), StatusCode::kInvalidArgument);
+  message = redirected.status().message();
+  EXPECT_NE(message.find("HTTP 301 PermanentRedirect"), std::string::npos) << message;
+  EXPECT_NE(message.find(advice), std::string::npos) << message;
+
+  // Unsigned (anonymous), the advice names the region the request went to.
+  options.anonymous = true;
+  auto anonymous = open_remote_source(url, options);
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_NE(anonymous.status().message().find(
+                "the bucket is in region eu-west-1, the request was for us-east-1: set "
+                "region=eu-west-1 (S3Options) or AWS_REGION"),
+            std::string::npos)
+      << anonymous.status().message();
 }
 
 TEST_F(RemoteSourceTest, ThreadsReadRandomRangesAtOnce) {

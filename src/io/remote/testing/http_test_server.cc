@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 namespace stoker::io::testing {
@@ -51,12 +52,28 @@ std::string percent_decoded(const std::string& path) {
   return decoded;
 }
 
+// An HTTP date (RFC 9110 IMF-fixdate) of Unix time `seconds`.
+std::string http_date(int64_t seconds) {
+  const std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm parts{};
+  ::gmtime_r(&t, &parts);
+  char text[64];
+  std::strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &parts);
+  return text;
+}
+
+constexpr int64_t kFirstMtime = 1445412480;  // Wed, 21 Oct 2015 07:28:00 GMT
+
 const char* reason(int status) {
   switch (status) {
     case 200:
       return "OK";
     case 206:
       return "Partial Content";
+    case 301:
+      return "Moved Permanently";
+    case 400:
+      return "Bad Request";
     case 403:
       return "Forbidden";
     case 404:
@@ -115,12 +132,30 @@ std::string HttpTestServer::url(const std::string& path) const {
 
 void HttpTestServer::put(const std::string& path, std::vector<uint8_t> bytes) {
   core::MutexLock lock(&mutex_);
-  objects_[path] = Object{std::move(bytes), "\"v" + std::to_string(++versions_) + "\""};
+  ++versions_;
+  objects_[path] = Object{std::move(bytes), "\"v" + std::to_string(versions_) + "\"",
+                          kFirstMtime + versions_ - 1};
 }
 
 std::string HttpTestServer::etag(const std::string& path) {
   core::MutexLock lock(&mutex_);
   return objects_[path].etag;
+}
+
+void HttpTestServer::set_honour_if_match(bool honour) {
+  core::MutexLock lock(&mutex_);
+  honour_if_match_ = honour;
+}
+
+void HttpTestServer::set_validators(bool etag, bool last_modified) {
+  core::MutexLock lock(&mutex_);
+  send_etag_ = etag;
+  send_last_modified_ = last_modified;
+}
+
+void HttpTestServer::set_bucket_region(const std::string& region) {
+  core::MutexLock lock(&mutex_);
+  bucket_region_ = region;
 }
 
 void HttpTestServer::set_fault(Fault fault, int times, double stall_s) {
@@ -218,6 +253,10 @@ void HttpTestServer::serve(int fd) {
     double stall_s;
     Object object;
     bool found;
+    bool honour_if_match;
+    bool send_etag;
+    bool send_last_modified;
+    std::string bucket_region;
     {
       core::MutexLock lock(&mutex_);
       std::string entry = method;
@@ -231,6 +270,10 @@ void HttpTestServer::serve(int fd) {
       log_.push_back(entry);
       fault = Fault::kNone;
       stall_s = stall_s_;
+      honour_if_match = honour_if_match_;
+      send_etag = send_etag_;
+      send_last_modified = send_last_modified_;
+      bucket_region = bucket_region_;
       if (fault_ != Fault::kNone && fault_times_ != 0 &&
           !(fault_ == Fault::kRefuseHead403 && !is_head)) {
         fault = fault_;
@@ -276,6 +319,40 @@ void HttpTestServer::serve(int fd) {
         status = 404;
         error_body = s3_error("NoSuchBucket", "The specified bucket does not exist");
         break;
+      case Fault::kWrongRegion400: {
+        // The region the request was signed for, from its SigV4 credential scope.
+        const std::string& authorization = headers["authorization"];
+        const size_t credential = authorization.find("Credential=");
+        std::string signed_for = "?";
+        if (credential != std::string::npos) {
+          const size_t date = authorization.find('/', credential);
+          const size_t end = date == std::string::npos ? date : authorization.find('/', date + 1);
+          if (end != std::string::npos) {
+            const size_t region_end = authorization.find('/', end + 1);
+            signed_for = authorization.substr(end + 1, region_end - end - 1);
+          }
+        }
+        status = 400;
+        extra_headers += "x-amz-bucket-region: " + bucket_region + "\r\n";
+        error_body =
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
+            "AuthorizationHeaderMalformed</Code><Message>The authorization header is "
+            "malformed; the region &apos;" +
+            signed_for + "&apos; is wrong; expecting &apos;" + bucket_region +
+            "&apos;</Message><Region>" + bucket_region +
+            "</Region><RequestId>test</RequestId></Error>";
+        break;
+      }
+      case Fault::kWrongRegion301:
+        status = 301;
+        extra_headers += "x-amz-bucket-region: " + bucket_region + "\r\n";
+        error_body =
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
+            "PermanentRedirect</Code><Message>The bucket you are attempting to access "
+            "must be addressed using the specified endpoint. Please send all future "
+            "requests to this endpoint.</Message><Endpoint>bucket.s3." +
+            bucket_region + ".amazonaws.com</Endpoint><RequestId>test</RequestId></Error>";
+        break;
       default:
         break;
     }
@@ -284,7 +361,8 @@ void HttpTestServer::serve(int fd) {
       if (!found) {
         status = 404;
         error_body = s3_error("NoSuchKey", "The specified key does not exist.");
-      } else if (headers.count("if-match") && headers["if-match"] != object.etag) {
+      } else if (honour_if_match && headers.count("if-match") &&
+                 headers["if-match"] != object.etag) {
         status = 412;
         error_body = s3_error("PreconditionFailed", "At least one of the preconditions failed");
       } else if (!range_header.empty() && !is_head) {
@@ -310,8 +388,10 @@ void HttpTestServer::serve(int fd) {
     std::string response = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
     response += "Content-Length: " + std::to_string(is_head && !ok ? 0 : body_length) + "\r\n";
     if (found) {
-      response += "ETag: " + object.etag + "\r\n";
-      response += "Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT\r\n";
+      if (send_etag) response += "ETag: " + object.etag + "\r\n";
+      if (send_last_modified) {
+        response += "Last-Modified: " + http_date(object.mtime_s) + "\r\n";
+      }
     }
     response += "Accept-Ranges: bytes\r\n" + extra_headers + "\r\n";
     if (!send_all(fd, response.data(), response.size())) break;
