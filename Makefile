@@ -100,11 +100,12 @@ test-thread-safety: deps
 	  2> $(CLANG_BUILD)/probe.log
 	grep -q "requires holding mutex" $(CLANG_BUILD)/probe.log
 
-# libFuzzer on each parser of untrusted bytes (the frame table, the episode index, a video's
-# container and decoder over bytes in memory), from seeds the C++ tests write: FUZZ_SECONDS
+# libFuzzer on each parser of untrusted bytes (the frame table, the episode index, a shard's tar
+# headers and saved index, a video's container and decoder over bytes in memory), from seeds the C++ tests write: FUZZ_SECONDS
 # each (30 in `make test`; `make fuzz` runs 10 minutes each). A crash, a leak, undefined
 # behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/.
-FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz image_decoder_fuzz
+FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz image_decoder_fuzz \
+  shard_index_fuzz
 test-fuzz: build
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null

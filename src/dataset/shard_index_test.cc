@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -270,6 +271,23 @@ TEST(ShardIndex, OpensFromTheSidecarOrAScanAndCachesIt) {
   auto none = open_shard_indexes(std::span(&missing, 1), cache, 1);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no-such-shard.tar"), std::string::npos);
+}
+
+// Seeds for shard_index_fuzz (make test-fuzz): tars of each format, a truncated one, and a
+// saved index.
+TEST(FuzzSeeds, ShardIndexes) {
+  const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
+  if (corpus == nullptr) GTEST_SKIP() << "STOKER_FUZZ_CORPUS is not set";
+  const fs::path folder = fs::path(corpus) / "shard_index_fuzz";
+  fs::create_directories(folder);
+  for (const std::string format : {"gnu", "posix", "ustar"}) {
+    const std::string tar = make_tar("seed-" + format, format, 2);
+    fs::copy_file(tar, folder / ("tar-" + format), fs::copy_options::overwrite_existing);
+  }
+  const std::string bytes = read(scratch("seed-gnu.tar"));
+  write((folder / "tar-truncated").string(), bytes.substr(0, 1800));
+  const std::vector<uint8_t> index = scan(scratch("seed-gnu.tar")).encode();
+  write((folder / "index").string(), std::string(index.begin(), index.end()));
 }
 
 }  // namespace
