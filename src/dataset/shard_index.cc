@@ -145,7 +145,9 @@ void parse_pax(std::span<const uint8_t> data, std::string* path, int64_t* size) 
       if (length > static_cast<int64_t>(data.size())) return;
       ++space;
     }
-    if (space >= data.size() || data[space] != ' ' || length <= 0 ||
+    // A record holds at least its length's digits, the space and the newline.
+    if (space >= data.size() || data[space] != ' ' ||
+        static_cast<size_t>(length) < space - at + 2 ||
         at + static_cast<size_t>(length) > data.size()) {
       return;
     }

@@ -218,6 +218,8 @@ class FaultProxy:
         self.requests = 0
         self.bytes_sent = 0
         self.faults_injected: Dict[str, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests being answered at once
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -266,6 +268,16 @@ class FaultProxy:
             return kind, faults
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._answer(handler)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
         kind, faults = self._draw()
