@@ -688,21 +688,57 @@ class _BufferPool:
         return array
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _int64(value: int, what: str) -> int:
+    """``value`` when an int64 column holds it; else a bad member's ValueError."""
+    if not _INT64.min <= value <= _INT64.max:
+        text = str(value)
+        text = text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} digits)"
+        raise ValueError(f"{what} {text} lies outside int64 [{_INT64.min}, {_INT64.max}]")
+    return value
+
+
+def _load_array(member: memoryview) -> np.ndarray:
+    """The array of a ``.npy`` member; a member that holds none (empty, an ``.npz`` archive,
+    pickled objects, not an npy) is a bad member's ValueError."""
+    if len(member) == 0:
+        raise ValueError("the member is empty (zero bytes), not a .npy array")
+    try:
+        array = np.load(io.BytesIO(member), allow_pickle=False)
+    except (EOFError, OSError, ValueError) as error:
+        raise ValueError(f"not a .npy array: {error}") from None
+    if not isinstance(array, np.ndarray):  # np.load opens an .npz archive as an NpzFile
+        names = list(getattr(array, "files", []))
+        if hasattr(array, "close"):
+            array.close()
+        raise ValueError(f"an .npz archive (arrays {names[:5]}), not a .npy array") from None
+    return array
+
+
 def _decode_member(decoder: Any, member: memoryview) -> Any:
     if isinstance(decoder, Text):
         return bytes(member).decode("utf-8")
     if isinstance(decoder, Label):
         text = bytes(member).decode("ascii").strip()
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise ValueError(f"a cls member holds an integer, not {text[:40]!r}") from None
+        return _int64(value, "the cls label")
     if isinstance(decoder, Array):
-        return np.load(io.BytesIO(member), allow_pickle=False)
+        return _load_array(member)
     if isinstance(decoder, Tokens):
-        array = np.load(io.BytesIO(member), allow_pickle=False)
+        array = _load_array(member)
+        if array.dtype.kind not in "iu":
+            raise ValueError(
+                f"token ids are an integer array, this one is {array.dtype} ({array.dtype.str})"
+            )
         if array.ndim != 1:
             raise ValueError(f"a token array is 1-D, this one has shape {array.shape}")
+        if array.dtype == np.uint64 and array.size and int(array.max()) > _INT64.max:
+            _int64(int(array.max()), "the token id")
         return array[: decoder.max_length] if decoder.max_length else array
     value = json.loads(bytes(member))
     if not isinstance(value, dict):
@@ -718,12 +754,26 @@ def _decode_member(decoder: Any, member: memoryview) -> Any:
         }.get(kind, isinstance(item, (int, float)) and not isinstance(item, bool))
         if not ok:
             raise TypeError(f"the json's {key!r} is {item!r}, not a {kind}")
+        if kind == "int64":
+            _int64(item, f"the json's {key!r}")
+        elif kind in ("float32", "float64") and isinstance(item, int):
+            try:
+                float(item)
+            except OverflowError:
+                raise ValueError(f"the json's {key!r} is an integer beyond any {kind}") from None
     return value
 
 
 def _pad(values: list[Any], decoder: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Token arrays (integer, within int64: see _decode_member) padded to the longest, in the
+    smallest integer type that holds them all and the pad (int64 for signed and uint64 mixed,
+    exact since the ids fit int64)."""
     arrays = [v for v in values if v is not None]
-    dtype = np.result_type(*arrays) if arrays else np.int64
+    dtype = np.dtype(np.int64)
+    if arrays:
+        dtype = np.result_type(*{a.dtype for a in arrays}, np.min_scalar_type(decoder.pad))
+    if dtype.kind not in "iu":
+        dtype = np.dtype(np.int64)
     lengths = np.array([0 if v is None else len(v) for v in values], np.int64)
     padded = np.full((len(values), int(lengths.max(initial=0))), decoder.pad, dtype)
     for row, v in enumerate(values):

@@ -480,7 +480,10 @@ class ShardDataset:
                     current = key
                     keys.append(key)
                     shard_of.append(s)
-                    labels.append(int(shard_labels.get(key, -1)))
+                    label = int(shard_labels.get(key, -1))
+                    # A label no int64 holds (an index made before this was checked) is a bad
+                    # member, reported when its sample is read: the index has none for it.
+                    labels.append(label if -(2**63) <= label < 2**63 else -1)
                 sample = len(keys) - 1
                 slots = members.setdefault(ext, {})
                 if sample in slots:

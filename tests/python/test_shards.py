@@ -280,6 +280,69 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
     assert any("'k5', field 'txt'" in e and "no such member" in e for e in stats["errors"])
 
 
+def npz(**arrays):
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return out.getvalue()
+
+
+# Members that are no array, or no integer a column holds: (field, bytes, what the error says).
+BAD_VALUES = {
+    "tokens of strings": ("npy", npy(np.array(["hello world"])), "integer"),
+    "tokens of floats": ("npy", npy(np.array([0.5, 1.5])), "integer"),
+    "tokens beyond int64": ("npy", npy(np.array([2**63], np.uint64)), "int64"),
+    "tokens in an npz": ("npy", npz(ids=np.arange(3)), "npz"),
+    "a zero-byte tokens npy": ("npy", b"", "empty"),
+    "a zero-byte array npy": ("action.npy", b"", "empty"),
+    "an array npz": ("action.npy", npz(action=np.zeros(2, np.float32)), "npz"),
+    "a cls beyond int64": ("cls", str(2**63).encode(), "int64"),
+    "a cls below int64": ("cls", str(-(2**63) - 1).encode(), "int64"),
+    "a json int beyond int64": ("json", b'{"w": 9223372036854775808}', "int64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_tokens_arrays_labels_and_json_ints_that_no_column_holds_are_named_bad_members(
+    tmp_path, cache, case
+):
+    """Tokens are integer arrays; a label or json int64 lies in int64. Anything else is a bad
+    member (shard, key, field) under "raise", a counted skip under "skip": never a batch of
+    strings, nor a raw OverflowError / EOFError / AttributeError, nor an error when the dataset
+    is made (the index reads cls values when it is built)."""
+    field, data, why = BAD_VALUES[case]
+    samples = [
+        (
+            f"k{i}",
+            {
+                "npy": npy(np.arange(i + 1, dtype=np.int32)),
+                "action.npy": npy(np.zeros(2, np.float32)),
+                "cls": b"1",
+                "json": b'{"w": 1}',
+            },
+        )
+        for i in range(3)
+    ]
+    samples[1][1][field] = data
+    url = write_tar(tmp_path / "values.tar", samples)
+    spec = {
+        "tokens": stoker.Tokens("npy"),
+        "action": stoker.Array("action.npy"),
+        "label": stoker.Label(),
+        "meta": stoker.Json(keys={"w": "int64"}),
+    }
+    ds = stoker.ShardDataset(url, spec)  # made: a bad value is found when its sample is read
+    with pytest.raises(stoker.DatasetError, match=rf"values.tar: sample 'k1', field '{field}'.*{why}"):
+        list(stoker.Loader(ds, batch_size=3, shuffle=False, output="numpy"))
+    loader = stoker.Loader(ds, batch_size=3, shuffle=False, on_error="skip", output="numpy")
+    (batch,) = list(loader)
+    assert batch["__key__"] == ["k0", "k2"]
+    assert batch["tokens"].dtype.kind == "i" and batch["tokens"].tolist() == [[0, 0, 0], [0, 1, 2]]
+    assert batch["label"].tolist() == [1, 1] and batch["w"].tolist() == [1, 1]
+    assert loader.stats()["skipped"] == 1
+    (error,) = loader.stats()["errors"]
+    assert f"'k1', field '{field}'" in error and why in error
+
+
 @pytest.fixture(scope="module")
 def clip_bytes(tmp_path_factory):
     path = tmp_path_factory.mktemp("clips") / "c.mp4"
