@@ -105,6 +105,9 @@ class ShardLoader:
     lists), ``__key__`` (the samples' keys) and ``__index__`` (their ids in the dataset).
 
     Thread-safety: one iteration at a time. :meth:`close` ends the threads.
+
+    Raises :class:`stoker.InvalidArgumentError` when a rank's epoch would have no batch (more
+    ranks than shards, or too few samples for ``batch_size`` under ``drop_last``), on every rank.
     """
 
     def __init__(
@@ -188,6 +191,42 @@ class ShardLoader:
         # page fault per 4 KiB on its first write, a quarter of its decode time. The consumer's
         # batch and the ones being built: no more while the consumer lets go of its old batches.
         self._buffers = _BufferPool(self.prefetch + 1)
+        self._check_epoch_has_a_batch()
+
+    def _check_epoch_has_a_batch(self) -> None:
+        """Refuses a configuration in which a rank's epoch has no batch, with its numbers, on
+        every rank alike (under DDP a rank that takes no step leaves the others waiting): more
+        ranks than shards (shards are dealt whole), or a rank whose samples make no batch
+        (``drop_last`` with fewer than ``batch_size``; ``equal_batches`` cutting every rank to
+        a rank's few)."""
+        ds, world = self.dataset, self.world_size
+        shards, n = len(ds.urls), len(ds)
+        if shards < world:
+            raise InvalidArgumentError(
+                f"an epoch would have no batch: the dataset has {shards} shards for world_size "
+                f"{world}, so {world - shards} of the ranks get no shard (shards are dealt whole "
+                "to ranks, by bytes; shards < ranks). Use fewer ranks, or write more shards "
+                "(stoker shard --shard-bytes)"
+            )
+        lengths = self._rank_lengths(self._epoch)
+        fewest = min(range(world), key=lambda r: lengths[r])
+        samples = lengths[fewest]
+        cut = ", and equal_batches=True cuts every rank to that count" if self.equal_batches else ""
+        if samples >= self.batch_size or (samples > 0 and not self.drop_last):
+            return
+        given = (
+            f"an epoch would have no batch: the shards dealt to rank {fewest} (world_size "
+            f"{world}) hold {samples} samples in epoch {self._epoch} (the dataset has {n} in "
+            f"{shards} shards){cut}"
+        )
+        if samples > 0:
+            why = (
+                f": fewer than batch_size {self.batch_size}, and drop_last=True drops a short "
+                "batch. Use a smaller batch_size, drop_last=False or fewer ranks"
+            )
+        else:
+            why = f", so no batch of batch_size {self.batch_size}. Use fewer ranks"
+        raise InvalidArgumentError(given + why)
 
     # -- order ----------------------------------------------------------------------------------
 

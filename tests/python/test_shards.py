@@ -161,6 +161,51 @@ def test_numpy_batches_never_import_torch(tmp_path, cache):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_a_shard_epoch_without_a_batch_is_refused_at_construction_with_its_numbers(
+    tmp_path, cache
+):
+    """As stoker.Loader refuses it: never len(loader) == 0 with loops that only move the epoch,
+    nor, under DDP, a rank that takes no step while the others take theirs."""
+    five = stoker.ShardDataset(text_shards(tmp_path, [5]), TEXT_SPEC)
+    with pytest.raises(
+        stoker.InvalidArgumentError,
+        match=r"an epoch would have no batch: the shards dealt to rank 0 \(world_size 1\) hold 5 "
+        r"samples in epoch 0 \(the dataset has 5 in 1 shards\): fewer than batch_size 8, and "
+        r"drop_last=True drops a short batch",
+    ):
+        stoker.Loader(five, batch_size=8, drop_last=True, output="numpy")
+    assert len(stoker.Loader(five, batch_size=8, output="numpy")) == 1  # one short batch
+    (tmp_path / "two").mkdir()
+    two = stoker.ShardDataset(text_shards(tmp_path / "two", [40, 45]), TEXT_SPEC)
+    for rank in range(3):  # every rank refuses, not only the one left without a shard
+        for kwargs in ({}, {"equal_batches": True, "drop_last": True}):
+            with pytest.raises(
+                stoker.InvalidArgumentError,
+                match=r"an epoch would have no batch: the dataset has 2 shards for world_size 3, "
+                r"so 1 of the ranks get no shard .*shards < ranks",
+            ):
+                stoker.Loader(two, batch_size=4, rank=rank, world_size=3, **kwargs)
+    (tmp_path / "small").mkdir()
+    small = stoker.ShardDataset(text_shards(tmp_path / "small", [40, 3]), TEXT_SPEC)
+    for rank in range(2):
+        with pytest.raises(
+            stoker.InvalidArgumentError,
+            match=r"the shards dealt to rank 1 \(world_size 2\) hold 3 samples in epoch 0 "
+            r"\(the dataset has 43 in 2 shards\), and equal_batches=True cuts every rank to that "
+            r"count: fewer than batch_size 8",
+        ):
+            stoker.Loader(
+                small, batch_size=8, rank=rank, world_size=2, drop_last=True, equal_batches=True
+            )
+    # With a batch for every rank the same configuration takes equal steps.
+    steps = [
+        len(stoker.Loader(small, batch_size=2, rank=r, world_size=2, drop_last=True,
+                          equal_batches=True))
+        for r in range(2)
+    ]
+    assert steps == [1, 1]
+
+
 def test_shards_are_dealt_by_bytes_not_counts(tmp_path, cache):
     urls = text_shards(tmp_path, [60, 10, 10, 10, 10, 10, 10])
     ds = stoker.ShardDataset(urls, TEXT_SPEC)
