@@ -186,15 +186,55 @@ _live_loaders: weakref.WeakSet[Loader] = weakref.WeakSet()
 # Set by the exit hook: from then on no iteration starts (a daemon consumer looping over a
 # loader would otherwise start its native threads again while the interpreter finalizes).
 _exiting = False
+# The threads inside a native stop() (close() from any thread, or a loader's deletion), with
+# the GIL released while it joins the loader's threads, by number of calls. A daemon thread
+# still inside one when the interpreter finalizes is ended on its way back into Python
+# (pthread_exit, whose unwinding meets a native frame that may not throw: std::terminate,
+# "terminate called without an active exception", SIGABRT): the exit hook waits for them. Once
+# it has closed every loader (`_stopped_all`), a stop() has nothing left to join and none
+# starts.
+_stopping: dict[threading.Thread, int] = {}
+_stopping_changed = threading.Condition(threading.Lock())
+_stopped_all = False
+
+
+def _stop_native(core: Any) -> None:
+    """``core.stop()``, counted in ``_stopping`` while it runs (see there); nothing once the
+    exit hook has closed every loader."""
+    me = threading.current_thread()
+    with _stopping_changed:
+        if _stopped_all:
+            return
+        _stopping[me] = _stopping.get(me, 0) + 1
+    try:
+        core.stop()
+    finally:
+        with _stopping_changed:
+            _stopping[me] -= 1
+            if not _stopping[me]:
+                del _stopping[me]
+            _stopping_changed.notify_all()
+
+
+def _forget_stopping_after_fork() -> None:
+    """In a forked child: the parent's threads inside stop() are not here, and the lock may
+    have been held by one of them at the fork."""
+    global _stopping_changed
+    _stopping.clear()
+    _stopping_changed = threading.Condition(threading.Lock())
+
+
+os.register_at_fork(after_in_child=_forget_stopping_after_fork)
 
 
 @atexit.register
 def _close_live_loaders() -> None:
     """Closes every loader. A consumer thread (a daemon: the others were joined before) that
     waited for a batch gets the error saying the loader was closed, and is given up to 2 s
-    to leave: a thread still inside a native call when the interpreter finalizes aborts the
-    process, and one still running Python keeps what it references from being released."""
-    global _exiting
+    to leave, as is a thread inside close() (joining a loader's threads): a thread still inside
+    a native call when the interpreter finalizes aborts the process, and one still running
+    Python keeps what it references from being released."""
+    global _exiting, _stopped_all
     _exiting = True
     loaders = list(_live_loaders)
     # The threads waiting in next(), and those iterating between two next() calls.
@@ -206,6 +246,13 @@ def _close_live_loaders() -> None:
         except Exception:  # noqa: BLE001 - at exit, a loader that cannot close is left as it is
             pass
     deadline = time.monotonic() + 2.0
+    me = threading.current_thread()
+    with _stopping_changed:
+        _stopped_all = True
+        # Another thread's close() or deletion still joining a loader's threads.
+        _stopping_changed.wait_for(
+            lambda: not set(_stopping) - {me}, timeout=max(0.0, deadline - time.monotonic())
+        )
     for thread in consumers:
         if thread is not None:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -587,12 +634,12 @@ class Loader:
             self._run += 1
             self._owner = None
         if self._core is not None:
-            self._core.stop()
+            _stop_native(self._core)
 
     def __del__(self):
         core = getattr(self, "_core", None)
         if core is not None:
-            core.stop()  # in a forked child, stop() does nothing and the destructor leaks
+            _stop_native(core)  # in a forked child, stop() does nothing and the destructor leaks
 
     def __repr__(self) -> str:
         return (
@@ -750,7 +797,7 @@ class Loader:
             if current:
                 self._owner = None
         if current and stop and self._core is not None:
-            self._core.stop()
+            _stop_native(self._core)
 
     def _next(self, run: int, generation: int, core: Any) -> tuple[Any, Any]:
         """The next native batch of iteration ``run`` and the native loader that gave it; no

@@ -104,7 +104,14 @@ class ShardLoader:
     ``<name>_length``), text as a list of strings, json keys as typed columns (str keys as
     lists), ``__key__`` (the samples' keys) and ``__index__`` (their ids in the dataset).
 
-    Thread-safety: one iteration at a time. :meth:`close` ends the threads.
+    Thread-safety, as :class:`stoker.Loader`'s: one iteration at a time, on one thread. A new
+    one on the same thread ends the previous one; one started on another thread while one is
+    going raises a ``RuntimeError`` naming the thread that iterates. :meth:`close` (also on
+    leaving a ``with`` block: the loader is a context manager) ends the threads, and may be
+    called from any thread: the consumer then gets a ``RuntimeError`` saying so.
+
+    Raises :class:`stoker.InvalidArgumentError` when a rank's epoch would have no batch (more
+    ranks than shards, or too few samples for ``batch_size`` under ``drop_last``), on every rank.
     """
 
     def __init__(
@@ -195,6 +202,51 @@ class ShardLoader:
         # page fault per 4 KiB on its first write, a quarter of its decode time. The consumer's
         # batch and the ones being built: no more while the consumer lets go of its old batches.
         self._buffers = _BufferPool(self.prefetch + 1)
+        # Iterations, as stoker.Loader's: each has a run number, and one that is not the current
+        # run has ended (a newer one started, or close()). `_owner` is the thread of the current
+        # run until it ends; `_pending` its batches being built. Reentrant: a generator of this
+        # loader finalized by the garbage collector while the guard is held ends under it.
+        self._guard = threading.Condition(threading.RLock())
+        self._run = 0
+        self._owner: threading.Thread | None = None
+        self._closed: tuple[int, str] | None = None  # (run, closing thread's name)
+        self._pending: deque[Future] = deque()
+        self._check_epoch_has_a_batch()
+
+    def _check_epoch_has_a_batch(self) -> None:
+        """Refuses a configuration in which a rank's epoch has no batch, with its numbers, on
+        every rank alike (under DDP a rank that takes no step leaves the others waiting): more
+        ranks than shards (shards are dealt whole), or a rank whose samples make no batch
+        (``drop_last`` with fewer than ``batch_size``; ``equal_batches`` cutting every rank to
+        a rank's few)."""
+        ds, world = self.dataset, self.world_size
+        shards, n = len(ds.urls), len(ds)
+        if shards < world:
+            raise InvalidArgumentError(
+                f"an epoch would have no batch: the dataset has {shards} shards for world_size "
+                f"{world}, so {world - shards} of the ranks get no shard (shards are dealt whole "
+                "to ranks, by bytes; shards < ranks). Use fewer ranks, or write more shards "
+                "(stoker shard --shard-bytes)"
+            )
+        lengths = self._rank_lengths(self._epoch)
+        fewest = min(range(world), key=lambda r: lengths[r])
+        samples = lengths[fewest]
+        cut = ", and equal_batches=True cuts every rank to that count" if self.equal_batches else ""
+        if samples >= self.batch_size or (samples > 0 and not self.drop_last):
+            return
+        given = (
+            f"an epoch would have no batch: the shards dealt to rank {fewest} (world_size "
+            f"{world}) hold {samples} samples in epoch {self._epoch} (the dataset has {n} in "
+            f"{shards} shards){cut}"
+        )
+        if samples > 0:
+            why = (
+                f": fewer than batch_size {self.batch_size}, and drop_last=True drops a short "
+                "batch. Use a smaller batch_size, drop_last=False or fewer ranks"
+            )
+        else:
+            why = f", so no batch of batch_size {self.batch_size}. Use fewer ranks"
+        raise InvalidArgumentError(given + why)
 
     # -- order ----------------------------------------------------------------------------------
 
@@ -343,58 +395,146 @@ class ShardLoader:
     # -- iteration ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        epoch, start = self._epoch, self._batch
-        order = self._epoch_order(epoch)[1]
-        n = self.batches_in_epoch(epoch)
-        if start >= n:
-            epoch, start = epoch + 1, 0
-            self._epoch, self._batch = epoch, 0
-            order = self._epoch_order(epoch)[1]
+        """The rest of the current epoch's batches. As :class:`stoker.Loader`'s: one thread
+        iterates at a time (another thread's iteration raises a ``RuntimeError`` naming the
+        thread that iterates; a new one on the same thread ends the previous one), and
+        :meth:`close` from any thread ends the iteration with a ``RuntimeError`` saying so."""
+        return self._batches()
+
+    def __enter__(self) -> ShardLoader:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _begin(self) -> tuple[int, int, int, int, np.ndarray, ThreadPoolExecutor]:
+        """Starts an iteration on this thread: its run number, epoch, first and end batch, the
+        epoch's order and the executor building its batches."""
+        me = threading.current_thread()
+        with self._guard:
+            owner = self._owner
+            if owner is not None and owner is not me and owner.is_alive():
+                raise RuntimeError(
+                    f"this Loader is being iterated by thread {owner.name!r} (ident "
+                    f"{owner.ident}); a Loader is iterated by one thread at a time: end that "
+                    "iteration (finish or break its loop, or call close()) first"
+                )
+            for future in self._pending:  # the previous iteration's, which this one ends
+                future.cancel()
+            self._pending = deque()
+            self._run += 1
+            self._owner = me
+            epoch, start = self._epoch, self._batch
             n = self.batches_in_epoch(epoch)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.prefetch, thread_name_prefix="stoker-shards")
-        executor = self._executor
-        pending: deque[Future] = deque()
+            if start >= n:
+                epoch, start = epoch + 1, 0
+                self._epoch, self._batch = epoch, 0
+                n = self.batches_in_epoch(epoch)
+            if n == 0:
+                self._owner = None
+                raise InvalidArgumentError(
+                    f"epoch {epoch} has no batch for rank {self.rank} (world_size "
+                    f"{self.world_size}): its shards hold {len(self._epoch_order(epoch)[0])} "
+                    f"samples, batch_size {self.batch_size}, drop_last={self.drop_last}, "
+                    f"equal_batches={self.equal_batches}"
+                )
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self.prefetch, thread_name_prefix="stoker-shards"
+                )
+            return self._run, epoch, start, n, self._epoch_order(epoch)[1], self._executor
+
+    def _raise_if_ended(self, run: int) -> None:
+        """Raises when iteration ``run`` was closed or replaced by a newer one (guard held)."""
+        if run == self._run:
+            return
+        if self._closed is not None and self._closed[0] == run:
+            raise RuntimeError(
+                f"the loader was closed (Loader.close() on thread {self._closed[1]!r}) during "
+                "this iteration"
+            )
+        raise RuntimeError("another iteration of this loader started; one iteration at a time")
+
+    def _batches(self) -> Iterator[dict[str, Any]]:
+        run, epoch, start, n, order, executor = self._begin()
+        pending = self._pending
         submitted = start
 
         def build_ahead() -> None:
+            """Submits batches until ``prefetch`` are being built (guard held, run current: a
+            close() takes the executor under the guard, so none is submitted to a closed one)."""
             nonlocal submitted
             while submitted < n and len(pending) < self.prefetch:
                 ids = order[submitted * self.batch_size : (submitted + 1) * self.batch_size]
-                pending.append(executor.submit(self._build, epoch, ids))
+                future = executor.submit(self._build, epoch, ids)
+                future.add_done_callback(self._notify)
+                pending.append(future)
                 submitted += 1
 
         try:
             for b in range(start, n):
-                build_ahead()
                 began = time.perf_counter()
                 self._buffers.consumer_waits(True)
                 try:
-                    batch = pending.popleft().result()
+                    with self._guard:
+                        self._raise_if_ended(run)
+                        self._owner = threading.current_thread()  # an iterator may move
+                        build_ahead()
+                        future = pending[0]
+                        self._wait(future, run)
+                        self._raise_if_ended(run)
+                        pending.popleft()
                 finally:
                     self._buffers.consumer_waits(False)
-                # The next batches are built while the consumer works on this one.
-                build_ahead()
+                batch = future.result()
+                del future
+                with self._guard:
+                    self._raise_if_ended(run)
+                    build_ahead()  # the next batches are built while the consumer works
+                    self._batch = b + 1
+                    if self._batch == n:
+                        self._epoch, self._batch = epoch + 1, 0
                 with self._lock:
                     self._seconds["wait_s"] += time.perf_counter() - began
                     self._stats["batches"] += 1
                     self._stats["samples"] += len(batch["__key__"])
-                self._batch = b + 1
-                if self._batch == n:
-                    self._epoch, self._batch = epoch + 1, 0
                 yield batch
+                del batch
         finally:
             for future in pending:
                 future.cancel()
             # A build under way must not wait for the batch this consumer may keep.
             self._buffers.consumer_waits(True)
+            with self._guard:
+                if run == self._run:
+                    self._owner = None
+
+    def _wait(self, future: Future, run: int) -> None:
+        """Waits (guard held) until ``future`` is done or iteration ``run`` ends (close(), a
+        new iteration): both notify the guard."""
+        while not future.done() and run == self._run:
+            self._guard.wait()
+
+    def _notify(self, _future: Future) -> None:
+        with self._guard:
+            self._guard.notify_all()
 
     def close(self) -> None:
-        """Ends the threads; a later iteration starts new ones."""
+        """Ends iteration now and joins the threads (a build under way finishes). May be
+        called from any thread: the iterating consumer gets a ``RuntimeError`` saying the loader
+        was closed, at once if it is waiting for a batch. A later iteration starts new
+        threads."""
         self._buffers.consumer_waits(True)  # a build under way finishes without waiting
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        with self._guard:
+            self._closed = (self._run, threading.current_thread().name)
+            self._run += 1
+            self._owner = None
+            for future in self._pending:
+                future.cancel()
+            executor, self._executor = self._executor, None
+            self._guard.notify_all()
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
 
     def __del__(self):
         executor = getattr(self, "_executor", None)
@@ -705,21 +845,57 @@ class _BufferPool:
         return array
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _int64(value: int, what: str) -> int:
+    """``value`` when an int64 column holds it; else a bad member's ValueError."""
+    if not _INT64.min <= value <= _INT64.max:
+        text = str(value)
+        text = text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} digits)"
+        raise ValueError(f"{what} {text} lies outside int64 [{_INT64.min}, {_INT64.max}]")
+    return value
+
+
+def _load_array(member: memoryview) -> np.ndarray:
+    """The array of a ``.npy`` member; a member that holds none (empty, an ``.npz`` archive,
+    pickled objects, not an npy) is a bad member's ValueError."""
+    if len(member) == 0:
+        raise ValueError("the member is empty (zero bytes), not a .npy array")
+    try:
+        array = np.load(io.BytesIO(member), allow_pickle=False)
+    except (EOFError, OSError, ValueError) as error:
+        raise ValueError(f"not a .npy array: {error}") from None
+    if not isinstance(array, np.ndarray):  # np.load opens an .npz archive as an NpzFile
+        names = list(getattr(array, "files", []))
+        if hasattr(array, "close"):
+            array.close()
+        raise ValueError(f"an .npz archive (arrays {names[:5]}), not a .npy array") from None
+    return array
+
+
 def _decode_member(decoder: Any, member: memoryview) -> Any:
     if isinstance(decoder, Text):
         return bytes(member).decode("utf-8")
     if isinstance(decoder, Label):
         text = bytes(member).decode("ascii").strip()
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise ValueError(f"a cls member holds an integer, not {text[:40]!r}") from None
+        return _int64(value, "the cls label")
     if isinstance(decoder, Array):
-        return np.load(io.BytesIO(member), allow_pickle=False)
+        return _load_array(member)
     if isinstance(decoder, Tokens):
-        array = np.load(io.BytesIO(member), allow_pickle=False)
+        array = _load_array(member)
+        if array.dtype.kind not in "iu":
+            raise ValueError(
+                f"token ids are an integer array, this one is {array.dtype} ({array.dtype.str})"
+            )
         if array.ndim != 1:
             raise ValueError(f"a token array is 1-D, this one has shape {array.shape}")
+        if array.dtype == np.uint64 and array.size and int(array.max()) > _INT64.max:
+            _int64(int(array.max()), "the token id")
         return array[: decoder.max_length] if decoder.max_length else array
     value = json.loads(bytes(member))
     if not isinstance(value, dict):
@@ -735,12 +911,26 @@ def _decode_member(decoder: Any, member: memoryview) -> Any:
         }.get(kind, isinstance(item, (int, float)) and not isinstance(item, bool))
         if not ok:
             raise TypeError(f"the json's {key!r} is {item!r}, not a {kind}")
+        if kind == "int64":
+            _int64(item, f"the json's {key!r}")
+        elif kind in ("float32", "float64") and isinstance(item, int):
+            try:
+                float(item)
+            except OverflowError:
+                raise ValueError(f"the json's {key!r} is an integer beyond any {kind}") from None
     return value
 
 
 def _pad(values: list[Any], decoder: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Token arrays (integer, within int64: see _decode_member) padded to the longest, in the
+    smallest integer type that holds them all and the pad (int64 for signed and uint64 mixed,
+    exact since the ids fit int64)."""
     arrays = [v for v in values if v is not None]
-    dtype = np.result_type(*arrays) if arrays else np.int64
+    dtype = np.dtype(np.int64)
+    if arrays:
+        dtype = np.result_type(*{a.dtype for a in arrays}, np.min_scalar_type(decoder.pad))
+    if dtype.kind not in "iu":
+        dtype = np.dtype(np.int64)
     lengths = np.array([0 if v is None else len(v) for v in values], np.int64)
     padded = np.full((len(values), int(lengths.max(initial=0))), decoder.pad, dtype)
     for row, v in enumerate(values):

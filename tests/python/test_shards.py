@@ -161,6 +161,51 @@ def test_numpy_batches_never_import_torch(tmp_path, cache):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_a_shard_epoch_without_a_batch_is_refused_at_construction_with_its_numbers(
+    tmp_path, cache
+):
+    """As stoker.Loader refuses it: never len(loader) == 0 with loops that only move the epoch,
+    nor, under DDP, a rank that takes no step while the others take theirs."""
+    five = stoker.ShardDataset(text_shards(tmp_path, [5]), TEXT_SPEC)
+    with pytest.raises(
+        stoker.InvalidArgumentError,
+        match=r"an epoch would have no batch: the shards dealt to rank 0 \(world_size 1\) hold 5 "
+        r"samples in epoch 0 \(the dataset has 5 in 1 shards\): fewer than batch_size 8, and "
+        r"drop_last=True drops a short batch",
+    ):
+        stoker.Loader(five, batch_size=8, drop_last=True, output="numpy")
+    assert len(stoker.Loader(five, batch_size=8, output="numpy")) == 1  # one short batch
+    (tmp_path / "two").mkdir()
+    two = stoker.ShardDataset(text_shards(tmp_path / "two", [40, 45]), TEXT_SPEC)
+    for rank in range(3):  # every rank refuses, not only the one left without a shard
+        for kwargs in ({}, {"equal_batches": True, "drop_last": True}):
+            with pytest.raises(
+                stoker.InvalidArgumentError,
+                match=r"an epoch would have no batch: the dataset has 2 shards for world_size 3, "
+                r"so 1 of the ranks get no shard .*shards < ranks",
+            ):
+                stoker.Loader(two, batch_size=4, rank=rank, world_size=3, **kwargs)
+    (tmp_path / "small").mkdir()
+    small = stoker.ShardDataset(text_shards(tmp_path / "small", [40, 3]), TEXT_SPEC)
+    for rank in range(2):
+        with pytest.raises(
+            stoker.InvalidArgumentError,
+            match=r"the shards dealt to rank 1 \(world_size 2\) hold 3 samples in epoch 0 "
+            r"\(the dataset has 43 in 2 shards\), and equal_batches=True cuts every rank to that "
+            r"count: fewer than batch_size 8",
+        ):
+            stoker.Loader(
+                small, batch_size=8, rank=rank, world_size=2, drop_last=True, equal_batches=True
+            )
+    # With a batch for every rank the same configuration takes equal steps.
+    steps = [
+        len(stoker.Loader(small, batch_size=2, rank=r, world_size=2, drop_last=True,
+                          equal_batches=True))
+        for r in range(2)
+    ]
+    assert steps == [1, 1]
+
+
 def test_shards_are_dealt_by_bytes_not_counts(tmp_path, cache):
     urls = text_shards(tmp_path, [60, 10, 10, 10, 10, 10, 10])
     ds = stoker.ShardDataset(urls, TEXT_SPEC)
@@ -278,6 +323,69 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
     assert stats["skipped"] == 3
     assert any("'k4', field 'cls'" in e and "seven" in e for e in stats["errors"])
     assert any("'k5', field 'txt'" in e and "no such member" in e for e in stats["errors"])
+
+
+def npz(**arrays):
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return out.getvalue()
+
+
+# Members that are no array, or no integer a column holds: (field, bytes, what the error says).
+BAD_VALUES = {
+    "tokens of strings": ("npy", npy(np.array(["hello world"])), "integer"),
+    "tokens of floats": ("npy", npy(np.array([0.5, 1.5])), "integer"),
+    "tokens beyond int64": ("npy", npy(np.array([2**63], np.uint64)), "int64"),
+    "tokens in an npz": ("npy", npz(ids=np.arange(3)), "npz"),
+    "a zero-byte tokens npy": ("npy", b"", "empty"),
+    "a zero-byte array npy": ("action.npy", b"", "empty"),
+    "an array npz": ("action.npy", npz(action=np.zeros(2, np.float32)), "npz"),
+    "a cls beyond int64": ("cls", str(2**63).encode(), "int64"),
+    "a cls below int64": ("cls", str(-(2**63) - 1).encode(), "int64"),
+    "a json int beyond int64": ("json", b'{"w": 9223372036854775808}', "int64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_tokens_arrays_labels_and_json_ints_that_no_column_holds_are_named_bad_members(
+    tmp_path, cache, case
+):
+    """Tokens are integer arrays; a label or json int64 lies in int64. Anything else is a bad
+    member (shard, key, field) under "raise", a counted skip under "skip": never a batch of
+    strings, nor a raw OverflowError / EOFError / AttributeError, nor an error when the dataset
+    is made (the index reads cls values when it is built)."""
+    field, data, why = BAD_VALUES[case]
+    samples = [
+        (
+            f"k{i}",
+            {
+                "npy": npy(np.arange(i + 1, dtype=np.int32)),
+                "action.npy": npy(np.zeros(2, np.float32)),
+                "cls": b"1",
+                "json": b'{"w": 1}',
+            },
+        )
+        for i in range(3)
+    ]
+    samples[1][1][field] = data
+    url = write_tar(tmp_path / "values.tar", samples)
+    spec = {
+        "tokens": stoker.Tokens("npy"),
+        "action": stoker.Array("action.npy"),
+        "label": stoker.Label(),
+        "meta": stoker.Json(keys={"w": "int64"}),
+    }
+    ds = stoker.ShardDataset(url, spec)  # made: a bad value is found when its sample is read
+    with pytest.raises(stoker.DatasetError, match=rf"values.tar: sample 'k1', field '{field}'.*{why}"):
+        list(stoker.Loader(ds, batch_size=3, shuffle=False, output="numpy"))
+    loader = stoker.Loader(ds, batch_size=3, shuffle=False, on_error="skip", output="numpy")
+    (batch,) = list(loader)
+    assert batch["__key__"] == ["k0", "k2"]
+    assert batch["tokens"].dtype.kind == "i" and batch["tokens"].tolist() == [[0, 0, 0], [0, 1, 2]]
+    assert batch["label"].tolist() == [1, 1] and batch["w"].tolist() == [1, 1]
+    assert loader.stats()["skipped"] == 1
+    (error,) = loader.stats()["errors"]
+    assert f"'k1', field '{field}'" in error and why in error
 
 
 @pytest.fixture(scope="module")
