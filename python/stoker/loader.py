@@ -258,6 +258,19 @@ def _close_live_loaders() -> None:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+def raise_if_iteration_ended(run: int, current: int, closed: tuple[int, str] | None) -> None:
+    """Raises ``RuntimeError`` when iteration ``run`` of a loader is not its ``current`` one:
+    ended by close() (``closed``: the run it ended and the closing thread's name) or replaced
+    by a newer iteration. Every loader's iterations end with these words."""
+    if run == current:
+        return
+    if closed is not None and closed[0] == run:
+        raise RuntimeError(
+            f"the loader was closed (Loader.close() on thread {closed[1]!r}) during this iteration"
+        )
+    raise RuntimeError("another iteration of this loader started; one iteration at a time")
+
+
 class Loader:
     """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`), built on native threads.
 
@@ -831,14 +844,7 @@ class Loader:
 
     def _raise_if_ended(self, run: int) -> None:
         """Raises when iteration ``run`` was closed or replaced by a newer one."""
-        if run == self._run:
-            return
-        if self._closed is not None and self._closed[0] == run:
-            raise RuntimeError(
-                f"the loader was closed (Loader.close() on thread {self._closed[1]!r}) during "
-                "this iteration"
-            )
-        raise RuntimeError("another iteration of this loader started; one iteration at a time")
+        raise_if_iteration_ended(run, self._run, self._closed)
 
     def _host_batches(self):
         run, generation, core = self._begin()

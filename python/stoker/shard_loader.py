@@ -44,6 +44,7 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
+from stoker.loader import raise_if_iteration_ended
 from stoker.sampling import _check_seed
 from stoker.shards import Array, Clip, Image, Json, Label, ShardDataset, Text, Tokens
 from stoker.transforms import Transforms
@@ -446,14 +447,7 @@ class ShardLoader:
 
     def _raise_if_ended(self, run: int) -> None:
         """Raises when iteration ``run`` was closed or replaced by a newer one (guard held)."""
-        if run == self._run:
-            return
-        if self._closed is not None and self._closed[0] == run:
-            raise RuntimeError(
-                f"the loader was closed (Loader.close() on thread {self._closed[1]!r}) during "
-                "this iteration"
-            )
-        raise RuntimeError("another iteration of this loader started; one iteration at a time")
+        raise_if_iteration_ended(run, self._run, self._closed)
 
     def _batches(self) -> Iterator[dict[str, Any]]:
         run, epoch, start, n, order, executor = self._begin()

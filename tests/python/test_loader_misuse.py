@@ -34,59 +34,7 @@ def rows_of(batches):
     return [np.asarray(batch["index"]).tolist() for batch in batches]
 
 
-# ---- close() from another thread ------------------------------------------------------------
-
-CLOSE_WHILE_WAITING = """
-    import os, random, sys, threading, time
-    import stoker
-    from stoker.lerobot import LeRobotDataset, WindowSpec
-
-    root, top = sys.argv[1], sys.argv[2]
-    # Big frames and one thread: the consumer spends its time waiting for the next batch.
-    ds = LeRobotDataset(root, WindowSpec(delta_timestamps={top: [-0.5, -0.2, 0.0]},
-                                         size=(720, 960)), progress=False)
-    threads = lambda: len(os.listdir("/proc/self/task"))
-    rng = random.Random(0)
-    for attempt in range(12):
-        before = threads()
-        loader = stoker.Loader(ds, batch_size=2, threads=1, prefetch=1, seed=attempt,
-                               output="numpy")
-        batches = iter(loader)
-        next(batches)
-        closed_at = []
-        def close():
-            closed_at.append(time.monotonic())
-            loader.close()
-        closer = threading.Timer(rng.uniform(0.0, 0.03), close)
-        closer.start()
-        taken = 0
-        try:
-            for _ in batches:
-                taken += 1
-            outcome = "finished the epoch"
-        except RuntimeError as error:
-            outcome = str(error)
-        ended = time.monotonic()
-        closer.join()
-        deadline = time.monotonic() + 5  # a joined thread may linger a moment in the kernel
-        while threads() > before and time.monotonic() < deadline:
-            time.sleep(0.01)
-        print(f"{attempt}|{outcome}|{ended - closed_at[0]:.3f}|{taken}|{before}|{threads()}",
-              flush=True)
-"""
-
-
-def test_close_from_another_thread_ends_the_waiting_consumer_with_a_clear_error(lerobot_large):
-    child = run_python(CLOSE_WHILE_WAITING, lerobot_large.root, lerobot_large.cameras[0],
-                       timeout=180)
-    assert child.returncode == 0, describe(child)
-    lines = [line.split("|") for line in child.stdout.splitlines()]
-    assert len(lines) == 12, describe(child)
-    for attempt, outcome, seconds, taken, before, after in lines:
-        assert outcome.startswith("the loader was closed (Loader.close() on thread "), outcome
-        assert float(seconds) < 5, f"attempt {attempt}: the consumer ended {seconds} s after close"
-        assert int(taken) < 79, f"attempt {attempt}: the close came after the epoch ({taken})"
-        assert int(after) == int(before), f"attempt {attempt}: threads {before} -> {after}"
+# close() from another thread: tests/python/test_loader_fronts.py, for every kind of loader.
 
 
 # ---- Two threads ------------------------------------------------------------------------------

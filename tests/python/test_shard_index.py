@@ -269,3 +269,48 @@ def test_s3_shards_are_opened_many_at_a_time(tmp_path, fault_proxy, s3_server):
     assert ds.keys == keys
     assert fault_proxy.max_in_flight >= 4, fault_proxy.max_in_flight
     assert_right(delivered(stoker.Loader(ds, batch_size=5, shuffle=False)))
+
+
+def test_an_s3_shard_overwritten_mid_epoch_is_skipped_under_skip_and_named_under_raise(
+    tmp_path, s3_environment
+):
+    """The store refuses the reads of an object replaced since it was opened (412 to If-Match,
+    or another ETag): under skip those samples are skipped and named and the epoch finishes.
+    (With the range cache on, these small shards would be read from what their scan fetched:
+    the version that was opened, consistently.)"""
+    _core.configure_remote_cache(0, "", 0)
+    try:
+        read_overwritten_shards(tmp_path, s3_environment)
+    finally:
+        _core.configure_remote_cache(256 << 20, "", 0)  # the default
+
+
+def read_overwritten_shards(tmp_path, s3):
+    keys = [f"s{i:03d}" for i in range(24)]
+    paths = [
+        write_tar(tmp_path / f"shard-{s:06d}.tar", keys[s * 8 : (s + 1) * 8]) for s in range(3)
+    ]
+    other = write_tar(tmp_path / "other.tar", keys[16:], reverse=True)
+    s3.create_bucket("overwritten")
+    for on_error in ("skip", "raise"):
+        for path in paths:
+            s3.s3.upload_file(path, "overwritten", f"{on_error}/{os.path.basename(path)}")
+        ds = stoker.ShardDataset(f"s3://overwritten/{on_error}/shard-{{000000..000002}}.tar", SPEC)
+        loader = stoker.Loader(
+            ds, batch_size=4, shuffle=False, prefetch=1, threads=1, on_error=on_error
+        )
+        iterator = iter(loader)
+        pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
+        s3.s3.upload_file(other, "overwritten", f"{on_error}/shard-000002.tar")
+        if on_error == "raise":
+            with pytest.raises(stoker.Error, match="shard-000002.tar"):
+                for _ in iterator:
+                    pass
+            continue
+        for batch in iterator:
+            pairs.extend(zip(batch["__key__"], batch["caption"]))
+        assert_right(pairs)
+        assert sorted(k for k, _ in pairs) == keys[:16]
+        stats = loader.stats()
+        assert stats["skipped"] == 8
+        assert "changed since" in stats["errors"][0] or "412" in stats["errors"][0]
