@@ -153,7 +153,9 @@ class Loader {
  public:
   /// `keys` as WindowPlanner::create takes them; `sampler` gives this rank's ids (positions
   /// 0 .. size() - 1 of each epoch). Errors (kInvalidArgument): bad options, a key the index
-  /// lacks, a camera whose first video cannot be read.
+  /// lacks, a camera whose first video cannot be read, an environment variable
+  /// STOKER_POISON_BATCHES that is not a byte value. When it is one (a debugging aid, see
+  /// docs/loader.md), every batch buffer is filled with that byte before its batch is built.
   static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const EpisodeIndex> index,
                                                 std::vector<WindowKey> keys,
                                                 std::shared_ptr<const sampling::Sampler> sampler,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import threading
 import time
@@ -796,13 +797,16 @@ class _BufferPool:
     waits for one to be let go while the consumer is busy with its batch (a ``for`` loop lets go
     of the old batch as it takes the next, a moment later), and makes a fresh array when the
     consumer is waiting for a batch (so one that keeps its batches never blocks the loader).
-    Thread-safe."""
+    With ``STOKER_POISON_BATCHES=<0..255>`` in the environment when the pool is made (a
+    debugging aid, docs/loader.md), every array ``take`` hands out, fresh or recycled, is first
+    filled with that byte, as the native Loader's pool does. Thread-safe."""
 
     def __init__(self, capacity: int):
         self._capacity = capacity
         self._arrays: list[np.ndarray] = []
         self._lock = threading.Lock()
         self._consumer_waiting = threading.Event()
+        self._poison = self._poison_from_environment()
 
     def consumer_waits(self, waiting: bool) -> None:
         """The consumer is (or is no longer) blocked waiting for a batch."""
@@ -811,7 +815,27 @@ class _BufferPool:
         else:
             self._consumer_waiting.clear()
 
+    @staticmethod
+    def _poison_from_environment() -> int | None:
+        """The byte ``STOKER_POISON_BATCHES`` asks for, read as the native Loader reads it
+        (src/pipeline/batch_pool.h); None when unset or empty."""
+        value = os.environ.get("STOKER_POISON_BATCHES", "")
+        if not value:
+            return None
+        byte = int(value) if value.isascii() and value.isdigit() else -1
+        if not 0 <= byte <= 255:
+            raise InvalidArgumentError(
+                f"STOKER_POISON_BATCHES must be a byte value, 0 to 255, not {value!r}"
+            )
+        return byte
+
     def take(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        array = self._take(shape, dtype)
+        if self._poison is not None:
+            array.view(np.uint8).fill(self._poison)
+        return array
+
+    def _take(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         dtype = np.dtype(dtype)
         while True:
             with self._lock:

@@ -18,7 +18,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <tuple>
 
 namespace stoker {
 namespace {
@@ -693,6 +695,191 @@ TEST(DecodeImagesInto, HugeHeaderUnderARandomCropIsRefusedForItsSize) {
     const ImageInput input{.bytes = header, .out = out.data(), .id = id};
     const Status status = decode_images_into({&input, 1}, *crop, {.height = 32, .width = 32});
     EXPECT_FALSE(status.ok());
+  }
+}
+
+// ---- Poison: every output byte comes from the image alone ----
+//
+// A batch slot is a pooled buffer that held another batch, and a decoding thread's buffers held
+// the images it decoded before. decode_poisoned() fills both first: the slot with a poison
+// byte, and the thread's decode buffers by decoding, just before each image, a larger PNG of a
+// colour made from it. Two runs with different poisons give the same output only if every
+// output byte was written and computed from the image's own pixels.
+
+// A PNG of width x height pixels of one colour, (value, 255 - value, value / 2): coloured, so
+// that it changes the chroma (black and white have the same) of any pixel it is mixed into.
+// Cached: the tests ask for few sizes, many times.
+const std::vector<uint8_t>& poison_png(uint8_t value, int width, int height) {
+  static std::map<std::tuple<uint8_t, int, int>, std::vector<uint8_t>> cache;
+  std::vector<uint8_t>& png = cache[{value, width, height}];
+  if (png.empty()) {
+    std::vector<uint8_t> pixels(size_t(width) * height * 3);
+    for (size_t i = 0; i < pixels.size(); i += 3) {
+      pixels[i] = value;
+      pixels[i + 1] = static_cast<uint8_t>(255 - value);
+      pixels[i + 2] = static_cast<uint8_t>(value / 2);
+    }
+    png = encode_png(pixels, width, height, SPNG_COLOR_TYPE_TRUECOLOR, 8);
+  }
+  return png;
+}
+
+// `images`, all of width x height stored pixels, decoded with ids 0, 1, ... through `transform`
+// into slots filled with `poison`, on this thread, each right after a poison PNG one row
+// taller (so that it covers their decode buffer at any DCT scale, and the bytes past it).
+std::vector<uint8_t> decode_poisoned(const std::vector<std::vector<uint8_t>>& images, int width,
+                                     int height, const ImageTransform& transform, int out_height,
+                                     int out_width, uint8_t poison) {
+  const size_t bytes = transform.output_bytes(out_height, out_width);
+  std::vector<uint8_t> out(images.size() * bytes, poison), scratch(bytes);
+  std::vector<ImageInput> inputs;
+  for (size_t k = 0; k < images.size(); ++k) {
+    inputs.push_back({.bytes = poison_png(poison, width, height + 1), .out = scratch.data()});
+    inputs.push_back({.bytes = images[k], .out = out.data() + k * bytes, .id = k});
+  }
+  const Status status = decode_images_into(
+      inputs, transform, {.height = out_height, .width = out_width, .seed = 3, .threads = 1});
+  EXPECT_TRUE(status.ok()) << status.message();
+  return out;
+}
+
+// Whether two runs wrote the same bytes; if not, how many differ and the first one's place.
+::testing::AssertionResult same_bytes(const std::vector<uint8_t>& a,
+                                      const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ";
+  size_t count = 0, first = 0;
+  for (size_t i = a.size(); i-- > 0;) {
+    if (a[i] != b[i]) {
+      ++count;
+      first = i;
+    }
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << count << " of " << a.size() << " bytes differ, the first " << first << " ("
+         << int(a[first]) << " against " << int(b[first]) << ")";
+}
+
+// Issue 21 item 4: pixel (223, 223) of 479x252 and 567x240 JPEGs resized to 224x224 differed
+// between runs. swscale computed the chroma of packed RGB input from pixel pairs when shrinking
+// by 2 or more, and for an odd width the last pair reads one pixel past the row's end: the next
+// row's first pixel, and after the last row the 3 bytes past the decode buffer (the heap).
+TEST(DecodeImagesInto, OddWidthsShrunkByTwoOrMoreDependOnTheImageAloneAtEveryDctScale) {
+  struct Case {
+    int width, height, out_height, out_width;
+  };
+  std::vector<Case> cases = {{479, 252, 224, 224}, {567, 240, 224, 224}};
+  // For every DCT scale n/8 and two outputs: a stored size that decodes at n/8 to an odd width
+  // over twice the output's (the case above, at that scale).
+  for (const auto& [out_height, out_width] : {std::pair{40, 48}, {23, 37}}) {
+    for (int n = 1; n <= 8; ++n) {
+      const int height = (out_height * 8 + n - 1) / n;
+      int width = (2 * out_width + 1) * 8 / n - 8;
+      while ((width * n + 7) / 8 < 2 * out_width + 1 || (width * n + 7) / 8 % 2 == 0) ++width;
+      cases.push_back({width, height, out_height, out_width});
+    }
+  }
+  std::mt19937 random(21);
+  for (int k = 0; k < 8; ++k) {  // and odd sizes at random
+    cases.push_back({101 + 2 * int(random() % 400), 31 + int(random() % 300),
+                     17 + int(random() % 60), 19 + int(random() % 80)});
+  }
+  const auto transforms = [](int height, int width) {
+    return std::vector<std::shared_ptr<const ImageTransform>>{
+        make({.resize_height = height, .resize_width = width}),
+        make({.resize_height = height,
+              .resize_width = width,
+              .hflip_probability = 1.0,
+              .normalize = true,
+              .mean = {0.5f, 0.4f, 0.3f},
+              .std = {0.2f, 0.3f, 0.4f},
+              .dtype = DType::kFloat32,
+              .layout = Layout::kNHWC}),
+        make({.resize_height = height,
+              .resize_width = width,
+              .layout = Layout::kNHWC,
+              .interpolation = Interpolation::kArea}),
+    };
+  };
+  bool scales[9] = {};
+  for (const Case& c : cases) {
+    const int w = c.width, h = c.height;
+    const std::vector<uint8_t> rgb = picture(w, h, w * 7 + h);
+    const std::vector<std::vector<uint8_t>> images = {
+        encode_jpeg(rgb, w, h), encode_jpeg(rgb, w, h, 90, TJSAMP_444),
+        encode_png(rgb, w, h, SPNG_COLOR_TYPE_TRUECOLOR, 8)};
+    auto scaled = decode_image(images[0], {.min_width = c.out_width, .min_height = c.out_height});
+    ASSERT_TRUE(scaled.ok()) << scaled.status().message();
+    scales[8 * scaled->scale_num / scaled->scale_denom] = true;
+    for (const auto& transform : transforms(c.out_height, c.out_width)) {
+      EXPECT_TRUE(
+          same_bytes(decode_poisoned(images, w, h, *transform, c.out_height, c.out_width, 0x00),
+                     decode_poisoned(images, w, h, *transform, c.out_height, c.out_width, 0xFF)))
+          << w << "x" << h << " to " << c.out_width << "x" << c.out_height << " (decoded at "
+          << scaled->width << "x" << scaled->height << "), "
+          << (transform->options().dtype == DType::kUint8 ? "uint8" : "float32")
+          << (transform->options().layout == Layout::kNHWC ? " HWC" : " CHW")
+          << (transform->options().interpolation == Interpolation::kArea ? " area" : "");
+    }
+  }
+  for (int n = 1; n <= 8; ++n) EXPECT_TRUE(scales[n]) << "no case decodes at " << n << "/8";
+}
+
+TEST(DecodeImagesInto, CropsDependOnTheImageAloneWhateverTheRegionAndScale) {
+  const int sizes[][2] = {{479, 252}, {567, 240}, {1001, 333}, {97, 61}};
+  for (const auto& size : sizes) {
+    const int w = size[0], h = size[1];
+    const std::vector<TransformOptions> crops = {
+        {.crop = CropMode::kRandomResized, .crop_height = 224, .crop_width = 224},
+        {.crop = CropMode::kRandomResized,
+         .crop_height = 32,
+         .crop_width = 32,
+         .hflip_probability = 0.5,
+         .layout = Layout::kNHWC},
+        {.crop = CropMode::kRandomResized,
+         .crop_height = 24,
+         .crop_width = 40,
+         .scale_min = 0.5,
+         .ratio_min = 1.5,
+         .ratio_max = 3.0,
+         .dtype = DType::kFloat32},
+        // 98% of the image at its own aspect ratio: some crops end at the right edge without
+        // starting at the left, and their last column then reads past it into the first pixel
+        // of the next row, which a JPEG region decode (margin 2) leaves undecoded.
+        {.crop = CropMode::kRandomResized,
+         .crop_height = 32,
+         .crop_width = 32,
+         .scale_min = 0.98,
+         .scale_max = 0.98,
+         .ratio_min = double(w) / h,
+         .ratio_max = double(w) / h},
+        {.resize_height = 40,
+         .resize_width = 90,
+         .crop = CropMode::kCenter,
+         .crop_height = 40,
+         .crop_width = 40},
+        {.resize_height = 37,
+         .resize_width = 71,
+         .crop = CropMode::kCenter,
+         .crop_height = 21,
+         .crop_width = 33,
+         .layout = Layout::kNHWC},
+    };
+    const std::vector<uint8_t> rgb = picture(w, h, w + h);
+    // The same images 16 times over: 16 crops of each (ids 0..15).
+    const std::vector<uint8_t> kinds[] = {encode_jpeg(rgb, w, h),
+                                          encode_jpeg_kind(rgb, w, h, kJpegKinds[3]),
+                                          encode_png(rgb, w, h, SPNG_COLOR_TYPE_TRUECOLOR, 8)};
+    std::vector<std::vector<uint8_t>> images;
+    for (int k = 0; k < 16; ++k) images.push_back(kinds[k % 3]);
+    for (const TransformOptions& options : crops) {
+      auto transform = make(options);
+      const int oh = options.crop_height, ow = options.crop_width;
+      EXPECT_TRUE(same_bytes(decode_poisoned(images, w, h, *transform, oh, ow, 0x00),
+                             decode_poisoned(images, w, h, *transform, oh, ow, 0xFF)))
+          << w << "x" << h << " cropped to " << ow << "x" << oh << " from "
+          << (options.crop == CropMode::kCenter ? "the centre" : "random regions");
+    }
   }
 }
 

@@ -201,6 +201,17 @@ Status FrameConverter::convert(const AVFrame& frame, const OutputOptions& option
   // the caller's next bytes (valgrind: invalid write, width 120). The accurate path writes
   // exactly the frame.
   if (out_width % 16 != 0) flags |= SWS_ACCURATE_RND;
+  // From RGB, swscale goes through YUV, and when the output is at most half the source's
+  // width it computes the chroma from pixel pairs (rgb24ToUV_half), unless told to take every
+  // pixel: for an odd width the last pair reads one pixel past the row, the next row's first
+  // pixel or, after the last row, 3 bytes past the source (a decoded image's buffer: heap, or
+  // what the thread decoded before). The last column's colour then depended on them: pixel
+  // (223, 223) of 479x252 JPEGs resized to 224x224 differed between runs (issue 21).
+  const AVPixFmtDescriptor* source_desc =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(frame.format));
+  if (source_desc != nullptr && (source_desc->flags & AV_PIX_FMT_FLAG_RGB) != 0) {
+    flags |= SWS_FULL_CHR_H_INP;
+  }
   Key key{.src_width = source.width,
           .src_height = source.height,
           .src_format = frame.format,

@@ -8,7 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,26 +22,45 @@
 
 namespace stoker::pipeline {
 
+// The environment variable that poisons batch buffers, a debugging aid (docs/loader.md): every
+// buffer a pool hands out, new or recycled, is first filled with this byte, so that a byte a
+// batch leaves unwritten shows as the poison instead of the previous batch's pixels.
+inline constexpr const char* kPoisonVariable = "STOKER_POISON_BATCHES";
+
+// The poison byte STOKER_POISON_BATCHES asks for ("0".."255"), read now; none when it is unset
+// or empty. Errors (kInvalidArgument): any other value.
+inline Result<std::optional<uint8_t>> poison_from_environment() {
+  const char* value = std::getenv(kPoisonVariable);
+  if (value == nullptr || *value == '\0') return std::optional<uint8_t>();
+  int byte = 0;
+  const size_t length = std::strlen(value);
+  for (size_t i = 0; i < length && byte <= 255; ++i) {
+    byte = value[i] >= '0' && value[i] <= '9' ? byte * 10 + (value[i] - '0') : 256;
+  }
+  if (byte > 255) {
+    return Status(
+        StatusCode::kInvalidArgument,
+        std::string(kPoisonVariable) + " must be a byte value, 0 to 255, not '" + value + "'");
+  }
+  return std::optional<uint8_t>(static_cast<uint8_t>(byte));
+}
+
 // Batch buffers: `capacity` are kept for reuse; more are allocated when the consumer holds
-// more, and freed on release once `capacity` are idle again.
+// more, and freed on release once `capacity` are idle again. With `poison`, every buffer is
+// filled with it as acquire() hands it out (poison_from_environment()); without, a buffer
+// holds whatever it held.
 class BufferPool {
  public:
-  BufferPool(std::shared_ptr<const HostMemory> memory, size_t bytes, int64_t capacity)
-      : memory_(std::move(memory)), bytes_(bytes), capacity_(capacity) {}
+  BufferPool(std::shared_ptr<const HostMemory> memory, size_t bytes, int64_t capacity,
+             std::optional<uint8_t> poison = std::nullopt)
+      : memory_(std::move(memory)), bytes_(bytes), capacity_(capacity), poison_(poison) {}
   ~BufferPool() {
     core::MutexLock lock(&mutex_);
     for (uint8_t* buffer : idle_) memory_->release(buffer);
   }
   Result<uint8_t*> acquire() {
-    core::MutexLock lock(&mutex_);
-    if (!idle_.empty()) {
-      uint8_t* buffer = idle_.back();
-      idle_.pop_back();
-      return buffer;
-    }
-    Result<uint8_t*> buffer = memory_->allocate(bytes_);
-    if (!buffer.ok()) return buffer.status().with_context("a batch buffer");
-    ++allocated_;
+    Result<uint8_t*> buffer = take();
+    if (poison_.has_value() && buffer.ok()) std::memset(*buffer, *poison_, bytes_);
     return buffer;
   }
   void release(uint8_t* buffer) {
@@ -56,11 +79,26 @@ class BufferPool {
   size_t bytes() const { return bytes_; }
   int64_t capacity() const { return capacity_; }
   bool pinned() const { return memory_->pinned(); }
+  std::optional<uint8_t> poison() const { return poison_; }
 
  private:
+  Result<uint8_t*> take() {
+    core::MutexLock lock(&mutex_);
+    if (!idle_.empty()) {
+      uint8_t* buffer = idle_.back();
+      idle_.pop_back();
+      return buffer;
+    }
+    Result<uint8_t*> buffer = memory_->allocate(bytes_);
+    if (!buffer.ok()) return buffer.status().with_context("a batch buffer");
+    ++allocated_;
+    return buffer;
+  }
+
   const std::shared_ptr<const HostMemory> memory_;
   const size_t bytes_;
   const int64_t capacity_;
+  const std::optional<uint8_t> poison_;
   mutable core::Mutex mutex_;
   std::vector<uint8_t*> idle_ GUARDED_BY(mutex_);
   int64_t allocated_ GUARDED_BY(mutex_) = 0;

@@ -360,8 +360,10 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const HostMemory> memory,
                           HostMemory::create(options.pinned_memory));
-  auto pool =
-      std::make_shared<BufferPool>(std::move(memory), layout->batch_bytes, options.prefetch + 2);
+  Result<std::optional<uint8_t>> poison = pipeline::poison_from_environment();
+  if (!poison.ok()) return poison.status().with_context("loader");
+  auto pool = std::make_shared<BufferPool>(std::move(memory), layout->batch_bytes,
+                                           options.prefetch + 2, *poison);
   Result<uint8_t*> first = pool->acquire();
   if (!first.ok()) return first.status().with_context("loader");
   pool->release(*first);

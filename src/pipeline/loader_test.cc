@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
 
+#include "pipeline/batch_pool.h"
 #include "pipeline/test_dataset.h"
 
 namespace stoker {
@@ -144,6 +146,53 @@ TEST(Loader, SameSeedSameBytesWhateverTheThreadCount) {
   auto loader =
       make_loader(index, {.batch_size = 7, .threads = 2, .seed = 3}, nullptr, transform(random));
   EXPECT_FALSE(epoch_bytes(*loader, 3) == first);
+}
+
+TEST(BufferPool, APoisonFillsEveryBufferItHandsOutNewOrRecycled) {
+  auto memory = HostMemory::create(false);
+  ASSERT_TRUE(memory.ok());
+  pipeline::BufferPool pool(*memory, 4096, 1, uint8_t{0xA5});
+  const auto poisoned = [](const uint8_t* buffer) {
+    return std::all_of(buffer, buffer + 4096, [](uint8_t b) { return b == 0xA5; });
+  };
+  auto first = pool.acquire();
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(poisoned(*first));
+  std::memset(*first, 1, 4096);  // a batch's bytes
+  pool.release(*first);
+  auto again = pool.acquire();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);  // recycled, and poisoned again
+  EXPECT_TRUE(poisoned(*again));
+  pool.release(*again);
+}
+
+// STOKER_POISON_BATCHES fills every batch buffer, new or recycled, before its batch is built:
+// batches built over poison 0x00 and poison 0xFF are the same only if every byte of them is
+// written by the batch (frames with random crops, bfloat16, rows, pad masks at episode ends).
+TEST(Loader, EveryByteOfABatchIsWrittenWhateverThePoolHeld) {
+  auto index = make_index("loader_poison");
+  TransformOptions random{.crop = CropMode::kRandomResized,
+                          .crop_height = 17,
+                          .crop_width = 23,
+                          .hflip_probability = 0.5,
+                          .dtype = DType::kBFloat16};
+  std::vector<std::vector<std::vector<uint8_t>>> runs;
+  for (const char* poison : {"0", "255"}) {
+    ASSERT_EQ(setenv(pipeline::kPoisonVariable, poison, 1), 0);
+    // 13 batches through a pool of 3 buffers: most are recycled.
+    auto loader = make_loader(index, {.batch_size = 7, .threads = 2, .prefetch = 1, .seed = 3},
+                              nullptr, transform(random));
+    runs.push_back(epoch_bytes(*loader, 1));
+  }
+  ASSERT_EQ(setenv(pipeline::kPoisonVariable, "256", 1), 0);
+  auto refused = Loader::create(index, keys(), shuffled(*index), transform(), {.batch_size = 7});
+  ASSERT_EQ(unsetenv(pipeline::kPoisonVariable), 0);
+  EXPECT_EQ(runs[0].size(), 13u);
+  EXPECT_TRUE(runs[0] == runs[1]);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("STOKER_POISON_BATCHES"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(Loader, ResumingMidEpochGivesTheRemainingBatches) {

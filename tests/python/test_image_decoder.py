@@ -126,6 +126,25 @@ def test_resize_without_dct_scaling_is_close_to_pillow_bilinear():
     assert diff.max() <= 24  # measured 19
 
 
+def test_resized_odd_widths_depend_on_their_image_alone():
+    """Issue 21 item 4: ``decode_image(data, size=(224, 224))`` of a 479x252 or 567x240 JPEG
+    gave two values of pixel (223, 223) over four passes. Each pass here follows the decode, on
+    the same thread, of a larger image of another colour, which the decode buffer still holds
+    past the smaller image's end. (1793x900 decodes at 2/8: 449x225.)"""
+    cases = [(479, 252, "JPEG"), (567, 240, "JPEG"), (1793, 900, "JPEG"), (481, 199, "PNG")]
+    for width, height, fmt in cases:
+        data = encode(photo(width, height, seed=width), fmt)
+        passes = []
+        for colour in [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]:
+            before = np.full((height + 9, width + 9, 3), colour, np.uint8)
+            stoker.decode_image(encode(before, "PNG"), size=(224, 224))
+            passes.append(stoker.decode_image(data, size=(224, 224)))
+        for k, other in enumerate(passes[1:], 1):
+            np.testing.assert_array_equal(
+                other, passes[0], err_msg=f"{width}x{height} {fmt}, pass {k}"
+            )
+
+
 def test_batch_transforms_match_the_single_image_path_and_threads_do_not_matter():
     images = [encode(photo(160 + 8 * k, 120, seed=k), "JPEG" if k % 2 else "PNG") for k in range(9)]
     transforms = stoker.Transforms(
