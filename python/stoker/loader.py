@@ -152,7 +152,7 @@ class LoaderObserver:
         """The iteration finished, broke off or failed: no batch of it follows."""
 
 
-def _observed(
+def observed_batches(
     batches: Generator[dict[str, Any], None, None], observers: Sequence[LoaderObserver]
 ) -> Generator[dict[str, Any], None, None]:
     """``batches``, with ``observers`` told of the iteration's events."""
@@ -388,7 +388,7 @@ class Loader:
         image_dtype = getattr(dataset, "image_dtype", "uint8")
         if transforms.resolved_dtype(image_dtype) == "bfloat16" and not self._torch:
             raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
-        self.device = self._check_device(device)
+        self.device = check_device(device)
 
         self._arguments = dict(
             shuffle=shuffle,
@@ -492,9 +492,9 @@ class Loader:
         (an iteration broken off mid-epoch does not leave one). An epoch iterated to its end
         moves the loader on to the next."""
         host = self._host_batches()
-        batches = host if self.device is None else self._on_device(host)
+        batches = host if self.device is None else copied_to_device(host, self.device)
         if self._observers:
-            batches = _observed(batches, tuple(self._observers))
+            batches = observed_batches(batches, tuple(self._observers))
         return batches
 
     def add_observer(self, observer: LoaderObserver) -> None:
@@ -896,57 +896,62 @@ class Loader:
         seconds = getattr(self.dataset, "python_transform_seconds", None)
         return seconds() if seconds is not None else 0.0
 
-    def _check_device(self, device):
-        if device is None:
-            return None
-        if _import_torch() is None:
-            raise ValueError("device= needs PyTorch, which cannot be imported")
-        device = torch.device(device)
-        if device.type == "cpu":
-            return None
-        if device.type != "cuda":
-            raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device}")
-        if not torch.cuda.is_available():
-            raise ValueError(f"device={str(device)!r}, but torch.cuda.is_available() is False")
-        _load_cuda_runtime()
-        return device
 
-    def _on_device(self, host_batches):
-        """Copies each host batch on a side stream; batch n + 1's copy is issued before batch n
-        is handed over, so it overlaps the step on batch n. A host batch is kept until its copy
-        has finished; the consumer's stream waits for the copy before using the tensors."""
-        stream = torch.cuda.Stream(self.device)
-        pending = None
-        copying = []  # (event, host batch) whose copies may still be running
-        try:
-            for host in host_batches:
-                with torch.cuda.stream(stream):
-                    moved = {
-                        k: v.to(self.device, non_blocking=True)
-                        if isinstance(v, torch.Tensor)
-                        else v
-                        for k, v in host.items()
-                    }
-                copied = stream.record_event()
-                copying.append((copied, host))
-                del host
-                if pending is not None:
-                    yield self._hand_over(*pending)
-                pending = (moved, copied)
-                while len(copying) > 2:  # the oldest copy was awaited a step ago
-                    event, _ = copying.pop(0)
-                    event.synchronize()
+def check_device(device):
+    """The CUDA device batches go to (``torch.device``), or None for host batches (``None`` or
+    ``"cpu"``); the same checks and errors for every loader. Raises ``ValueError`` naming what
+    is missing (PyTorch, CUDA) or wrong."""
+    if device is None:
+        return None
+    if _import_torch() is None:
+        raise ValueError("device= needs PyTorch, which cannot be imported")
+    device = torch.device(device)
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        raise ValueError(f"device must be None, 'cpu' or a CUDA device, got {device}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r}, but torch.cuda.is_available() is False")
+    _load_cuda_runtime()
+    return device
+
+
+def copied_to_device(host_batches, device):
+    """The batches of the generator ``host_batches`` on ``device``, each copied on a side
+    stream; batch n + 1's copy is issued before batch n is handed over, so it overlaps the step
+    on batch n. A host batch is kept until its copy has finished; the consumer's stream waits
+    for the copy before using the tensors."""
+    stream = torch.cuda.Stream(device)
+    pending = None
+    copying = []  # (event, host batch) whose copies may still be running
+    try:
+        for host in host_batches:
+            with torch.cuda.stream(stream):
+                moved = {
+                    k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                    for k, v in host.items()
+                }
+            copied = stream.record_event()
+            copying.append((copied, host))
+            del host
             if pending is not None:
-                yield self._hand_over(*pending)
-        finally:
-            for event, _ in copying:
+                yield _hand_over(device, *pending)
+            pending = (moved, copied)
+            while len(copying) > 2:  # the oldest copy was awaited a step ago
+                event, _ = copying.pop(0)
                 event.synchronize()
-            host_batches.close()
+        if pending is not None:
+            yield _hand_over(device, *pending)
+    finally:
+        for event, _ in copying:
+            event.synchronize()
+        host_batches.close()
 
-    def _hand_over(self, moved, copied):
-        current = torch.cuda.current_stream(self.device)
-        current.wait_event(copied)
-        for value in moved.values():
-            if isinstance(value, torch.Tensor):
-                value.record_stream(current)
-        return moved
+
+def _hand_over(device, moved, copied):
+    current = torch.cuda.current_stream(device)
+    current.wait_event(copied)
+    for value in moved.values():
+        if isinstance(value, torch.Tensor):
+            value.record_stream(current)
+    return moved

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +45,12 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.loader import raise_if_iteration_ended
+from stoker.loader import (
+    LoaderObserver,
+    copied_to_device,
+    observed_batches,
+    raise_if_iteration_ended,
+)
 from stoker.sampling import _check_seed
 from stoker.shards import Array, Clip, Image, Json, Label, ShardDataset, Text, Tokens
 from stoker.transforms import Transforms
@@ -88,7 +93,9 @@ class ShardLoader:
             buffer holds sample ids, not bytes (samples are read by ranged reads when their
             batch is built), so a large one costs no memory, only locality: a batch then
             reads from more shards.
-        threads: native threads decoding each batch; default: the cores this process may use.
+        threads: native threads decoding each batch; default: as :class:`stoker.Loader`'s, the
+            cores this process may use divided by ``LOCAL_WORLD_SIZE``
+            (:func:`stoker.loader.default_threads`).
         prefetch: batches built ahead of the consumer, each by all the threads; default 1.
         drop_last: drop each epoch's short last batch.
         equal_batches: every rank takes the same number of batches per epoch (the smallest
@@ -96,6 +103,8 @@ class ShardLoader:
         rank, world_size: this process's share; default as :class:`stoker.Loader`.
         transforms: a :class:`stoker.Transforms` for the image fields; the size comes from it,
             else from the spec's :class:`stoker.Image` size.
+        device: as :class:`stoker.Loader`'s: ``None``/``"cpu"``, or a CUDA device the batches
+            are copied to on a side stream (the same checks and errors).
         on_error: ``"raise"`` (a bad member stops the epoch with a :class:`stoker.Error`
             naming shard, key and field) or ``"skip"`` (the sample is left out of its batch,
             which comes out smaller; counted and named in :meth:`stats`).
@@ -131,6 +140,7 @@ class ShardLoader:
         rank: int | None = None,
         world_size: int | None = None,
         transforms: Transforms | None = None,
+        device: Any = None,
         on_error: str = "raise",
         output: str = "auto",
         **unsupported: Any,
@@ -167,12 +177,15 @@ class ShardLoader:
             raise TypeError(f"transforms must be a stoker.Transforms, got {type(transforms)}")
         if transforms.dtype == "bfloat16" and torch is None:
             raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
+        self.device = _loader.check_device(device)
+        if self.device is not None and torch is None:
+            raise ValueError("device= needs torch batches: give output='torch' or 'auto'")
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = True if shuffle is None else bool(shuffle)
         self.seed = _check_seed(seed)
         self.shuffle_buffer = int(shuffle_buffer)
-        self.threads = int(threads) if threads is not None else _core.usable_cores()
+        self.threads = int(threads) if threads is not None else _loader.default_threads()
         self.prefetch = int(prefetch) if prefetch is not None else 1
         self.drop_last = bool(drop_last)
         self.equal_batches = bool(equal_batches)
@@ -183,6 +196,7 @@ class ShardLoader:
             )
         self.transforms = transforms
         self.on_error = on_error
+        self._observers: list[LoaderObserver] = []
         if dataset.damaged and on_error == "raise":
             url, damage = dataset.damaged[0]
             raise DatasetError(
@@ -355,14 +369,15 @@ class ShardLoader:
         """Resumes at ``state``'s position; the configuration must match this loader's, and
         the recomputed cursor and buffer must equal the saved ones (else the shards changed)."""
         if state.get("version") != _STATE_VERSION or state.get("kind") != "shards":
-            raise ValueError(
+            raise InvalidArgumentError(
                 "not a state_dict of a loader over a ShardDataset (or another version)"
             )
         config = self._config()
         for key in _STATE_CONFIG:
             if state.get(key) != config[key]:
-                raise ValueError(
-                    f"state_dict has {key}={state.get(key)!r}, this loader {config[key]!r}"
+                raise InvalidArgumentError(
+                    f"the state was saved with {key}={state.get(key)!r}, this loader has "
+                    f"{key}={config[key]!r}; the remaining batches would differ"
                 )
         epoch, batch = int(state["epoch"]), int(state["batch"])
         cursor = self._cursor(epoch, batch * self.batch_size)
@@ -400,8 +415,25 @@ class ShardLoader:
         """The rest of the current epoch's batches. As :class:`stoker.Loader`'s: one thread
         iterates at a time (another thread's iteration raises a ``RuntimeError`` naming the
         thread that iterates; a new one on the same thread ends the previous one), and
-        :meth:`close` from any thread ends the iteration with a ``RuntimeError`` saying so."""
-        return self._batches()
+        :meth:`close` from any thread ends the iteration with a ``RuntimeError`` saying so.
+        With ``device``, batches are copied to it as :class:`stoker.Loader`'s are; observers
+        (:meth:`add_observer`) see the iteration as they see the Loader's."""
+        batches = self._batches()
+        if self.device is not None:
+            batches = copied_to_device(batches, self.device)
+        if self._observers:
+            batches = observed_batches(batches, tuple(self._observers))
+        return batches
+
+    def add_observer(self, observer: LoaderObserver) -> None:
+        """As :meth:`stoker.Loader.add_observer`: ``observer`` sees every iteration that starts
+        from now on."""
+        if not isinstance(observer, LoaderObserver):
+            raise TypeError(f"observer must be a stoker.LoaderObserver, got {type(observer)}")
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: LoaderObserver) -> None:
+        self._observers.remove(observer)
 
     def __enter__(self) -> ShardLoader:
         return self
@@ -450,7 +482,7 @@ class ShardLoader:
         """Raises when iteration ``run`` was closed or replaced by a newer one (guard held)."""
         raise_if_iteration_ended(run, self._run, self._closed)
 
-    def _batches(self) -> Iterator[dict[str, Any]]:
+    def _batches(self) -> Generator[dict[str, Any], None, None]:
         run, epoch, start, n, order, executor = self._begin()
         pending = self._pending
         submitted = start

@@ -177,3 +177,53 @@ def test_any_loader_is_a_context_manager_that_closes_on_exit(make_loader):
     while native_threads() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert native_threads() <= before, "leaving the with block left threads running"
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_device_means_the_same_for_any_loader(make_loader):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda', but torch.cuda.is_available\(\) is False"):
+            make_loader(device="cuda", output="auto")
+        return
+    loader = make_loader(device="cuda", output="auto")
+    batch = next(iter(loader))
+    assert all(v.is_cuda for v in batch.values() if isinstance(v, torch.Tensor))
+    loader.close()
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_any_loaders_threads_default_to_the_cores_shared_by_the_nodes_ranks(
+    make_loader, monkeypatch
+):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert make_loader(threads=None).threads == max(1, _core.usable_cores() // 2)
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_any_loader_refuses_another_configurations_state_with_one_error_type(make_loader):
+    state = make_loader(seed=1).state_dict()
+    with pytest.raises(stoker.InvalidArgumentError, match="seed"):
+        make_loader(seed=2).load_state_dict(state)
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_observers_see_any_loaders_iterations(make_loader):
+    class Counting(stoker.LoaderObserver):
+        def __init__(self):
+            self.events = []
+
+        def iteration_started(self, now):
+            self.events.append("started")
+
+        def batch_received(self, batch, now):
+            self.events.append("batch")
+
+        def iteration_ended(self, now):
+            self.events.append("ended")
+
+    loader = make_loader()
+    seen = Counting()
+    loader.add_observer(seen)
+    batches = sum(1 for _ in loader)
+    assert seen.events == ["started"] + ["batch"] * batches + ["ended"]
