@@ -1,6 +1,7 @@
 // Bindings for the media layer: VideoReader (over a file or bytes), how frames are written
-// (Layout, Interpolation) and the encoders' options. Arrays cross zero-copy: frames are written
-// straight into the numpy array the Python wrapper allocated (or the caller passed as out=).
+// (Layout, Interpolation), the encoders' options, and copying a clip's packets (clip_cutter.h).
+// Arrays cross zero-copy: frames are written straight into the numpy array the Python wrapper
+// allocated (or the caller passed as out=).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -10,11 +11,17 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "arrays.h"
 #include "errors.h"
 #include "stoker/byte_source.h"
+#include "stoker/clip_cutter.h"
+#include "stoker/remote_source.h"
 #include "stoker/video_encoder.h"
 #include "stoker/video_reader.h"
 
@@ -64,6 +71,64 @@ std::unique_ptr<VideoReader> open_bytes(const std::string& name, nb::bytes data,
   }();
   return value_or_raise(std::move(reader), Area::kVideo);
 }
+
+// One video that clips are copied from (clip_cutter.h): its source opened and its frame table
+// read once, for every clip cut from it. Immutable: its calls may run on any threads at once.
+class ClipSource {
+ public:
+  ClipSource(std::shared_ptr<const ByteSource> source, std::shared_ptr<const FrameTable> table)
+      : source_(std::move(source)), table_(std::move(table)) {}
+
+  static std::unique_ptr<ClipSource> open(const std::string& path,
+                                          std::optional<nb::bytes> frame_table) {
+    std::optional<std::string> saved;
+    if (frame_table.has_value()) saved.emplace(frame_table->c_str(), frame_table->size());
+    Result<std::unique_ptr<ClipSource>> opened = [&]() -> Result<std::unique_ptr<ClipSource>> {
+      nb::gil_scoped_release release;
+      STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ByteSource> source, open_source(path));
+      std::shared_ptr<const FrameTable> table;
+      if (saved.has_value()) {
+        auto read = FrameTable::deserialize(
+            std::span(reinterpret_cast<const uint8_t*>(saved->data()), saved->size()));
+        if (!read.ok()) return read.status().with_context("video '" + path + "'");
+        table = std::move(read).value();
+      } else {  // one scan, as VideoReader's
+        STOKER_ASSIGN_OR_RETURN(std::unique_ptr<VideoReader> reader, VideoReader::open(source));
+        table = reader->shared_frame_table();
+      }
+      return std::make_unique<ClipSource>(std::move(source), std::move(table));
+    }();
+    return value_or_raise(std::move(opened), Area::kVideo);
+  }
+
+  std::optional<std::string> refusal(int64_t first_frame, int64_t num_frames,
+                                     const std::string& format) const {
+    const Status status = check_clip_copy(*table_, first_frame, num_frames, format);
+    if (status.ok()) return std::nullopt;
+    return status.message();
+  }
+
+  nb::dict copy(int64_t first_frame, int64_t num_frames, const std::string& target,
+                const std::string& format) const {
+    Result<ClipCopyResult> result = [&] {
+      nb::gil_scoped_release release;
+      return copy_clip(source_, *table_, first_frame, num_frames, target,
+                       ClipCopyOptions{.format = format});
+    }();
+    raise_if_error(result.status(), Area::kVideo);
+    nb::dict out;
+    out["frames"] = result->frames;
+    out["bytes"] = result->bytes;
+    out["first_packet"] = result->first_packet;
+    return out;
+  }
+
+  const std::string& name() const { return source_->name(); }
+
+ private:
+  const std::shared_ptr<const ByteSource> source_;
+  const std::shared_ptr<const FrameTable> table_;
+};
 
 }  // namespace
 
@@ -214,6 +279,25 @@ void register_media(nb::module_& m) {
           nb::arg("seconds"), nb::arg("tolerance").none(), nb::arg("out"), nb::arg("height"),
           nb::arg("width"), nb::arg("layout"), nb::arg("interpolation"),
           nb::arg("pixel_format") = PixelFormat::kRGB24);
+
+  nb::class_<ClipSource>(m, "ClipSource",
+                         "A video that clips are copied from without re-encoding (see "
+                         "stoker/clip_cutter.h): its source and frame table, read once. Its "
+                         "methods may be called from several threads at once.")
+      .def(nb::new_(&ClipSource::open), nb::arg("source"), nb::arg("frame_table").none(),
+           "Opens `source` (a path or URL) with its saved `frame_table`, or None to scan it.")
+      .def_prop_ro("name", &ClipSource::name)
+      .def("refusal", &ClipSource::refusal, nb::arg("first_frame"), nb::arg("num_frames"),
+           nb::arg("format") = "",
+           "Why copy() would refuse frames [first_frame, first_frame + num_frames) (not a run "
+           "of packets from a keyframe, a cut group of reordered frames, a codec `format` "
+           "cannot store), or None when it copies them.")
+      .def("copy", &ClipSource::copy, nb::arg("first_frame"), nb::arg("num_frames"),
+           nb::arg("target"), nb::arg("format") = "",
+           "Copies the packets of frames [first_frame, first_frame + num_frames) into a new "
+           "file `target` (atomically, checked); `format` is FFmpeg's muxer name, '' for the "
+           "source's container. Returns frames, bytes and first_packet. Raises "
+           "stoker.InvalidArgumentError when the run cannot be copied (see refusal()).");
 }
 
 }  // namespace stoker::python

@@ -337,6 +337,29 @@ class VideoReader:
 
     def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation, pixel_format: PixelFormat = PixelFormat.rgb24) -> None: ...
 
+class ClipSource:
+    """
+    A video that clips are copied from without re-encoding (see stoker/clip_cutter.h): its source and frame table, read once. Its methods may be called from several threads at once.
+    """
+
+    def __init__(self, source: str, frame_table: bytes | None) -> None:
+        """
+        Opens `source` (a path or URL) with its saved `frame_table`, or None to scan it.
+        """
+
+    @property
+    def name(self) -> str: ...
+
+    def refusal(self, first_frame: int, num_frames: int, format: str = '') -> str | None:
+        """
+        Why copy() would refuse frames [first_frame, first_frame + num_frames) (not a run of packets from a keyframe, a cut group of reordered frames, a codec `format` cannot store), or None when it copies them.
+        """
+
+    def copy(self, first_frame: int, num_frames: int, target: str, format: str = '') -> dict:
+        """
+        Copies the packets of frames [first_frame, first_frame + num_frames) into a new file `target` (atomically, checked); `format` is FFmpeg's muxer name, '' for the source's container. Returns frames, bytes and first_packet. Raises stoker.InvalidArgumentError when the run cannot be copied (see refusal()).
+        """
+
 def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '') -> dict:
     """
     Builds the episode index of a dataset from its columns and writes it to `path`.

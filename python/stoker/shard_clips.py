@@ -8,9 +8,10 @@ Per sample (key ``episode_000012-frame_000120``: the episode index and the clip'
 * ``<camera>.mp4`` per camera (``observation.images.top.mp4``): the clip's frames of that
   camera's video. When the clip starts on a keyframe and its packets are a contiguous run in
   decode order (always, for streams without B-frames; at GOP boundaries otherwise), they are
-  copied into a new MP4 (:mod:`stoker.mp4_cut`): the same bytes, decoding to the same frames.
-  Otherwise the clip is re-encoded by the native transcoder (``_core.transcode``, as ``stoker
-  etl`` does) with libx264 at :data:`REENCODE_CRF`, at the source's size, timestamps kept.
+  copied into a new MP4 by the media layer's muxer (``_core.ClipSource``, see
+  ``stoker/clip_cutter.h``): the same bytes, decoding to the same frames. Otherwise the clip
+  is re-encoded by the native transcoder (``_core.transcode``, as ``stoker etl`` does) with
+  libx264 at :data:`REENCODE_CRF`, at the source's size, timestamps kept.
 * ``json``: ``episode_index``, ``start_frame`` (within the episode), ``num_frames``, ``fps``,
   ``timestamp`` (the first frame's), ``task_index``, ``task`` (its text), and ``copied``
   (whether every camera's clip is the source's packets).
@@ -38,7 +39,6 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import write_bytes
 from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
 from stoker.lerobot_meta import (
     DEFAULT_COLUMNS,
@@ -48,14 +48,15 @@ from stoker.lerobot_meta import (
     read_lerobot_metadata,
     readable_columns,
 )
-from stoker.mp4_cut import Track, read_track, write_clip
 from stoker.storage import open_dataset_root
 from stoker.video import VideoReader
 
-__all__ = ["REENCODE_CRF", "ClipCut", "is_lerobot_dataset", "lerobot_clip_samples"]
+__all__ = ["CLIP_FORMAT", "REENCODE_CRF", "ClipCut", "is_lerobot_dataset", "lerobot_clip_samples"]
 
 # Re-encoded clips: x264 at this constant rate factor (near-transparent; x264's default is 23).
 REENCODE_CRF = 18
+# The container of every clip member (``<camera>.mp4``), copied or re-encoded.
+CLIP_FORMAT = "mp4"
 
 
 def is_lerobot_dataset(src: str) -> bool:
@@ -64,14 +65,14 @@ def is_lerobot_dataset(src: str) -> bool:
 
 
 class _Videos:
-    """What the clips of one run share: the index, each video file's sample table and reader
-    facts, read once (thread-safe)."""
+    """What the clips of one run share: the index, and each video file's reader and clip
+    source, opened once (thread-safe)."""
 
     def __init__(self, index: EpisodeIndex):
         self.index = index
         self._lock = threading.Lock()
-        self._tracks: dict[int, Track | None] = {}
         self._readers: dict[int, VideoReader] = {}
+        self._sources: dict[int, _core.ClipSource] = {}
 
     def reader(self, video: int) -> VideoReader:
         with self._lock:
@@ -80,33 +81,19 @@ class _Videos:
                 self._readers[video] = VideoReader(path, frame_table=self.index.frame_table(video))
             return self._readers[video]
 
-    def track(self, video: int) -> Track | None:
-        """The file's sample table when it is one this module copies from and it agrees with
-        the reader's frames (count and times); else None (clips are re-encoded)."""
-        reader = self.reader(video)
+    def source(self, video: int) -> _core.ClipSource:
+        """The file as the native cutter copies clips from it (``_core.ClipSource``: its
+        source and the index's frame table)."""
         with self._lock:
-            if video in self._tracks:
-                return self._tracks[video]
-        path = self.index.video_files[video]
-        size = _core.stat_source(path)[0]
+            if video not in self._sources:
+                path = self.index.video_files[video]
+                self._sources[video] = _core.ClipSource(path, self.index.frame_table(video))
+            return self._sources[video]
 
-        def read(offsets: np.ndarray, sizes: np.ndarray) -> bytes:
-            return _core.read_ranges(path, offsets, sizes).tobytes()
-
-        try:
-            track = read_track(size, read)
-        except ValueError as error:
-            raise DatasetError(f"{path}: cannot read its MP4 boxes: {error}") from None
-        if track is not None:
-            times = np.sort(track.dts + track.composition) / track.timescale
-            pts = reader.pts
-            if track.num_frames != len(pts) or not np.allclose(
-                times - times[0], pts - pts[0], atol=1e-6, rtol=0
-            ):
-                track = None
-        with self._lock:
-            self._tracks[video] = track
-        return track
+    def copyable(self, video: int, first: int, count: int) -> bool:
+        """Whether frames [first, first + count) of the file copy into an MP4 without
+        re-encoding: a run of packets from a keyframe, in a codec MP4 stores."""
+        return self.source(video).refusal(first, count, CLIP_FORMAT) is None
 
 
 @dataclass(frozen=True)
@@ -140,12 +127,15 @@ class ClipCut:
             return
         os.makedirs(os.path.dirname(self.staged), exist_ok=True)
         path = self.videos.index.video_files[self.video]
-        track = self.videos.track(self.video) if self.copy else None
-        samples = track.copyable(self.first, self.count) if track is not None else None
-        if samples is not None:
-            assert track is not None
-            data = _core.read_ranges(path, track.offsets[samples], track.sizes[samples])
-            write_bytes(self.staged, write_clip(track, samples, data.tobytes()))
+        last = self.first + self.count - 1
+        if self.copy:
+            try:
+                source = self.videos.source(self.video)
+                source.copy(self.first, self.count, self.staged, CLIP_FORMAT)
+            except _core.Error as error:
+                raise DatasetError(
+                    f"stoker shard: cannot copy frames {self.first}-{last} of {path}: {error}"
+                ) from None
             return
         reader = self.videos.reader(self.video)
         options = _core.TranscodeOptions()
@@ -162,8 +152,7 @@ class ClipCut:
             )
         except _core.Error as error:
             raise DatasetError(
-                f"stoker shard: cannot re-encode frames {self.first}-"
-                f"{self.first + self.count - 1} of {path}: {error}"
+                f"stoker shard: cannot re-encode frames {self.first}-{last} of {path}: {error}"
             ) from None
 
 
@@ -225,8 +214,7 @@ def lerobot_clip_samples(
             for camera in chosen:
                 video = int(per_camera[camera][0][e])
                 first = int(per_camera[camera][1][e]) + start
-                track = videos.track(video)
-                copy = track is not None and track.copyable(first, step) is not None
+                copy = videos.copyable(video, first, step)
                 if not copy and camera in depth:
                     raise DatasetError(
                         f"{src}: episode {episode}, frames {start}-{start + step - 1} of the "

@@ -46,6 +46,11 @@ class Container final : public PacketStream {
   int64_t locate(const FrameTable& table) override;
   const std::shared_ptr<const ByteSource>& source() const override { return io_->source(); }
 
+  /// The demuxer's video stream: its codec parameters and time base (what a muxer copying its
+  /// packets is set up from), and the name FFmpeg gives the container ("mov,mp4,...").
+  const AVStream& stream() const { return *format_->streams[stream_index_]; }
+  const char* format_name() const { return format_->iformat->name; }
+
  private:
   Container(std::unique_ptr<detail::ByteSourceIo> io, detail::UniqueFormatContext format,
             int stream_index);

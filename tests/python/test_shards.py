@@ -1000,35 +1000,34 @@ def test_lerobot_v21_av1_episodes_are_copied_exactly(tmp_path, cache, lerobot_v2
                 np.testing.assert_array_equal(batch[camera][row], expected)
 
 
-def test_mp4_cut_copies_a_gop_run_of_h264_with_b_frames_exactly(video):
-    """The copy path on a stream that reorders frames (3 B-frames, a keyframe every 30): a run
-    from a keyframe to a GOP boundary is copyable and decodes to the same frames with the same
-    relative times; a run starting between keyframes, or ending inside a GOP whose B-frames
-    need a later reference, is not."""
-    from stoker.mp4_cut import read_track, write_clip
-
+def test_copied_clip_of_h264_with_b_frames_is_a_gop_run_exactly(video, tmp_path):
+    """The copy path (the media layer's cutter) on a stream that reorders frames (3 B-frames, a
+    keyframe every 30): a run from a keyframe to a GOP boundary is copyable and decodes to the
+    same frames with the same relative times; a run starting between keyframes, or ending inside
+    a GOP whose B-frames need a later reference, is not."""
     path = video("h264")
-    size = os.path.getsize(path)
-
-    def read(offsets, sizes):
-        return _core.read_ranges(path, offsets, sizes).tobytes()
-
-    track = read_track(size, read)
     source = stoker.VideoReader(path)
-    assert track is not None and track.num_frames == source.num_frames
-    assert track.composition.any()  # reordered: B-frames
-    np.testing.assert_array_equal(np.flatnonzero(track.sync), np.flatnonzero(source.is_key))
-    assert track.copyable(31, 29) is None
+    cutter = _core.ClipSource(path, source.frame_table)
+    assert np.flatnonzero(source.is_key)[:2].tolist() == [0, 30]
+    assert "do not start on a keyframe" in cutter.refusal(31, 29, "mp4")
     # Frames 30..39 are shown from packets 30..40 less one B-frame (shown later): not a run.
-    assert track.copyable(30, 10) is None and track.copyable(30, 9) is not None
-    samples = track.copyable(30, 60)
-    assert samples is not None
-    clip = stoker.VideoReader(
-        write_clip(track, samples, read(track.offsets[samples], track.sizes[samples]))
-    )
+    assert "cut a group of reordered frames" in cutter.refusal(30, 10, "mp4")
+    assert cutter.refusal(30, 9, "mp4") is None
+    refused = tmp_path / "refused.mp4"
+    with pytest.raises(stoker.InvalidArgumentError, match=r"frames \[31, 60\) do not start"):
+        cutter.copy(31, 29, str(refused), "mp4")
+    assert not refused.exists()
+    target = tmp_path / "clip.mp4"
+    result = cutter.copy(30, 60, str(target), "mp4")
+    assert result == {"frames": 60, "bytes": target.stat().st_size, "first_packet": 30}
+    clip = stoker.VideoReader(str(target))
     assert clip.num_frames == 60
     np.testing.assert_allclose(clip.pts, source.pts[30:90] - source.pts[30], atol=1e-6)
     np.testing.assert_array_equal(
         clip.get_frames(range(60), layout="NHWC"),
         source.get_frames(range(30, 90), layout="NHWC"),
     )
+    # Bit-exact output: the same cut (here without a saved table: scanned) is the same bytes.
+    again = tmp_path / "again.mp4"
+    _core.ClipSource(path, None).copy(30, 60, str(again), "mp4")
+    assert again.read_bytes() == target.read_bytes()
