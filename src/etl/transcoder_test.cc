@@ -15,6 +15,10 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "media/testing/test_videos.h"
 #include "stoker/transcode.h"
@@ -155,6 +159,31 @@ TEST(Transcode, Av1) {
   auto written = VideoReader::open(target);
   ASSERT_TRUE(written.ok());
   EXPECT_EQ((*written)->frame_table().stream().codec, "av1");
+}
+
+// SVT-AV1 switches the thread that opens an encoder to SCHED_FIFO at the highest priority when it
+// may (as root): every ETL worker that encoded an AV1 unit stayed real-time, and two such
+// threads spinning on two cores starved the rest of the process (this binary hung in the next
+// test). The writer gives the thread its scheduling back.
+TEST(Transcode, Av1LeavesTheCallersSchedulingAsItWas) {
+#if defined(__linux__)
+  auto source = open_video("av1_lerobot");
+  ASSERT_TRUE(source);
+  int policy_before = -1;
+  sched_param param_before{};
+  ASSERT_EQ(pthread_getschedparam(pthread_self(), &policy_before, &param_before), 0);
+  const TranscodeOptions options{
+      .height = 64, .width = 64, .encoder = {.codec = VideoCodec::kAV1, .gop = 8, .preset = "12"}};
+  auto result = transcode_frames(*source, 0, 4, output_path("av1_scheduling.mp4"), options);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  int policy_after = -1;
+  sched_param param_after{};
+  ASSERT_EQ(pthread_getschedparam(pthread_self(), &policy_after, &param_after), 0);
+  EXPECT_EQ(policy_after, policy_before) << "SCHED_FIFO is " << SCHED_FIFO;
+  EXPECT_EQ(param_after.sched_priority, param_before.sched_priority);
+#else
+  GTEST_SKIP() << "scheduling policies are Linux's here";
+#endif
 }
 
 TEST(Transcode, VariableFrameRateKeepsEveryTimestamp) {

@@ -5,6 +5,11 @@
 
 #include "media/detail/ffmpeg.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 // Not among media/detail/ffmpeg.h's headers; C linkage like them.
 extern "C" {
 #include <libavutil/opt.h>
@@ -50,6 +55,33 @@ namespace media {
 namespace {
 
 using detail::check_av;
+
+// Gives the calling thread its scheduling policy and priority back when destroyed. SVT-AV1
+// switches the thread that opens an encoder to SCHED_FIFO at the highest priority whenever it
+// may (as root): an ETL worker that had encoded one AV1 unit stayed real-time for good, and two
+// such threads busy on two cores starved every other thread of the process.
+class KeepScheduling {
+ public:
+  KeepScheduling() {
+#if defined(__linux__)
+    saved_ = pthread_getschedparam(pthread_self(), &policy_, &param_) == 0;
+#endif
+  }
+  ~KeepScheduling() {
+#if defined(__linux__)
+    if (saved_) pthread_setschedparam(pthread_self(), policy_, &param_);
+#endif
+  }
+  KeepScheduling(const KeepScheduling&) = delete;
+  KeepScheduling& operator=(const KeepScheduling&) = delete;
+
+ private:
+#if defined(__linux__)
+  bool saved_ = false;
+  int policy_ = 0;
+  sched_param param_{};
+#endif
+};
 
 bool cpu_has_avx512() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -137,6 +169,7 @@ class Mp4Writer::Impl {
     muxer_.reset(raw);
     if (muxer_->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     STOKER_RETURN_IF_ERROR(set_encoder_options(ctx, o));
+    const KeepScheduling keep_scheduling;  // across the encoder's opening (SVT-AV1)
     STOKER_RETURN_IF_ERROR(check_av(avcodec_open2(ctx, codec, nullptr),
                                     std::string("cannot open the encoder ") + codec->name));
 
