@@ -26,7 +26,9 @@ LeRobot reads it. What changes:
 How it runs: one unit of work per (episode, camera), on a thread pool (the C++ work releases
 the GIL). Every file is written under a temporary name and renamed when complete, so a file
 with its final name is always complete. An interrupted run, started again with the same
-arguments, keeps every finished unit and does the rest. ``meta/info.json`` is written last:
+arguments, keeps every finished unit that passes its check (the size and SHA-256 journaled
+when it was written) and does the rest; the videos are a function of SRC and the options
+alone, so the result equals an uninterrupted run's. ``meta/info.json`` is written last:
 until it exists, DST is not a dataset. ``DST/meta/stoker_etl_report.json`` holds the report.
 
 This module owns the run: the journal that makes it resumable, the scheduling of the units,
@@ -106,6 +108,7 @@ class EtlReport:
     units_total: int = 0
     units_transcoded: int = 0  # by this run
     units_resumed: int = 0  # found complete from an earlier run
+    units_redone: int = 0  # found damaged (failed their check on resume) and encoded again
     frames: int = 0  # rows (= frames per camera) in DST
     seconds: float = 0.0
     transcode_seconds: float = 0.0  # summed over the units of this run
@@ -124,7 +127,9 @@ class EtlReport:
     def summary(self) -> str:
         text = (
             f"{len(self.episodes_done)} episodes, {self.frames} frames per camera, "
-            f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed) in "
+            f"{self.units_transcoded} videos encoded ({self.units_resumed} resumed"
+            + (f", {self.units_redone} damaged ones redone" if self.units_redone else "")
+            + ") in "
             f"{self.seconds:.1f} s; videos {self.bytes_in / 1e6:.1f} MB -> "
             f"{self.bytes_out / 1e6:.1f} MB; timestamps verified to "
             f"{self.max_time_error_s * 1e6:.3f} us"
@@ -315,11 +320,13 @@ def materialize(
         report.bytes_out = sum(os.path.getsize(u.target) for u in kept_units)
         _remove_unreferenced_videos(dst, {u.target for u in kept_units})
 
-        _write_dataset(meta, kept, kept_units, cameras, state, dst, options, report)
-        dst_index = load_index(dst, rebuild=True, progress=verbose)
         try:
+            _write_dataset(meta, kept, kept_units, cameras, state, dst, options, report)
+            dst_index = load_index(dst, rebuild=True, progress=verbose)
             report.max_time_error_s = _verify(meta, index, dst_index, kept, cameras)
-        except DatasetError:
+        except BaseException:
+            # Whatever failed (the index build, the verification, an interruption), DST must
+            # not look like a finished dataset.
             remove_file(os.path.join(dst, lerobot_format.INFO_PATH))
             raise
         report.verified = True
@@ -378,7 +385,8 @@ def _encoder_options(codec, gop, crf, preset, fast_decode) -> _core.EncoderOptio
 class _RunState:
     """``DST/.stoker_etl/``: ``run.json`` (the source, its fingerprint and the options that shape
     the videos, to refuse continuing with other ones), ``units.jsonl`` (one line per finished
-    unit: its duration, frames and time), and ``lock`` (held while a run writes DST)."""
+    unit: its duration, frames, time, size and SHA-256, by which a rerun checks it), and
+    ``lock`` (held while a run writes DST)."""
 
     def __init__(self, dst: str, src: str, options: dict, fingerprint: str):
         self.dst = dst
@@ -443,16 +451,42 @@ class _RunState:
         return self
 
     def record(self, target: str, result: dict) -> None:
+        """Journals a finished unit, with the size and SHA-256 of its file as it is now."""
         entry = {
             "target": os.path.relpath(target, self.dst),
             "duration": result["duration"],
             "frames": result["frames"],
             "seconds": result["seconds"],
+            "bytes": os.path.getsize(target),
+            "sha256": _file_sha256(target),
         }
         with self._journal_lock:
             with open(self._journal, "a", encoding="utf-8") as f:
                 f.write(json.dumps(entry) + "\n")
             self.finished[entry["target"]] = entry
+
+    def check(self, unit: _Unit) -> str | None:
+        """Why the finished-named file of ``unit`` cannot be kept, or None when it can: its size
+        and SHA-256 must be the journal's. A file the journal lacks (a run stopped between the
+        rename and the journal line, or a journal of an older run) must read back with the
+        unit's frame count; it is then journaled."""
+        entry = self.finished.get(os.path.relpath(unit.target, self.dst))
+        if entry is not None and "sha256" in entry and "bytes" in entry:
+            size = os.path.getsize(unit.target)
+            if size != entry["bytes"]:
+                return f"it has {size} bytes, {entry['bytes']} were written"
+            if _file_sha256(unit.target) != entry["sha256"]:
+                return "its SHA-256 is not the one written"
+            return None
+        try:
+            reader = VideoReader(unit.target)
+            frames, duration = reader.num_frames, reader.duration
+        except Error as e:
+            return f"it cannot be read: {e}"
+        if frames != unit.frames:
+            return f"it has {frames} frames, the episode {unit.frames}"
+        self.record(unit.target, {"duration": duration, "frames": frames, "seconds": 0.0})
+        return None
 
     def duration(self, target: str) -> float:
         """The duration of a finished unit's file: from the journal, else from its frame table
@@ -464,6 +498,14 @@ class _RunState:
 
     def __exit__(self, *exc) -> None:
         self._lock.__exit__(*exc)
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):  # hashlib releases the GIL for each chunk
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _source_fingerprint(meta: LeRobotMetadata) -> str:
@@ -542,9 +584,16 @@ def _run_units(
     report: EtlReport,
     ray_tasks: Any = None,
 ) -> dict[_Unit, str]:
-    """Encodes every unit whose file is not there yet. Returns the failed units with their
-    reasons (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new
-    unit starts, the running ones finish, and the error is raised."""
+    """Encodes every unit whose file is not there yet, or fails its check (_RunState.check:
+    such a file is removed first). Returns the failed units with their reasons
+    (``on_error="skip"``); with ``"raise"``, the first failure stops the run: no new unit
+    starts, the running ones finish, and the error is raised."""
+    present = [u for u in units if os.path.exists(u.target)]
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(present)))) as checks:
+        damaged = [u for u, why in zip(present, checks.map(state.check, present)) if why]
+    for unit in damaged:
+        remove_file(unit.target)
+    report.units_redone = len(damaged)
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
     transcode = _transcode_options(options)

@@ -12,6 +12,8 @@ Per sample (key ``episode_000012-frame_000120``: the episode index and the clip'
   ``stoker/clip_cutter.h``): the same bytes, decoding to the same frames. Otherwise the clip
   is re-encoded by the native transcoder (``_core.transcode``, as ``stoker etl`` does) with
   libx264 at :data:`REENCODE_CRF`, at the source's size, timestamps kept.
+  Depth cameras (``video.is_depth_map``) are refused by name: :class:`stoker.Clip` reads clips
+  as 8-bit RGB, which would quantize their 16-bit samples.
 * ``json``: ``episode_index``, ``start_frame`` (within the episode), ``num_frames``, ``fps``,
   ``timestamp`` (the first frame's), ``task_index``, ``task`` (its text), and ``copied``
   (whether every camera's clip is the source's packets).
@@ -183,6 +185,23 @@ def lerobot_clip_samples(
     unknown = [c for c in chosen if c not in meta.cameras]
     if unknown:
         raise InvalidArgumentError(f"unknown cameras {unknown}; {src} has {list(meta.cameras)}")
+    # stoker.Clip decodes a clip to 8-bit RGB, copied or not: a depth map's 10- to 16-bit
+    # samples would come back quantized to 256 levels, silently. Refused, as stoker etl does.
+    depth = [c for c in chosen if c in depth_cameras(meta)]
+    if depth:
+        others = [c for c in chosen if c not in depth]
+        how = (
+            f"leave {'it' if len(depth) == 1 else 'them'} out with --cameras "
+            + " ".join(others)
+            + f" (cameras={others!r})"
+            if others
+            else "the dataset has no other camera to give as clips"
+        )
+        raise InvalidArgumentError(
+            f"{src}: {depth} {'is a depth camera' if len(depth) == 1 else 'are depth cameras'} "
+            "(video.is_depth_map): stoker.Clip reads clips back as 8-bit RGB, which would lose "
+            f"their high-bit-depth samples; {how}"
+        )
     window: int | None = None
     if clip_seconds is not None:
         window = int(round(float(clip_seconds) * meta.fps))
@@ -195,7 +214,6 @@ def lerobot_clip_samples(
     else:
         index = load_index(source.location, progress=progress)
     videos = _Videos(index)
-    depth = set(depth_cameras(meta))
     numeric = [n for n in readable_columns(meta) if n not in DEFAULT_COLUMNS]
     columns = read_columns(meta, [*numeric, "timestamp"])
     clips_dir = os.path.join(state_dir, "clips")
@@ -215,14 +233,6 @@ def lerobot_clip_samples(
                 video = int(per_camera[camera][0][e])
                 first = int(per_camera[camera][1][e]) + start
                 copy = videos.copyable(video, first, step)
-                if not copy and camera in depth:
-                    raise DatasetError(
-                        f"{src}: episode {episode}, frames {start}-{start + step - 1} of the "
-                        f"depth camera {camera!r} would need re-encoding (the clip does not "
-                        "start on a keyframe), which loses its high-bit-depth samples; cut "
-                        "at keyframes (whole episodes, or a clip length a multiple of the GOP) "
-                        "or leave the camera out"
-                    )
                 copied = copied and copy
                 staged = os.path.join(clips_dir, f"{key}.{camera}.mp4")
                 members.append((f"{camera}.mp4", ClipCut(video, first, step, copy, staged, videos)))

@@ -3,9 +3,22 @@
 // atomically; bad options and undecodable sources fail by name and leave no file behind.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "media/testing/test_videos.h"
 #include "stoker/transcode.h"
@@ -148,6 +161,31 @@ TEST(Transcode, Av1) {
   EXPECT_EQ((*written)->frame_table().stream().codec, "av1");
 }
 
+// SVT-AV1 switches the thread that opens an encoder to SCHED_FIFO at the highest priority when it
+// may (as root): every ETL worker that encoded an AV1 unit stayed real-time, and two such
+// threads spinning on two cores starved the rest of the process (this binary hung in the next
+// test). The writer gives the thread its scheduling back.
+TEST(Transcode, Av1LeavesTheCallersSchedulingAsItWas) {
+#if defined(__linux__)
+  auto source = open_video("av1_lerobot");
+  ASSERT_TRUE(source);
+  int policy_before = -1;
+  sched_param param_before{};
+  ASSERT_EQ(pthread_getschedparam(pthread_self(), &policy_before, &param_before), 0);
+  const TranscodeOptions options{
+      .height = 64, .width = 64, .encoder = {.codec = VideoCodec::kAV1, .gop = 8, .preset = "12"}};
+  auto result = transcode_frames(*source, 0, 4, output_path("av1_scheduling.mp4"), options);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  int policy_after = -1;
+  sched_param param_after{};
+  ASSERT_EQ(pthread_getschedparam(pthread_self(), &policy_after, &param_after), 0);
+  EXPECT_EQ(policy_after, policy_before) << "SCHED_FIFO is " << SCHED_FIFO;
+  EXPECT_EQ(param_after.sched_priority, param_before.sched_priority);
+#else
+  GTEST_SKIP() << "scheduling policies are Linux's here";
+#endif
+}
+
 TEST(Transcode, VariableFrameRateKeepsEveryTimestamp) {
   auto source = open_video("h264_vfr");  // MKV, 1 ms time base, 33 ms then 50 ms steps
   ASSERT_TRUE(source);
@@ -179,6 +217,71 @@ TEST(Transcode, ReplacesAnExistingTarget) {
   auto result = transcode_frames(*source, 0, 3, target, options);
   ASSERT_TRUE(result.ok()) << result.status().message();
   expect_faithful(*source, 0, 3, target, options, *result, 8.0);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The ETL's promises (a rerun after a kill equals an uninterrupted run, --ray writes the same
+// bytes) need a unit's file to be a function of its frames and options alone. Twelve runs, two
+// at a time on their own threads beside two threads burning CPU, each pair after glibc was told
+// to fill every block malloc returns or frees with another byte (M_PERTURB): an encoder that
+// reads memory nothing wrote gives itself away. x264's AVX-512 functions did (at 144x144 and
+// up; 1 unit in 3 of `stoker etl` under load came out as other bytes).
+TEST(Transcode, SameBytesWhateverTheHeapHeldAndTheLoad) {
+  const TestVideoSpec spec{.name = "etl_noisy_h264",
+                           .extension = "mp4",
+                           .seconds = 1,
+                           .encoder_args = "-c:v libx264 -g 30 -bf 2 -pix_fmt yuv420p",
+                           .filter = "noise=alls=12:allf=t"};
+  auto path = make_test_video(spec);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  const TranscodeOptions options{.height = 144, .width = 144};
+  constexpr int kRuns = 12;
+  constexpr int kPerturb[kRuns / 2] = {0, 1, 0x55, 0xAA, 0xFE, 0x80};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burners;
+  for (int i = 0; i < 2; ++i) {
+    burners.emplace_back([&stop] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x * 6364136223846793005ull + 1;
+    });
+  }
+  std::vector<std::string> files(kRuns);
+  std::vector<Status> statuses(kRuns);
+  for (int run = 0; run < kRuns; run += 2) {
+#if defined(__GLIBC__)
+    mallopt(M_PERTURB, kPerturb[run / 2]);
+#endif
+    std::vector<std::thread> pair;
+    for (int k = run; k < run + 2; ++k) {
+      pair.emplace_back([&, k] {
+        const std::string target = output_path("same_bytes_" + std::to_string(k) + ".mp4");
+        auto reader = VideoReader::open(*path);
+        if (!reader.ok()) {
+          statuses[k] = reader.status();
+          return;
+        }
+        auto result = transcode_frames(**reader, 0, 10, target, options);
+        statuses[k] = result.status();
+        if (result.ok()) files[k] = file_bytes(target);
+      });
+    }
+    for (std::thread& thread : pair) thread.join();
+  }
+#if defined(__GLIBC__)
+  mallopt(M_PERTURB, 0);
+#endif
+  stop = true;
+  for (std::thread& thread : burners) thread.join();
+  for (int k = 0; k < kRuns; ++k) {
+    ASSERT_TRUE(statuses[k].ok()) << "run " << k << ": " << statuses[k].message();
+    ASSERT_FALSE(files[k].empty());
+    EXPECT_TRUE(files[k] == files[0]) << "run " << k << " (heap filled with byte "
+                                      << kPerturb[k / 2] << ") wrote other bytes than run 0";
+  }
 }
 
 TEST(Transcode, BadOptionsFailWithoutWriting) {

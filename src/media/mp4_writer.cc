@@ -5,6 +5,11 @@
 
 #include "media/detail/ffmpeg.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 // Not among media/detail/ffmpeg.h's headers; C linkage like them.
 extern "C" {
 #include <libavutil/opt.h>
@@ -51,6 +56,41 @@ namespace {
 
 using detail::check_av;
 
+// Gives the calling thread its scheduling policy and priority back when destroyed. SVT-AV1
+// switches the thread that opens an encoder to SCHED_FIFO at the highest priority whenever it
+// may (as root): an ETL worker that had encoded one AV1 unit stayed real-time for good, and two
+// such threads busy on two cores starved every other thread of the process.
+class KeepScheduling {
+ public:
+  KeepScheduling() {
+#if defined(__linux__)
+    saved_ = pthread_getschedparam(pthread_self(), &policy_, &param_) == 0;
+#endif
+  }
+  ~KeepScheduling() {
+#if defined(__linux__)
+    if (saved_) pthread_setschedparam(pthread_self(), policy_, &param_);
+#endif
+  }
+  KeepScheduling(const KeepScheduling&) = delete;
+  KeepScheduling& operator=(const KeepScheduling&) = delete;
+
+ private:
+#if defined(__linux__)
+  bool saved_ = false;
+  int policy_ = 0;
+  sched_param param_{};
+#endif
+};
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 // Sets the encoder's private options: preset, rate factor, a fixed keyframe interval.
 Status set_encoder_options(AVCodecContext* ctx, const EncoderOptions& given) {
   const EncoderOptions o = with_codec_defaults(given);
@@ -58,8 +98,16 @@ Status set_encoder_options(AVCodecContext* ctx, const EncoderOptions& given) {
   if (o.codec == VideoCodec::kH264) {
     // No keyframes at scene cuts: a keyframe exactly every gop frames, so the decode cost of a
     // random frame is bounded and predictable.
-    STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "x264-params", "scenecut=0", 0),
-                                    "cannot set x264-params scenecut=0"));
+    std::string params = "scenecut=0";
+    // x264's AVX-512 functions (r3095) read bytes of its own buffers that nothing wrote, and
+    // those bytes reach its decisions: on an AVX-512 CPU the same pictures encoded to other
+    // bytes whenever the heap held other garbage (1 ETL unit in 3 under load; every time with
+    // glibc's M_PERTURB at 1). Capped at AVX2 (every AVX-512 CPU has it, and what x264 detects
+    // besides: the 64-byte cache line), the output is a function of the input alone, at the
+    // same speed within a few percent (measured in docs/etl.md).
+    if (cpu_has_avx512()) params += ":asm=AVX2,Cache64";
+    STOKER_RETURN_IF_ERROR(check_av(av_opt_set(ctx->priv_data, "x264-params", params.c_str(), 0),
+                                    "cannot set x264-params " + params));
     if (o.fast_decode) {
       STOKER_RETURN_IF_ERROR(
           check_av(av_opt_set(ctx->priv_data, "tune", "fastdecode", 0), "cannot set tune"));
@@ -121,6 +169,7 @@ class Mp4Writer::Impl {
     muxer_.reset(raw);
     if (muxer_->oformat->flags & AVFMT_GLOBALHEADER) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     STOKER_RETURN_IF_ERROR(set_encoder_options(ctx, o));
+    const KeepScheduling keep_scheduling;  // across the encoder's opening (SVT-AV1)
     STOKER_RETURN_IF_ERROR(check_av(avcodec_open2(ctx, codec, nullptr),
                                     std::string("cannot open the encoder ") + codec->name));
 

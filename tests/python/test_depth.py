@@ -5,6 +5,7 @@ float32 metres; items and batches are checked against the samples written
 
 import json
 import os
+import tarfile
 
 import numpy as np
 import pytest
@@ -225,3 +226,33 @@ def test_etl_refuses_depth_cameras_and_materializes_the_others(depth_datasets, t
     report = etl.materialize(written.root, str(tmp_path / "colour"), size=(16, 16),
                              cameras=[VIDEO], progress=False)
     assert report.verified and report.units_transcoded == len(written.lengths)
+
+
+@pytest.mark.parametrize("clip_seconds", [None, 2 / FPS])
+def test_shard_clips_refuse_depth_cameras_and_cut_the_others(depth_datasets, tmp_path,
+                                                             clip_seconds):
+    """`stoker shard` clips are read back by stoker.Clip as 8-bit RGB: a depth camera's 16-bit
+    samples would come back as 256 levels (the FFV1 clips were copied losslessly, and read
+    lossily), so it is refused by name with the way out, and left out with --cameras the
+    colour camera is cut."""
+    written = depth_datasets["v21"][0]
+    with pytest.raises(stoker.InvalidArgumentError,
+                       match=f"'{DEPTH}'.* is a depth camera") as raised:
+        stoker.write_shards(written.root, tmp_path / "all", clip_seconds=clip_seconds,
+                            progress=False)
+    assert f"--cameras {VIDEO}" in str(raised.value)
+    assert not list((tmp_path / "all").glob("*.tar"))
+    with pytest.raises(stoker.InvalidArgumentError, match="no other camera"):
+        stoker.write_shards(written.root, tmp_path / "depth", cameras=[DEPTH],
+                            clip_seconds=clip_seconds, progress=False)
+
+    dst = tmp_path / "colour"
+    stoker.write_shards(written.root, dst, clip_seconds=clip_seconds, cameras=[VIDEO],
+                        progress=False)
+    shards = sorted(str(p) for p in dst.glob("*.tar"))
+    ds = stoker.ShardDataset(shards, {VIDEO: stoker.Clip(f"{VIDEO}.mp4", frames=(0,),
+                                                         size=(64, 64))})
+    want = sum(n // 2 for n in written.lengths) if clip_seconds else len(written.lengths)
+    assert len(ds.keys) == want
+    names = {m.name for shard in shards for m in tarfile.open(shard).getmembers()}
+    assert not any(DEPTH in name for name in names)

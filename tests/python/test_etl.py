@@ -346,6 +346,66 @@ def test_an_interrupted_run_resumes_without_redoing_finished_episodes(lerobot_v3
     assert len(stoker.LeRobotDataset(dst, progress=False)) == sum(lerobot_v30.lengths)
 
 
+def _contents(paths):
+    return {path: open(path, "rb").read() for path in paths}
+
+
+def test_a_damaged_finished_video_is_redone_on_resume(lerobot_v30, tmp_path):
+    """A finished-named video damaged after its run wrote it (cut to half its bytes; one byte
+    changed) fails its journaled size or SHA-256 on the next run and is encoded again (the
+    issue: every rerun failed with 'the episode needs N frames, the file has M'); the result is
+    the uninterrupted run's, byte for byte."""
+    dst = str(tmp_path / "dst")
+    first = materialize(lerobot_v30.root, dst)
+    videos = sorted(_video_files(dst))
+    original = _contents(videos)
+    cut, flipped = videos[-1], videos[0]
+    with open(cut, "r+b") as f:
+        f.truncate(len(original[cut]) // 2)
+    with open(flipped, "r+b") as f:
+        f.seek(len(original[flipped]) - 100)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    report = materialize(lerobot_v30.root, dst)
+    assert report.verified
+    assert report.units_redone == report.units_transcoded == 2
+    assert report.units_resumed == first.units_total - 2
+    assert _contents(videos) == original
+
+    # Without the journal (a run killed between a rename and its journal line), a file is
+    # checked by reading it back: the cut one is redone, the others are kept and journaled.
+    os.remove(os.path.join(dst, etl.STATE_DIR, "units.jsonl"))
+    with open(cut, "r+b") as f:
+        f.truncate(len(original[cut]) // 2)
+    report = materialize(lerobot_v30.root, dst)
+    assert report.verified and report.units_redone == report.units_transcoded == 1
+    assert _contents(videos) == original
+    with open(os.path.join(dst, etl.STATE_DIR, "units.jsonl")) as f:
+        journaled = {json.loads(line)["target"] for line in f}
+    assert journaled == {os.path.relpath(path, dst) for path in videos}
+
+
+def test_a_run_failing_after_its_metadata_leaves_no_info_json(lerobot_v30, tmp_path,
+                                                              monkeypatch):
+    """meta/info.json is removed whatever fails after it was written (here DST's index
+    build; the issue saw it left behind), so an unfinished DST is never taken for a dataset."""
+    dst = str(tmp_path / "dst")
+    build_index = etl.load_index
+
+    def failing(path, **kwargs):
+        if os.path.abspath(path) == dst:
+            raise stoker.DatasetError(f"{path}: the index cannot be built")
+        return build_index(path, **kwargs)
+
+    monkeypatch.setattr(etl, "load_index", failing)
+    with pytest.raises(stoker.DatasetError, match="the index cannot be built"):
+        materialize(lerobot_v30.root, dst)
+    assert not os.path.exists(os.path.join(dst, "meta", "info.json"))
+    monkeypatch.setattr(etl, "load_index", build_index)
+    assert materialize(lerobot_v30.root, dst).verified
+
+
 def test_a_killed_command_resumes(tmp_path):
     # Slow units (AV1 at a slow preset, one at a time) so the kill lands mid-run.
     written = lerobot_datasets.write_v21(tmp_path / "src", [20] * 8, ("cam",), codec="h264",
