@@ -258,6 +258,17 @@ def _close_live_loaders() -> None:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+def raise_if_iterated_elsewhere(owner: threading.Thread | None, me: threading.Thread) -> None:
+    """Raises ``RuntimeError`` naming ``owner`` when that live thread, not ``me``, is iterating
+    a loader: one thread iterates a loader at a time, whatever its kind."""
+    if owner is not None and owner is not me and owner.is_alive():
+        raise RuntimeError(
+            f"this Loader is being iterated by thread {owner.name!r} (ident {owner.ident}); a "
+            "Loader is iterated by one thread at a time: end that iteration (finish or break "
+            "its loop, or call close()) first"
+        )
+
+
 def raise_if_iteration_ended(run: int, current: int, closed: tuple[int, str] | None) -> None:
     """Raises ``RuntimeError`` when iteration ``run`` of a loader is not its ``current`` one:
     ended by close() (``closed``: the run it ended and the closing thread's name) or replaced
@@ -760,13 +771,7 @@ class Loader:
             raise RuntimeError("the interpreter is exiting: a Loader starts no new iteration")
         me = threading.current_thread()
         with self._guard:
-            owner = self._owner
-            if owner is not None and owner is not me and owner.is_alive():
-                raise RuntimeError(
-                    f"this Loader is being iterated by thread {owner.name!r} (ident "
-                    f"{owner.ident}); a Loader is iterated by one thread at a time: end that "
-                    "iteration (finish or break its loop, or call close()) first"
-                )
+            raise_if_iterated_elsewhere(self._owner, me)
             # A closed iteration's consumer may still be leaving the native next(): it was
             # woken and returns at once.
             if not self._guard.wait_for(lambda: self._waiting in (None, me), timeout=60):

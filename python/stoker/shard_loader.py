@@ -49,6 +49,7 @@ from stoker.loader import (
     LoaderObserver,
     copied_to_device,
     observed_batches,
+    raise_if_iterated_elsewhere,
     raise_if_iteration_ended,
 )
 from stoker.sampling import _check_seed
@@ -446,13 +447,7 @@ class ShardLoader:
         epoch's order and the executor building its batches."""
         me = threading.current_thread()
         with self._guard:
-            owner = self._owner
-            if owner is not None and owner is not me and owner.is_alive():
-                raise RuntimeError(
-                    f"this Loader is being iterated by thread {owner.name!r} (ident "
-                    f"{owner.ident}); a Loader is iterated by one thread at a time: end that "
-                    "iteration (finish or break its loop, or call close()) first"
-                )
+            raise_if_iterated_elsewhere(self._owner, me)
             for future in self._pending:  # the previous iteration's, which this one ends
                 future.cancel()
             self._pending = deque()

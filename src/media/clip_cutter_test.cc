@@ -21,6 +21,7 @@ namespace {
 using testing::decode_all_frames;
 using testing::frame_exact_specs;
 using testing::make_test_video;
+using testing::reference_frames;
 using testing::TestVideoSpec;
 
 TestVideoSpec spec_named(const std::string& name) {
@@ -45,20 +46,6 @@ std::unique_ptr<VideoReader> open_reader(const std::string& path) {
   auto reader = VideoReader::open(std::shared_ptr<const ByteSource>(std::move(file).value()));
   EXPECT_TRUE(reader.ok()) << reader.status().message();
   return reader.ok() ? std::move(reader).value() : nullptr;
-}
-
-const std::vector<std::vector<uint8_t>>& reference_frames(const std::string& path) {
-  static std::map<std::string, std::vector<std::vector<uint8_t>>> cache;
-  auto it = cache.find(path);
-  if (it == cache.end()) {
-    auto frames = decode_all_frames(path, OutputOptions{});
-    EXPECT_TRUE(frames.ok()) << frames.status().message();
-    it = cache
-             .emplace(path,
-                      frames.ok() ? std::move(frames).value() : std::vector<std::vector<uint8_t>>{})
-             .first;
-  }
-  return it->second;
 }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {

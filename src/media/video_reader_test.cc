@@ -28,22 +28,8 @@ namespace {
 using testing::decode_all_frames;
 using testing::frame_exact_specs;
 using testing::make_test_video;
+using testing::reference_frames;
 using testing::TestVideoSpec;
-
-// The reference decode of a file is shared by every test on that file.
-const std::vector<std::vector<uint8_t>>& reference_frames(const std::string& path) {
-  static std::map<std::string, std::vector<std::vector<uint8_t>>> cache;
-  auto it = cache.find(path);
-  if (it == cache.end()) {
-    auto frames = decode_all_frames(path, OutputOptions{});
-    EXPECT_TRUE(frames.ok()) << frames.status().message();
-    it = cache
-             .emplace(path,
-                      frames.ok() ? std::move(frames).value() : std::vector<std::vector<uint8_t>>{})
-             .first;
-  }
-  return it->second;
-}
 
 std::unique_ptr<VideoReader> open_reader(const std::string& path, VideoReaderOptions options = {}) {
   auto reader = VideoReader::open(path, std::move(options));

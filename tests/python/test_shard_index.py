@@ -61,6 +61,17 @@ def delivered(loader):
     return out
 
 
+def delivered_around(loader, change):
+    """(key, caption) of one epoch of ``loader``, calling ``change()`` after its first batch."""
+    iterator = iter(loader)
+    first = next(iterator)
+    pairs = list(zip(first["__key__"], first["caption"]))
+    change()
+    for batch in iterator:
+        pairs.extend(zip(batch["__key__"], batch["caption"]))
+    return pairs
+
+
 def assert_right(pairs):
     wrong = [(k, c) for k, c in pairs if c != f"caption of {k}"]
     assert not wrong, f"{len(wrong)} samples under wrong keys, e.g. {wrong[:3]}"
@@ -152,11 +163,7 @@ def test_a_shard_replaced_during_an_epoch_is_refused_not_misread(tmp_path, cache
     replacement = write_tar(tmp_path / "other.tar", keys, reverse=True)
     ds = stoker.ShardDataset(path, SPEC)
     loader = stoker.Loader(ds, batch_size=8, shuffle=False, prefetch=1, threads=1, on_error="skip")
-    iterator = iter(loader)
-    pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
-    replace()
-    for batch in iterator:
-        pairs.extend(zip(batch["__key__"], batch["caption"]))
+    pairs = delivered_around(loader, replace)
     assert_right(pairs)
     stats = loader.stats()
     assert stats["skipped"] == 40 - len(pairs) > 0
@@ -222,11 +229,7 @@ def test_a_shard_deleted_mid_epoch_is_skipped_and_counted_under_skip(tmp_path, c
     paths = [write_tar(tmp_path / f"del-{s}.tar", keys[s * 8 : (s + 1) * 8]) for s in range(3)]
     ds = stoker.ShardDataset(paths, SPEC)
     loader = stoker.Loader(ds, batch_size=4, shuffle=False, prefetch=1, threads=1, on_error="skip")
-    iterator = iter(loader)
-    pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
-    os.remove(paths[2])
-    for batch in iterator:
-        pairs.extend(zip(batch["__key__"], batch["caption"]))
+    pairs = delivered_around(loader, lambda: os.remove(paths[2]))
     assert_right(pairs)
     assert sorted(k for k, _ in pairs) == keys[:16]
     stats = loader.stats()
@@ -299,16 +302,15 @@ def read_overwritten_shards(tmp_path, s3):
         loader = stoker.Loader(
             ds, batch_size=4, shuffle=False, prefetch=1, threads=1, on_error=on_error
         )
-        iterator = iter(loader)
-        pairs = list(zip(*(lambda b: (b["__key__"], b["caption"]))(next(iterator))))
-        s3.s3.upload_file(other, "overwritten", f"{on_error}/shard-000002.tar")
+
+        def overwrite(on_error=on_error):
+            s3.s3.upload_file(other, "overwritten", f"{on_error}/shard-000002.tar")
+
         if on_error == "raise":
             with pytest.raises(stoker.Error, match="shard-000002.tar"):
-                for _ in iterator:
-                    pass
+                delivered_around(loader, overwrite)
             continue
-        for batch in iterator:
-            pairs.extend(zip(batch["__key__"], batch["caption"]))
+        pairs = delivered_around(loader, overwrite)
         assert_right(pairs)
         assert sorted(k for k, _ in pairs) == keys[:16]
         stats = loader.stats()

@@ -1,5 +1,9 @@
 #include "media/testing/sequential_decode.h"
 
+#include <gtest/gtest.h>
+
+#include <map>
+
 #include "media/detail/ffmpeg.h"
 #include "media/frame_converter.h"
 
@@ -53,6 +57,20 @@ Result<std::vector<std::vector<uint8_t>>> decode_all_frames(const std::string& p
   avcodec_send_packet(ctx.get(), nullptr);
   STOKER_RETURN_IF_ERROR(receive());
   return frames;
+}
+
+const std::vector<std::vector<uint8_t>>& reference_frames(const std::string& path) {
+  static std::map<std::string, std::vector<std::vector<uint8_t>>> cache;
+  auto it = cache.find(path);
+  if (it == cache.end()) {
+    auto frames = decode_all_frames(path, OutputOptions{});
+    EXPECT_TRUE(frames.ok()) << frames.status().message();
+    it = cache
+             .emplace(path,
+                      frames.ok() ? std::move(frames).value() : std::vector<std::vector<uint8_t>>{})
+             .first;
+  }
+  return it->second;
 }
 
 }  // namespace stoker::testing

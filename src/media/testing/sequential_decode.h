@@ -17,4 +17,8 @@ namespace stoker::testing {
 Result<std::vector<std::vector<uint8_t>>> decode_all_frames(const std::string& path,
                                                             const OutputOptions& options);
 
+/// decode_all_frames(path, {}) decoded once per path and process and kept (a test's failure
+/// if it cannot be decoded: an empty list). For the tests of one binary; not thread-safe.
+const std::vector<std::vector<uint8_t>>& reference_frames(const std::string& path);
+
 }  // namespace stoker::testing
