@@ -659,8 +659,9 @@ class ShardLoader:
                 present = rows[member[rows] >= 0]
                 numbers.append(member[present])
                 where.extend((name, int(r)) for r in present)
+            wanted_members = np.concatenate(numbers)
             try:
-                data, starts = ds.read_members(int(shard), np.concatenate(numbers))
+                data, starts = ds.read_members(int(shard), wanted_members)
             except _core.Error as error:
                 # The shard cannot be read as indexed (changed, shrunk, deleted, refused by
                 # its store): its samples in this batch fail, named; the others go on.
@@ -669,7 +670,7 @@ class ShardLoader:
                 continue
             view = memoryview(data.data)
             sizes = ds.member_sizes[int(shard)]
-            for (name, slot), start, member in zip(where, starts, np.concatenate(numbers)):
+            for (name, slot), start, member in zip(where, starts, wanted_members):
                 members[name][slot] = view[int(start) : int(start + sizes[member])]
             bytes_read += len(data)
         if ds.bad_samples:
