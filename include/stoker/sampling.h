@@ -67,13 +67,18 @@ struct SamplerState {
   int64_t position = 0;
 };
 
-/// What every sampler answers. Positions are this rank's: 0 .. size() - 1 in each epoch.
+/// What every sampler answers. Positions are this rank's: 0 .. epoch_size(epoch) - 1.
 class Sampler {
  public:
   virtual ~Sampler() = default;
 
-  /// The number of ids this rank visits per epoch (the same for every rank and epoch).
+  /// The number of ids this rank visits per epoch (the same for every rank and epoch), or for
+  /// a sampler whose epochs differ (a stream of shards dealt by bytes), its first epoch's.
   virtual int64_t size() const = 0;
+
+  /// The number of ids this rank visits in `epoch`: size(), but for a stream of shards dealt
+  /// by bytes, whose ranks and epochs get different counts.
+  virtual int64_t epoch_size(uint32_t /*epoch*/) const { return size(); }
 
   /// The sample id at `position` of `epoch`. O(1) for DistributedSampler and WeightedSampler;
   /// LoadBalancedSampler solves the position's whole step. REQUIRES: 0 <= position < size().

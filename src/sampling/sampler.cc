@@ -40,13 +40,14 @@ Status Sampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) cons
 }
 
 Result<int64_t> Sampler::next(SamplerState* state, std::span<int64_t> out) const {
-  if (state->position < 0 || state->position > size()) {
+  const int64_t epoch_positions = epoch_size(state->epoch);
+  if (state->position < 0 || state->position > epoch_positions) {
     return Status(StatusCode::kInvalidArgument,
                   "state position " + std::to_string(state->position) + " is outside the epoch's " +
-                      std::to_string(size()) + " positions");
+                      std::to_string(epoch_positions) + " positions");
   }
   const int64_t count =
-      std::min<int64_t>(static_cast<int64_t>(out.size()), size() - state->position);
+      std::min<int64_t>(static_cast<int64_t>(out.size()), epoch_positions - state->position);
   STOKER_RETURN_IF_ERROR(fill(state->epoch, state->position, out.first(count)));
   state->position += count;
   return count;
