@@ -43,6 +43,9 @@
 #include "stoker/window_plan.h"
 
 namespace stoker {
+namespace pipeline {
+class BatchSource;
+}
 
 /// One array of a batch: a C-contiguous [batch_size, ...] array of `type` at `offset` bytes
 /// into the batch's buffer. A short last batch fills its first size() rows.
@@ -52,6 +55,19 @@ struct BatchField {
   std::vector<int64_t> shape;
   size_t offset = 0;
   size_t bytes = 0;
+};
+
+/// A field whose size is known only once its batch is built, kept beside the buffer: strings
+/// (text, a json key of strings, the samples' keys) as one byte arena with size() + 1 offsets,
+/// or an array whose shape is the batch's (tokens padded to the batch's longest, a shard's
+/// .npy arrays).
+struct BatchColumn {
+  std::string name;
+  bool strings = false;
+  DType type = DType::kUint8;    // arrays
+  std::vector<int64_t> shape;    // arrays: [size(), ...]
+  std::vector<uint8_t> bytes;    // arrays: the values, C order; strings: UTF-8, one after another
+  std::vector<int64_t> offsets;  // strings: string k is bytes[offsets[k], offsets[k + 1])
 };
 
 class Batch {
@@ -67,6 +83,8 @@ class Batch {
   /// Per slot: the sample (dataset row) it holds, after any replacement, and its episode.
   std::span<const int64_t> samples() const { return samples_; }
   std::span<const int64_t> episodes() const { return episodes_; }
+  /// The variable-size fields, after the buffer's; none for a dataset of episodes.
+  const std::vector<BatchColumn>& columns() const { return columns_; }
 
  protected:
   Batch() = default;
@@ -76,6 +94,7 @@ class Batch {
   uint8_t* buffer_ = nullptr;
   std::vector<int64_t> samples_;
   std::vector<int64_t> episodes_;
+  std::vector<BatchColumn> columns_;
 };
 
 enum class ErrorPolicy {
@@ -161,12 +180,21 @@ class Loader {
                                                 std::shared_ptr<const sampling::Sampler> sampler,
                                                 std::shared_ptr<const ImageTransform> transform,
                                                 const LoaderOptions& options);
+  /// Batches of any kind of dataset: `source` builds them (pipeline/batch_source.h; the
+  /// factories of the dataset kinds make one). Errors: a pool the machine cannot hold
+  /// (kResourceExhausted), memory that cannot be pinned (kUnsupported), a bad
+  /// STOKER_POISON_BATCHES.
+  static Result<std::unique_ptr<Loader>> create(std::unique_ptr<pipeline::BatchSource> source,
+                                                const LoaderOptions& options);
   /// Ends the run; batches already handed out stay valid.
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
+  /// Batches in epoch 0, and in `epoch`: the same for every epoch but for a stream of shards
+  /// dealt to ranks by bytes, whose epochs differ.
   int64_t batches_per_epoch() const;
+  int64_t batches_in_epoch(uint32_t epoch) const;
   /// The arrays of every batch, in key order: each key, then `<key>_is_pad` for windowed keys.
   const std::vector<BatchField>& fields() const;
   /// Batches in the pipeline ahead of the consumer, ready or being built: prefetch.
@@ -176,7 +204,7 @@ class Loader {
   /// `epoch + epochs - 1` (epochs = 0: until stop()), starting the run's threads; ends the
   /// previous run first. A run that spans epochs builds the next epoch's first batches while
   /// the consumer finishes the current one. Errors (kInvalidArgument): batch outside
-  /// [0, batches_per_epoch()], epochs < 0.
+  /// [0, batches_in_epoch(epoch)], epochs < 0.
   Status start(uint32_t epoch, int64_t batch, int64_t epochs = 1);
   /// The next batch, in order, blocking until it is ready; nullptr once the run is done or
   /// after stop(). An error (kRaise policy) stops the loader; start() again to go on.

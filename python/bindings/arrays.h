@@ -23,9 +23,14 @@ inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
   switch (dtype) {
     case DType::kUint8:
     case DType::kUint16:
+    case DType::kUint32:
+    case DType::kUint64:
       return make(dtype_code::UInt, bytes);
     case DType::kBool:
       return make(dtype_code::Bool, bytes);
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
     case DType::kInt64:
       return make(dtype_code::Int, bytes);
     case DType::kBFloat16:
@@ -41,7 +46,8 @@ inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
 /// The DType of a DLPack element type, when stoker has one.
 inline std::optional<DType> dtype_of(const nanobind::dlpack::dtype& dlpack) {
   for (DType dtype : {DType::kUint8, DType::kBool, DType::kInt64, DType::kFloat16, DType::kBFloat16,
-                      DType::kFloat32, DType::kFloat64, DType::kUint16}) {
+                      DType::kFloat32, DType::kFloat64, DType::kUint16, DType::kInt8, DType::kInt16,
+                      DType::kInt32, DType::kUint32, DType::kUint64}) {
     if (dlpack_dtype(dtype) == dlpack) return dtype;
   }
   return std::nullopt;

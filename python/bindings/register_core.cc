@@ -23,7 +23,12 @@ void register_core(nb::module_& m) {
       .value("bfloat16", DType::kBFloat16)
       .value("float32", DType::kFloat32)
       .value("float64", DType::kFloat64)
-      .value("uint16", DType::kUint16);
+      .value("uint16", DType::kUint16)
+      .value("int8", DType::kInt8)
+      .value("int16", DType::kInt16)
+      .value("int32", DType::kInt32)
+      .value("uint32", DType::kUint32)
+      .value("uint64", DType::kUint64);
 
   m.def("usable_cores", &usable_cores,
         "The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets, job "

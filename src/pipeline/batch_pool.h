@@ -121,6 +121,7 @@ class PooledBatch final : public Batch {
   uint8_t* buffer() { return buffer_; }
   std::vector<int64_t>& mutable_samples() { return samples_; }
   std::vector<int64_t>& mutable_episodes() { return episodes_; }
+  std::vector<BatchColumn>& mutable_columns() { return columns_; }
 
  private:
   std::shared_ptr<BufferPool> pool_;

@@ -9,16 +9,17 @@
 #include "core/fork.h"
 #include "core/host_memory.h"
 #include "core/mutex.h"
-#include "pipeline/batch_builder.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/batch_pool.h"
+#include "pipeline/batch_source.h"
+#include "pipeline/episode_source.h"
 #include "pipeline/executor.h"
 #include "stoker/cores.h"
 
 namespace stoker {
 namespace {
 
-using pipeline::BatchBuilder;
+using pipeline::BatchSource;
 using pipeline::BufferPool;
 using pipeline::PooledBatch;
 
@@ -29,40 +30,48 @@ constexpr int kMaxReplacements = 16;  // replacement streams: core/random.h
 // One batch in the pipeline: what is built, and the bookkeeping of the tasks building it. Its
 // tasks hold it by shared_ptr, so a dropped job stays valid until its last task returns.
 struct Job {
-  Job(uint32_t epoch, int64_t index, std::shared_ptr<PooledBatch> batch, int64_t serial,
-      pipeline::Executor* executor)
-      : work(epoch, index, std::move(batch)), serial(serial), executor(executor) {}
+  Job(const BatchSource& source, uint32_t epoch, int64_t index, std::shared_ptr<PooledBatch> batch,
+      int64_t serial, pipeline::Executor* executor)
+      : work(source.new_work(epoch, index, std::move(batch))), serial(serial), executor(executor) {}
 
-  pipeline::BatchWork work;
+  const std::unique_ptr<pipeline::BatchWork> work;
   const int64_t serial;                // the executor's priority: lower batches first
   pipeline::Executor* const executor;  // the run's; alive while any of its tasks runs
   std::atomic<int64_t> pending{0};     // decode groups not finished
   std::atomic<bool> cancelled{false};  // dropped by the run's end: its tasks do nothing
 };
 
+// A batch's place: its epoch and its number in the epoch. Epochs may differ in length (a
+// stream of shards dealt by bytes).
+struct Position {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+};
+
 }  // namespace
 
 class Loader::Impl {
  public:
-  Impl(std::unique_ptr<BatchBuilder> builder, const LoaderOptions& options,
+  Impl(std::unique_ptr<BatchSource> source, const LoaderOptions& options,
        std::shared_ptr<BufferPool> pool, int threads)
-      : builder_(std::move(builder)), options_(options), pool_(std::move(pool)), threads_(threads) {
-    const int64_t per_rank = builder_->sampler().size();
-    batches_ = options_.drop_last ? per_rank / options_.batch_size
-                                  : (per_rank + options_.batch_size - 1) / options_.batch_size;
-  }
+      : source_(std::move(source)), options_(options), pool_(std::move(pool)), threads_(threads) {}
 
   ~Impl() { stop(); }
 
-  int64_t batches() const { return batches_; }
+  int64_t batches(uint32_t epoch) const {
+    const int64_t samples = source_->sampler().epoch_size(epoch);
+    return options_.drop_last ? samples / options_.batch_size
+                              : (samples + options_.batch_size - 1) / options_.batch_size;
+  }
   int depth() const { return options_.prefetch; }
-  const std::vector<BatchField>& fields() const { return *builder_->layout().fields; }
+  const std::vector<BatchField>& fields() const { return *source_->fields(); }
 
   Status start(uint32_t epoch, int64_t batch, int64_t epochs) EXCLUDES(mutex_) {
-    if (batch < 0 || batch > batches_) {
+    const int64_t in_epoch = batches(epoch);
+    if (batch < 0 || batch > in_epoch) {
       return Status(StatusCode::kInvalidArgument, "loader: batch " + std::to_string(batch) +
-                                                      " is outside the epoch's [0, " +
-                                                      std::to_string(batches_) + "]");
+                                                      " is outside epoch " + std::to_string(epoch) +
+                                                      "'s [0, " + std::to_string(in_epoch) + "]");
     }
     if (epochs < 0) return Status(StatusCode::kInvalidArgument, "loader: epochs must be >= 0");
     stop();
@@ -70,9 +79,9 @@ class Loader::Impl {
     Result<std::unique_ptr<pipeline::Executor>> executor = pipeline::Executor::create(threads_);
     if (!executor.ok()) return executor.status().with_context("loader");
     executor_ = std::move(executor).value();
-    next_start_ = next_deliver_ = static_cast<int64_t>(epoch) * batches_ + batch;
-    run_end_ = epochs == 0 ? std::numeric_limits<int64_t>::max()
-                           : (static_cast<int64_t>(epoch) + epochs) * batches_;
+    run_end_epoch_ = epochs == 0 ? int64_t{std::numeric_limits<uint32_t>::max()} + 1
+                                 : static_cast<int64_t>(epoch) + epochs;
+    next_start_ = next_deliver_ = settled(Position{epoch, batch});
     running_ = true;
     schedule();
     return Status();
@@ -80,8 +89,7 @@ class Loader::Impl {
 
   std::pair<uint32_t, int64_t> position() const EXCLUDES(mutex_) {
     core::MutexLock lock(&mutex_);
-    if (batches_ == 0) return {0, 0};
-    return {static_cast<uint32_t>(next_deliver_ / batches_), next_deliver_ % batches_};
+    return {static_cast<uint32_t>(next_deliver_.epoch), next_deliver_.batch};
   }
 
   bool running() const EXCLUDES(mutex_) {
@@ -92,7 +100,7 @@ class Loader::Impl {
   Result<std::shared_ptr<const Batch>> next() EXCLUDES(mutex_) {
     const Clock::time_point entered = Clock::now();
     core::MutexLock lock(&mutex_);
-    if (!running_ || next_deliver_ >= run_end_) {
+    if (!running_ || next_deliver_.epoch >= run_end_epoch_) {
       end_run();
       return std::shared_ptr<const Batch>();
     }
@@ -108,7 +116,7 @@ class Loader::Impl {
     }
     const Status error = jobs_.front().error;
     jobs_.pop_front();
-    ++next_deliver_;
+    next_deliver_ = following(next_deliver_);
     if (!error.ok()) {
       end_run();
       return error;
@@ -116,14 +124,14 @@ class Loader::Impl {
     schedule();
     data_wait_s_.push_back(std::chrono::duration<double>(Clock::now() - entered).count());
     ++delivered_batches_;
-    delivered_samples_ += job->work.batch->size();
-    skipped_ += static_cast<int64_t>(job->work.skips.size());
-    for (SkipRecord& skip : job->work.skips) {
+    delivered_samples_ += job->work->batch->size();
+    skipped_ += static_cast<int64_t>(job->work->skips.size());
+    for (SkipRecord& skip : job->work->skips) {
       if (skips_.size() < kMaxSkipRecords) skips_.push_back(std::move(skip));
     }
     // The job may outlive delivery in a worker's last task: it must not keep the buffer.
-    std::shared_ptr<const Batch> batch = std::move(job->work.batch);
-    if (next_deliver_ >= run_end_) end_run();  // the run's last: its threads can go
+    std::shared_ptr<const Batch> batch = std::move(job->work->batch);
+    if (next_deliver_.epoch >= run_end_epoch_) end_run();  // the run's last: its threads can go
     return batch;
   }
 
@@ -134,7 +142,7 @@ class Loader::Impl {
 
   LoaderStats stats() const EXCLUDES(mutex_) {
     LoaderStats s;
-    const pipeline::BuildStats built = builder_->stats();
+    const pipeline::BuildStats built = source_->stats();
     s.sampling_s = built.sampling_s;
     s.index_s = built.index_s;
     s.decode_s = built.decode_s;
@@ -159,7 +167,7 @@ class Loader::Impl {
   }
 
   void reset_stats() EXCLUDES(mutex_) {
-    builder_->reset_stats();
+    source_->reset_stats();
     core::MutexLock lock(&mutex_);
     delivered_batches_ = delivered_samples_ = ready_sum_ = skipped_ = 0;
     data_wait_s_.clear();
@@ -186,28 +194,31 @@ class Loader::Impl {
                                .ready = true,
                                .error = Status(StatusCode::kResourceExhausted,
                                                "loader: out of memory starting a batch")});
-      next_start_ = run_end_;  // nothing after the failure starts
+      next_start_ = Position{run_end_epoch_, 0};  // nothing after the failure starts
     }
   }
 
   void schedule_batches() REQUIRES(mutex_) {
-    while (running_ && next_start_ < run_end_ && static_cast<int>(jobs_.size()) < depth()) {
-      const uint32_t epoch = static_cast<uint32_t>(next_start_ / batches_);
-      const int64_t index = next_start_ % batches_;
-      ++next_start_;
+    while (running_ && next_start_.epoch < run_end_epoch_ &&
+           static_cast<int>(jobs_.size()) < depth()) {
+      const auto epoch = static_cast<uint32_t>(next_start_.epoch);
+      const int64_t index = next_start_.batch;
+      next_start_ = following(next_start_);
       const int64_t first = index * options_.batch_size;
-      const int64_t size = std::min(options_.batch_size, builder_->sampler().size() - first);
+      const int64_t size =
+          std::min(options_.batch_size, source_->sampler().epoch_size(epoch) - first);
       Result<uint8_t*> buffer = pool_->acquire();
       if (!buffer.ok()) {
-        jobs_.push_back(InFlight{
-            .job = std::make_shared<Job>(epoch, index, nullptr, serial_++, executor_.get()),
-            .ready = true,
-            .error = buffer.status()});
+        jobs_.push_back(InFlight{.job = std::make_shared<Job>(*source_, epoch, index, nullptr,
+                                                              serial_++, executor_.get()),
+                                 .ready = true,
+                                 .error = buffer.status()});
         continue;
       }
-      auto batch = std::make_shared<PooledBatch>(pool_, builder_->layout().fields, *buffer, epoch,
-                                                 index, size);
-      auto job = std::make_shared<Job>(epoch, index, std::move(batch), serial_++, executor_.get());
+      auto batch =
+          std::make_shared<PooledBatch>(pool_, source_->fields(), *buffer, epoch, index, size);
+      auto job = std::make_shared<Job>(*source_, epoch, index, std::move(batch), serial_++,
+                                       executor_.get());
       jobs_.push_back(InFlight{.job = job});
       executor_->submit(job->serial, [this, job] { guarded(job, [&] { plan(job); }); });
     }
@@ -238,23 +249,23 @@ class Loader::Impl {
       body();
     } catch (const std::exception& error) {
       finish_job(job, Status(StatusCode::kInternal,
-                             "batch " + std::to_string(job->work.index) + ": " + error.what()));
+                             "batch " + std::to_string(job->work->index) + ": " + error.what()));
     }
   }
 
   // Plans the batch, then submits one decode task per group of reads.
   void plan(const std::shared_ptr<Job>& job) EXCLUDES(mutex_) {
-    Status planned = builder_->plan(job->work);
+    Status planned = source_->plan(*job->work);
     if (!planned.ok()) return finish_job(job, planned);
-    std::vector<pipeline::ReadGroup> groups = builder_->group_reads(job->work);
-    if (groups.empty()) return finish_job(job, builder_->finish(job->work));
-    builder_->prefetch(job->work, groups);
+    std::vector<pipeline::ReadGroup> groups = source_->group_reads(*job->work);
+    if (groups.empty()) return finish_job(job, source_->finish(*job->work));
+    source_->prefetch(*job->work, groups);
     job->pending = static_cast<int64_t>(groups.size());
     for (auto& group : groups) {
       job->executor->submit(job->serial, [this, job, group = std::move(group)] {
         guarded(job, [&] {
-          builder_->decode_group(job->work, group);
-          if (--job->pending == 0) finish_job(job, builder_->finish(job->work));
+          source_->decode_group(*job->work, group);
+          if (--job->pending == 0) finish_job(job, source_->finish(*job->work));
         });
       });
     }
@@ -273,20 +284,32 @@ class Loader::Impl {
     }
   }
 
-  const std::unique_ptr<BatchBuilder> builder_;
+  // The place after `p`: its epoch's next batch, else the first batch of the next epoch that
+  // has one, or the run's end.
+  Position following(Position p) const REQUIRES(mutex_) {
+    return settled(Position{p.epoch, p.batch + 1});
+  }
+  // `p`, or when its epoch has no batch `p.batch`, the first batch of the next epoch that has
+  // one, or the run's end (Position{run_end_epoch_, 0}).
+  Position settled(Position p) const REQUIRES(mutex_) {
+    while (p.epoch < run_end_epoch_ && p.batch >= batches(static_cast<uint32_t>(p.epoch))) {
+      p = Position{p.epoch + 1, 0};
+    }
+    return p;
+  }
+
+  const std::unique_ptr<BatchSource> source_;
   const LoaderOptions options_;
   const std::shared_ptr<BufferPool> pool_;
-  int64_t batches_ = 0;
 
   mutable core::Mutex mutex_;
   core::CondVar ready_cv_;
   std::deque<InFlight> jobs_ GUARDED_BY(mutex_);  // started, not delivered, in order
   bool running_ GUARDED_BY(mutex_) = false;
-  // Batches are numbered across epochs: epoch * batches_ + index. The run delivers
-  // [next_deliver_, run_end_).
-  int64_t next_start_ GUARDED_BY(mutex_) = 0;
-  int64_t next_deliver_ GUARDED_BY(mutex_) = 0;
-  int64_t run_end_ GUARDED_BY(mutex_) = 0;
+  // The run delivers from next_deliver_ to the end of epoch run_end_epoch_ - 1.
+  Position next_start_ GUARDED_BY(mutex_);
+  Position next_deliver_ GUARDED_BY(mutex_);
+  int64_t run_end_epoch_ GUARDED_BY(mutex_) = 0;
   int64_t serial_ GUARDED_BY(mutex_) = 0;
   int64_t delivered_batches_ GUARDED_BY(mutex_) = 0;
   int64_t delivered_samples_ GUARDED_BY(mutex_) = 0;
@@ -301,58 +324,53 @@ class Loader::Impl {
   std::unique_ptr<pipeline::Executor> executor_ GUARDED_BY(mutex_);
 };
 
-Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeIndex> index,
-                                               std::vector<WindowKey> keys,
-                                               std::shared_ptr<const sampling::Sampler> sampler,
-                                               std::shared_ptr<const ImageTransform> transform,
-                                               const LoaderOptions& options) {
-  auto invalid = [](const std::string& why) {
-    return Status(StatusCode::kInvalidArgument, "loader: " + why);
-  };
-  if (index == nullptr || sampler == nullptr || transform == nullptr) {
-    return invalid("an index, a sampler and a transform are required");
-  }
-  if (options.batch_size < 1) return invalid("batch_size must be at least 1");
-  if (options.prefetch < 1) return invalid("prefetch must be at least 1");
-  if (options.threads < 0) return invalid("threads must be 0 (all cores) or more");
+namespace {
+
+Status invalid_option(const std::string& why) {
+  return Status(StatusCode::kInvalidArgument, "loader: " + why);
+}
+
+// The options every kind of dataset shares, and whether `sampler`'s first epoch makes a batch.
+Status check_options(const sampling::Sampler& sampler, const LoaderOptions& options) {
+  if (options.batch_size < 1) return invalid_option("batch_size must be at least 1");
+  if (options.prefetch < 1) return invalid_option("prefetch must be at least 1");
+  if (options.threads < 0) return invalid_option("threads must be 0 (all cores) or more");
   if (options.max_replacements < 1 || options.max_replacements > kMaxReplacements) {
-    return invalid("max_replacements must lie in [1, " + std::to_string(kMaxReplacements) + "]");
+    return invalid_option("max_replacements must lie in [1, " + std::to_string(kMaxReplacements) +
+                          "]");
   }
-  if (index->num_rows() == 0) return invalid("the dataset is empty (it has no samples)");
-  for (int64_t row : options.replacement_rows) {
-    if (row < 0 || row >= index->num_rows()) {
-      return invalid("replacement row " + std::to_string(row) + " is outside the index's " +
-                     std::to_string(index->num_rows()) + " rows");
-    }
-  }
-  const int64_t samples = sampler->size();
+  const int64_t samples = sampler.epoch_size(0);
   const int64_t batches = options.drop_last
                               ? samples / options.batch_size
                               : (samples + options.batch_size - 1) / options.batch_size;
   if (batches == 0) {
-    return invalid("an epoch would have no batch: the sampler gives this rank " +
-                   std::to_string(samples) + " samples" +
-                   (options.drop_last ? ", fewer than batch_size " +
-                                            std::to_string(options.batch_size) + " with drop_last"
-                                      : ""));
+    return invalid_option(
+        "an epoch would have no batch: the sampler gives this rank " + std::to_string(samples) +
+        " samples" +
+        (options.drop_last
+             ? ", fewer than batch_size " + std::to_string(options.batch_size) + " with drop_last"
+             : ""));
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
-                          WindowPlanner::create(index, std::move(keys)));
-  Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
-      *index, *planner, *transform, options.batch_size, options.depth_cameras);
-  if (!layout.ok()) return layout.status().with_context("loader");
-  // The pool holds the batches in the pipeline (prefetch), the one being handed over, and the
-  // one the consumer still holds while it asks for the next: a consumer that keeps no more
-  // than that never allocates. One buffer is made now, so that memory that cannot be had
-  // (pinned, without a GPU) fails here.
-  // A pool the machine cannot hold now is refused here, not met as failed allocations later.
-  const double pool_bytes = static_cast<double>(layout->batch_bytes) * (options.prefetch + 2);
+  return Status();
+}
+
+}  // namespace
+
+// The pool holds the batches in the pipeline (prefetch), the one being handed over, and the
+// one the consumer still holds while it asks for the next: a consumer that keeps no more than
+// that never allocates. One buffer is made now, so that memory that cannot be had (pinned,
+// without a GPU) fails here; a pool the machine cannot hold now is refused here, not met as
+// failed allocations later.
+Result<std::unique_ptr<Loader>> Loader::create(std::unique_ptr<pipeline::BatchSource> source,
+                                               const LoaderOptions& options) {
+  const size_t batch_bytes = source->batch_bytes();
+  const double pool_bytes = static_cast<double>(batch_bytes) * (options.prefetch + 2);
   const double machine_bytes = static_cast<double>(HostMemory::available_bytes());
   if (pool_bytes > machine_bytes) {
     return Status(StatusCode::kResourceExhausted,
                   "loader: prefetch " + std::to_string(options.prefetch) + " keeps up to " +
                       std::to_string(options.prefetch + 2) + " batches of " +
-                      std::to_string(layout->batch_bytes >> 20) + " MiB (" +
+                      std::to_string(batch_bytes >> 20) + " MiB (" +
                       std::to_string(static_cast<int64_t>(pool_bytes / (1 << 30))) +
                       " GiB), more than the " +
                       std::to_string(static_cast<int64_t>(machine_bytes / (1 << 30))) +
@@ -362,17 +380,41 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
                           HostMemory::create(options.pinned_memory));
   Result<std::optional<uint8_t>> poison = pipeline::poison_from_environment();
   if (!poison.ok()) return poison.status().with_context("loader");
-  auto pool = std::make_shared<BufferPool>(std::move(memory), layout->batch_bytes,
-                                           options.prefetch + 2, *poison);
+  auto pool =
+      std::make_shared<BufferPool>(std::move(memory), batch_bytes, options.prefetch + 2, *poison);
   Result<uint8_t*> first = pool->acquire();
   if (!first.ok()) return first.status().with_context("loader");
   pool->release(*first);
-  auto builder =
-      std::make_unique<BatchBuilder>(std::move(index), std::move(planner), std::move(sampler),
-                                     std::move(transform), std::move(layout).value(), options);
   const int threads = options.threads > 0 ? options.threads : usable_cores();
   return std::unique_ptr<Loader>(
-      new Loader(std::make_unique<Impl>(std::move(builder), options, std::move(pool), threads)));
+      new Loader(std::make_unique<Impl>(std::move(source), options, std::move(pool), threads)));
+}
+
+Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeIndex> index,
+                                               std::vector<WindowKey> keys,
+                                               std::shared_ptr<const sampling::Sampler> sampler,
+                                               std::shared_ptr<const ImageTransform> transform,
+                                               const LoaderOptions& options) {
+  if (index == nullptr || sampler == nullptr || transform == nullptr) {
+    return invalid_option("an index, a sampler and a transform are required");
+  }
+  if (index->num_rows() == 0) return invalid_option("the dataset is empty (it has no samples)");
+  STOKER_RETURN_IF_ERROR(check_options(*sampler, options));
+  for (int64_t row : options.replacement_rows) {
+    if (row < 0 || row >= index->num_rows()) {
+      return invalid_option("replacement row " + std::to_string(row) + " is outside the index's " +
+                            std::to_string(index->num_rows()) + " rows");
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
+                          WindowPlanner::create(index, std::move(keys)));
+  Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
+      *index, *planner, *transform, options.batch_size, options.depth_cameras);
+  if (!layout.ok()) return layout.status().with_context("loader");
+  return create(std::make_unique<pipeline::EpisodeSource>(std::move(index), std::move(planner),
+                                                          std::move(sampler), std::move(transform),
+                                                          std::move(layout).value(), options),
+                options);
 }
 
 Loader::Loader(std::unique_ptr<Impl> impl)
@@ -392,7 +434,8 @@ Status Loader::refuse_if_forked() const {
                 "stayed in the parent: create a new Loader in this process");
 }
 
-int64_t Loader::batches_per_epoch() const { return impl_->batches(); }
+int64_t Loader::batches_per_epoch() const { return impl_->batches(0); }
+int64_t Loader::batches_in_epoch(uint32_t epoch) const { return impl_->batches(epoch); }
 const std::vector<BatchField>& Loader::fields() const { return impl_->fields(); }
 int Loader::pipeline_depth() const { return impl_->depth(); }
 Status Loader::start(uint32_t epoch, int64_t batch, int64_t epochs) {

@@ -1,4 +1,4 @@
-#include "pipeline/batch_builder.h"
+#include "pipeline/episode_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,11 +19,11 @@ int64_t nanoseconds_since(Clock::time_point start) {
 
 }  // namespace
 
-BatchBuilder::BatchBuilder(std::shared_ptr<const EpisodeIndex> index,
-                           std::unique_ptr<WindowPlanner> planner,
-                           std::shared_ptr<const sampling::Sampler> sampler,
-                           std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
-                           const LoaderOptions& options)
+EpisodeSource::EpisodeSource(std::shared_ptr<const EpisodeIndex> index,
+                             std::unique_ptr<WindowPlanner> planner,
+                             std::shared_ptr<const sampling::Sampler> sampler,
+                             std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
+                             const LoaderOptions& options)
     : index_(std::move(index)),
       planner_(std::move(planner)),
       sampler_(std::move(sampler)),
@@ -32,17 +32,24 @@ BatchBuilder::BatchBuilder(std::shared_ptr<const EpisodeIndex> index,
       options_(options),
       readers_(index_->video_files().size()) {}
 
-std::string BatchBuilder::describe_sample(const BatchWork& work, int64_t row) const {
+std::unique_ptr<BatchWork> EpisodeSource::new_work(uint32_t epoch, int64_t index,
+                                                   std::shared_ptr<PooledBatch> batch) const {
+  return std::make_unique<EpisodeWork>(epoch, index, std::move(batch));
+}
+
+std::string EpisodeSource::describe_sample(const EpisodeWork& work, int64_t row) const {
   return "sample " + std::to_string(row) + " (episode " +
          std::to_string(index_->episode_of_row(row)) + ", batch " + std::to_string(work.index) +
          " of epoch " + std::to_string(work.epoch) + ")";
 }
 
-std::string BatchBuilder::describe_read(const BatchWork& work, int64_t row, int64_t camera) const {
+std::string EpisodeSource::describe_read(const EpisodeWork& work, int64_t row,
+                                         int64_t camera) const {
   return describe_sample(work, row) + ", camera '" + index_->cameras()[camera] + "'";
 }
 
-Status BatchBuilder::plan(BatchWork& work) {
+Status EpisodeSource::plan(BatchWork& base) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   PooledBatch& batch = *work.batch;
   const int64_t size = batch.size();
   const Clock::time_point start = Clock::now();
@@ -63,7 +70,7 @@ Status BatchBuilder::plan(BatchWork& work) {
 }
 
 // Plans sample `row` into `slot`: rows into the column fields, pad masks, transform draws.
-Status BatchBuilder::plan_slot(BatchWork& work, int64_t slot, int64_t row) {
+Status EpisodeSource::plan_slot(EpisodeWork& work, int64_t slot, int64_t row) {
   Clock::time_point start = Clock::now();
   WindowPlan& plan = work.plans[slot];
   Status planned = planner_->plan(row, &plan);
@@ -106,7 +113,8 @@ Status BatchBuilder::plan_slot(BatchWork& work, int64_t slot, int64_t row) {
   return Status();
 }
 
-std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
+std::vector<ReadGroup> EpisodeSource::group_reads(BatchWork& base) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   const Clock::time_point start = Clock::now();
   std::vector<Status> errors;
   {
@@ -175,7 +183,8 @@ std::vector<ReadGroup> BatchBuilder::group_reads(BatchWork& work) {
   return groups;
 }
 
-void BatchBuilder::prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) {
+void EpisodeSource::prefetch(BatchWork& base, const std::vector<ReadGroup>& groups) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   std::vector<int64_t> frames;
   for (const ReadGroup& group : groups) {
     const WindowPlan::Read& first = work.plans[group[0].slot].reads[group[0].read];
@@ -191,7 +200,8 @@ void BatchBuilder::prefetch(BatchWork& work, const std::vector<ReadGroup>& group
   }
 }
 
-void BatchBuilder::decode_group(BatchWork& work, const ReadGroup& group) {
+void EpisodeSource::decode_group(BatchWork& base, const ReadGroup& group) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   if (group.size() > 1 && decode_reads(work, group).ok()) return;
   if (group.size() == 1) {
     Status status = decode_reads(work, group);
@@ -204,7 +214,7 @@ void BatchBuilder::decode_group(BatchWork& work, const ReadGroup& group) {
   }
 }
 
-void BatchBuilder::fail_slot(BatchWork& work, const SlotRead& read, const Status& status) {
+void EpisodeSource::fail_slot(EpisodeWork& work, const SlotRead& read, const Status& status) {
   const int64_t row = work.batch->samples()[read.slot];
   const int64_t camera = work.plans[read.slot].reads[read.read].camera;
   const Status failure = status.with_context(describe_read(work, row, camera));
@@ -215,7 +225,7 @@ void BatchBuilder::fail_slot(BatchWork& work, const SlotRead& read, const Status
 // Decodes `reads`, all from one file, in one pass, each frame converted straight into its slot
 // (uint8 output, or a depth camera's samples) or into scratch memory that the transform then
 // finishes into its slot (float dtypes, metres).
-Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
+Status EpisodeSource::decode_reads(EpisodeWork& work, const ReadGroup& reads) {
   const WindowPlan::Read& first = work.plans[reads[0].slot].reads[reads[0].read];
   if (index_->is_image_camera(first.camera)) return decode_images(work, reads);
   STOKER_ASSIGN_OR_RETURN(const VideoReader* reader, reader_of(first.video_file));
@@ -304,7 +314,7 @@ Status BatchBuilder::decode_reads(BatchWork& work, const ReadGroup& reads) {
 
 // Each row's stored image, decoded and transformed straight into its time step's slot; the
 // random parameters are drawn from (seed, epoch, sample, camera), as for a video camera.
-Status BatchBuilder::decode_images(BatchWork& work, const ReadGroup& reads) {
+Status EpisodeSource::decode_images(EpisodeWork& work, const ReadGroup& reads) {
   std::vector<ImageInput> inputs;
   std::vector<int64_t> rows;  // each input's row, for its error
   for (const SlotRead& read : reads) {
@@ -348,7 +358,8 @@ Status BatchBuilder::decode_images(BatchWork& work, const ReadGroup& reads) {
   return Status();
 }
 
-Status BatchBuilder::finish(BatchWork& work) {
+Status EpisodeSource::finish(BatchWork& base) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   std::vector<Status> errors;
   {
     core::MutexLock lock(&work.errors_mutex);
@@ -364,7 +375,7 @@ Status BatchBuilder::finish(BatchWork& work) {
 
 // Fills `slot` with another sample, drawn from (seed, epoch, failed sample, attempt), decoding
 // it read by read; up to max_replacements tries.
-Status BatchBuilder::replace(BatchWork& work, int64_t slot, const Status& failure) {
+Status EpisodeSource::replace(EpisodeWork& work, int64_t slot, const Status& failure) {
   const int64_t failed = work.batch->samples()[slot];
   Status last = failure;
   for (int attempt = 0; attempt < options_.max_replacements; ++attempt) {
@@ -398,7 +409,7 @@ Status BatchBuilder::replace(BatchWork& work, int64_t slot, const Status& failur
                                  " replacements failed too, the last with: " + last.message());
 }
 
-Result<const VideoReader*> BatchBuilder::reader_of(int64_t video) {
+Result<const VideoReader*> EpisodeSource::reader_of(int64_t video) {
   core::MutexLock lock(&readers_mutex_);
   std::unique_ptr<VideoReader>& reader = readers_[video];
   if (reader == nullptr) {
@@ -409,7 +420,7 @@ Result<const VideoReader*> BatchBuilder::reader_of(int64_t video) {
   return reader.get();
 }
 
-BuildStats BatchBuilder::stats() const {
+BuildStats EpisodeSource::stats() const {
   BuildStats s;
   auto seconds = [](const std::atomic<int64_t>& ns) { return ns.load() * 1e-9; };
   s.sampling_s = seconds(sampling_ns_);
@@ -423,7 +434,7 @@ BuildStats BatchBuilder::stats() const {
   return s;
 }
 
-void BatchBuilder::reset_stats() {
+void EpisodeSource::reset_stats() {
   for (auto* counter : {&sampling_ns_, &index_ns_, &decode_ns_, &transform_ns_, &collate_ns_}) {
     counter->store(0);
   }

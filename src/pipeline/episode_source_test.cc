@@ -1,5 +1,5 @@
 // The batch builder's steps, called on the test's own thread: no executor, no Loader.
-#include "pipeline/batch_builder.h"
+#include "pipeline/episode_source.h"
 
 #include <gtest/gtest.h>
 
@@ -38,27 +38,27 @@ struct Fixture {
     auto memory = HostMemory::create(false);
     EXPECT_TRUE(memory.ok());
     pool = std::make_shared<BufferPool>(*memory, layout->batch_bytes, 2);
-    builder = std::make_unique<BatchBuilder>(index, std::move(planner).value(), std::move(s), t,
-                                             std::move(layout).value(), options);
+    builder = std::make_unique<EpisodeSource>(index, std::move(planner).value(), std::move(s), t,
+                                              std::move(layout).value(), options);
   }
 
-  std::unique_ptr<BatchWork> work(int64_t batch) {
+  std::unique_ptr<EpisodeWork> work(int64_t batch) {
     const int64_t size = std::min<int64_t>(
         builder->layout().fields->front().shape[0],
         builder->sampler().size() - batch * builder->layout().fields->front().shape[0]);
     auto buffer = pool->acquire();
     EXPECT_TRUE(buffer.ok());
-    return std::make_unique<BatchWork>(
+    return std::make_unique<EpisodeWork>(
         0, batch,
         std::make_shared<PooledBatch>(pool, builder->layout().fields, *buffer, 0, batch, size));
   }
 
   std::shared_ptr<BufferPool> pool;
-  std::unique_ptr<BatchBuilder> builder;
+  std::unique_ptr<EpisodeSource> builder;
 };
 
 // Builds batch `batch` the way the Loader's tasks do, one step after the other.
-Status build(BatchBuilder& builder, BatchWork& work) {
+Status build(EpisodeSource& builder, BatchWork& work) {
   STOKER_RETURN_IF_ERROR(builder.plan(work));
   for (const ReadGroup& group : builder.group_reads(work)) builder.decode_group(work, group);
   return builder.finish(work);
@@ -72,7 +72,7 @@ std::vector<uint8_t> bytes_of(const Batch& batch) {
   return bytes;
 }
 
-TEST(BatchBuilder, BuildsOnOneThreadWhatTheLoaderDelivers) {
+TEST(EpisodeSource, BuildsOnOneThreadWhatTheLoaderDelivers) {
   auto index = make_index("builder_plain");
   const LoaderOptions options{.batch_size = 8, .threads = 2};
   Fixture fixture(index, testing::shuffled(*index), options);
@@ -89,7 +89,7 @@ TEST(BatchBuilder, BuildsOnOneThreadWhatTheLoaderDelivers) {
                          (*delivered)->samples().begin()));
 }
 
-TEST(BatchBuilder, ReadsOfOneFileAndGopShareOneDecoderPass) {
+TEST(EpisodeSource, ReadsOfOneFileAndGopShareOneDecoderPass) {
   auto index = make_index("builder_groups");
   // Samples 0..7: episode 0, frames 0..7 of its files. Each needs front frames {row - 4,
   // row - 2, row} (clamped) inside front's first GOP of 10, and side's frame `row`.
@@ -115,7 +115,7 @@ TEST(BatchBuilder, ReadsOfOneFileAndGopShareOneDecoderPass) {
   EXPECT_EQ(fixture.builder->stats().decode.seeks, 2);
 }
 
-TEST(BatchBuilder, SamplesAcrossGopsAndFilesNeedMorePasses) {
+TEST(EpisodeSource, SamplesAcrossGopsAndFilesNeedMorePasses) {
   auto index = make_index("builder_spread");
   // Batch 1 of an in-order epoch with batch size 25: rows 25..49, across episodes 0 and 1.
   Fixture fixture(index, in_order(*index), {.batch_size = 25});
@@ -130,7 +130,7 @@ TEST(BatchBuilder, SamplesAcrossGopsAndFilesNeedMorePasses) {
   EXPECT_EQ(reads, 50u);  // two cameras per sample
 }
 
-TEST(BatchBuilder, AFailingSlotFailsAloneAndIsReplacedUnderSkip) {
+TEST(EpisodeSource, AFailingSlotFailsAloneAndIsReplacedUnderSkip) {
   auto index = make_index("builder_skip");
   const std::string gone = index->video_files()[index->video_of(0, 1)];  // front, episode 1
   std::filesystem::remove(gone);
@@ -203,7 +203,7 @@ std::shared_ptr<const EpisodeIndex> image_index(const std::string& folder) {
   return index.ok() ? *index : nullptr;
 }
 
-TEST(BatchBuilder, ImageCameraSlotsHoldTheirRowsDecodedImages) {
+TEST(EpisodeSource, ImageCameraSlotsHoldTheirRowsDecodedImages) {
   auto index = image_index("builder_images");
   ASSERT_NE(index, nullptr);
   const std::vector<WindowKey> window = {{.name = "cam", .source = "cam", .offsets = {-1, 0}}};
@@ -270,7 +270,7 @@ std::shared_ptr<const EpisodeIndex> depth_index(const std::string& folder) {
   return index.ok() ? *index : nullptr;
 }
 
-TEST(BatchBuilder, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
+TEST(EpisodeSource, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
   auto index = depth_index("builder_depth");
   ASSERT_NE(index, nullptr);
   const std::vector<WindowKey> window = {{.name = "depth", .source = "depth", .offsets = {-2, 0}}};
@@ -338,7 +338,7 @@ TEST(BatchBuilder, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
   }
 }
 
-TEST(BatchBuilder, DepthCamerasAreCheckedByName) {
+TEST(EpisodeSource, DepthCamerasAreCheckedByName) {
   auto index = depth_index("builder_depth_names");
   ASSERT_NE(index, nullptr);
   const std::vector<WindowKey> window = {{.name = "depth", .source = "depth", .offsets = {}}};

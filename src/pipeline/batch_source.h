@@ -1,0 +1,103 @@
+// BatchSource: what the Loader asks of a kind of dataset to build one batch, as plain
+// functions on a BatchWork that tests can call on one thread; the Loader runs the same
+// functions as tasks on its pool. One Loader, one scheduler, one pool of buffers, whatever the
+// dataset: an EpisodeSource (a LeRobot dataset: episodes, windows, videos) or a ShardSource
+// (tar shards: images, clips, text, arrays, json).
+//
+//   new_work()      a BatchWork for one batch, holding what the source plans per slot;
+//   plan()          draw the ids; plan every slot (what it reads, the random parameters of
+//                   its transform); fixed-size values straight into the buffer;
+//   group_reads()   group the slots' reads into tasks, each worth one thread's time: one
+//                   decoder pass over a video's GOPs, a run of one shard's members;
+//   prefetch()      ask remote files for every group's bytes at once, so that their fetches
+//                   overlap each other and the decoding of the groups before them;
+//   decode_group()  read and decode one group into its slots; only failing slots fail;
+//   finish()        after every group: the batch's error (kRaise), or each failed slot
+//                   replaced by a sample drawn from (seed, epoch, failed sample) (kSkip), and
+//                   the batch's variable-length columns completed.
+//
+// Ownership: a source shares what it reads (index, sampler, transform) and owns its readers.
+// A BatchWork owns its plans and shares its batch.
+// Thread-safety: every method may run on any thread. For one BatchWork: plan() first, then
+// group_reads() and prefetch(), then decode_group() on any threads at once (one call per
+// group), then finish() once every group is done.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/mutex.h"
+#include "pipeline/batch_pool.h"
+#include "stoker/loader.h"
+#include "stoker/sampling.h"
+#include "stoker/video_reader.h"
+
+namespace stoker::pipeline {
+
+/// One batch being built. A source's new_work() returns its own subclass, holding its plans.
+struct BatchWork {
+  BatchWork(uint32_t epoch, int64_t index, std::shared_ptr<PooledBatch> batch)
+      : epoch(epoch), index(index), batch(std::move(batch)) {}
+  virtual ~BatchWork() = default;
+
+  const uint32_t epoch;
+  const int64_t index;  // the batch's number in its epoch
+  // Given up when the batch is delivered, so that only its consumer keeps its buffer.
+  std::shared_ptr<PooledBatch> batch;
+  std::vector<SkipRecord> skips;  // the slots replaced by finish()
+
+  /// Why each slot failed (OK: it did not). The reads of one slot may fail on several
+  /// threads at once.
+  mutable core::Mutex errors_mutex;
+  std::vector<Status> slot_errors GUARDED_BY(errors_mutex);
+};
+
+/// One read of one slot: for an episode, the frames it needs from one camera's file; for a
+/// shard sample, all its members.
+struct SlotRead {
+  int64_t slot = 0;
+  size_t read = 0;  // index into the slot's planned reads
+};
+using ReadGroup = std::vector<SlotRead>;
+
+/// Time per stage, summed over threads, and the decoder's work.
+struct BuildStats {
+  double sampling_s = 0, index_s = 0, decode_s = 0, transform_s = 0, collate_s = 0;
+  DecodeStats decode;
+  int64_t decode_calls = 0;
+  int64_t bytes_read = 0;  // shards: the members' bytes, headers included
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+
+  /// The fixed-size arrays of every batch, where they lie in its buffer, and the buffer's size.
+  virtual const std::shared_ptr<const std::vector<BatchField>>& fields() const = 0;
+  virtual size_t batch_bytes() const = 0;
+  /// This rank's ids per epoch.
+  virtual const sampling::Sampler& sampler() const = 0;
+
+  virtual std::unique_ptr<BatchWork> new_work(uint32_t epoch, int64_t index,
+                                              std::shared_ptr<PooledBatch> batch) const = 0;
+  /// Draws the ids of `work`'s batch from the sampler and plans every slot; a slot that
+  /// cannot be planned gets its error in slot_errors. Errors: the sampler's.
+  virtual Status plan(BatchWork& work) = 0;
+  /// The reads of every planned slot, grouped into tasks; a slot whose reads cannot be made
+  /// (a damaged index) gets its error instead.
+  virtual std::vector<ReadGroup> group_reads(BatchWork& work) = 0;
+  /// Starts fetching the bytes of every group whose file is remote; nothing for local files.
+  virtual void prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) = 0;
+  /// Reads and decodes `group` into its slots; the slots whose reads fail get their errors.
+  virtual void decode_group(BatchWork& work, const ReadGroup& group) = 0;
+  /// Settles the failed slots by the error policy: the first failure under kRaise; under
+  /// kSkip, replacements (recorded in work.skips), or an error when a slot's replacements all
+  /// fail. Then completes the batch (its columns).
+  virtual Status finish(BatchWork& work) = 0;
+
+  virtual BuildStats stats() const = 0;
+  virtual void reset_stats() = 0;
+};
+
+}  // namespace stoker::pipeline
