@@ -157,6 +157,8 @@ struct LoaderStats {
   /// Decoder work, summed over every decode call.
   DecodeStats decode;
   int64_t decode_calls = 0;
+  /// Shards: the bytes of the members read, their tar headers included.
+  int64_t bytes_read = 0;
   /// Skipped samples in the delivered batches, and the first 1000 of them.
   int64_t skipped = 0;
   std::vector<SkipRecord> skips;

@@ -4,6 +4,7 @@
 // batch with the GIL released.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -18,7 +19,9 @@
 #include "arrays.h"
 #include "errors.h"
 #include "index_handle.h"
+#include "shard_handle.h"
 #include "stoker/loader.h"
+#include "stoker/shard_source.h"
 
 namespace nb = nanobind;
 
@@ -35,7 +38,27 @@ nb::object field_array(const Batch& batch, size_t f, nb::handle owner) {
   return nb::cast(array, nb::rv_policy::reference);
 }
 
-// One batch as (fields, samples, episodes, epoch, index); the arrays keep the batch alive.
+template <typename Framework>
+nb::object column_array(const BatchColumn& column, nb::handle owner) {
+  std::vector<size_t> shape(column.shape.begin(), column.shape.end());
+  nb::ndarray<Framework> array(const_cast<uint8_t*>(column.bytes.data()), shape.size(),
+                               shape.data(), owner, nullptr, dlpack_dtype(column.type));
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+// A strings column as a list of str, made in one pass over its arena.
+nb::list column_strings(const BatchColumn& column) {
+  nb::list strings;
+  const char* arena = reinterpret_cast<const char*>(column.bytes.data());
+  for (size_t k = 0; k + 1 < column.offsets.size(); ++k) {
+    strings.append(nb::steal(PyUnicode_DecodeUTF8(
+        arena + column.offsets[k], column.offsets[k + 1] - column.offsets[k], "surrogatepass")));
+  }
+  return strings;
+}
+
+// One batch as (fields, samples, episodes, epoch, index): the buffer's arrays, then the
+// columns (strings as lists); the arrays keep the batch alive.
 nb::tuple batch_to_python(std::shared_ptr<const Batch> batch, bool torch) {
   auto* held = new std::shared_ptr<const Batch>(batch);
   nb::capsule owner(held,
@@ -44,6 +67,11 @@ nb::tuple batch_to_python(std::shared_ptr<const Batch> batch, bool torch) {
   for (size_t f = 0; f < batch->fields().size(); ++f) {
     fields[batch->fields()[f].name.c_str()] = torch ? field_array<nb::pytorch>(*batch, f, owner)
                                                     : field_array<nb::numpy>(*batch, f, owner);
+  }
+  for (const BatchColumn& column : batch->columns()) {
+    fields[column.name.c_str()] = column.strings ? column_strings(column)
+                                  : torch        ? column_array<nb::pytorch>(column, owner)
+                                                 : column_array<nb::numpy>(column, owner);
   }
   return nb::make_tuple(fields, copied_array<int64_t>(batch->samples()),
                         copied_array<int64_t>(batch->episodes()), batch->epoch(), batch->index());
@@ -80,6 +108,7 @@ nb::dict stats_dict(const LoaderStats& s) {
   d["mean_ready_batches"] = s.mean_ready_batches;
   d["decode"] = decode_stats_dict(s.decode);
   d["decode_calls"] = s.decode_calls;
+  d["bytes_read"] = s.bytes_read;
   d["skipped"] = s.skipped;
   nb::list skips;
   for (const SkipRecord& r : s.skips) {
@@ -113,6 +142,36 @@ std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<Window
   return value_or_raise(std::move(loader), Area::kDataset);
 }
 
+using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::vector<int32_t> narrowed(const Int64s& values) {
+  std::vector<int32_t> out(values.shape(0));
+  for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<int32_t>(values(k));
+  return out;
+}
+
+std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards,
+                                          const Int64s& sample_shard,
+                                          const Int64s& sample_first_member,
+                                          const std::map<int64_t, std::string>& bad_samples,
+                                          std::vector<ShardField> fields,
+                                          std::shared_ptr<const sampling::Sampler> sampler,
+                                          const LoaderOptions& options) {
+  auto samples = std::make_shared<ShardSamples>();
+  for (const OpenedShard& shard : shards) {
+    samples->urls.push_back(shard.url);
+    samples->indexes.push_back(shard.index);
+  }
+  samples->sample_shard = narrowed(sample_shard);
+  samples->sample_first_member = narrowed(sample_first_member);
+  samples->bad_samples.assign(bad_samples.begin(), bad_samples.end());
+  Result<std::unique_ptr<Loader>> loader = [&] {
+    nb::gil_scoped_release release;
+    return create_shard_loader(std::move(samples), std::move(fields), std::move(sampler), options);
+  }();
+  return value_or_raise(std::move(loader), Area::kDataset);
+}
+
 }  // namespace
 
 void register_pipeline(nb::module_& m) {
@@ -134,11 +193,46 @@ void register_pipeline(nb::module_& m) {
       .def_rw("depth_cameras", &LoaderOptions::depth_cameras)
       .doc() = "How a Loader batches (see stoker/loader.h); the defaults are C++'s.";
 
+  nb::enum_<ShardFieldKind>(m, "ShardFieldKind")
+      .value("image", ShardFieldKind::kImage)
+      .value("clip", ShardFieldKind::kClip)
+      .value("text", ShardFieldKind::kText)
+      .value("label", ShardFieldKind::kLabel)
+      .value("tokens", ShardFieldKind::kTokens)
+      .value("array", ShardFieldKind::kArray)
+      .value("json", ShardFieldKind::kJson);
+
+  nb::class_<ShardField>(m, "ShardField")
+      .def(nb::init<>())
+      .def_rw("name", &ShardField::name)
+      .def_rw("kind", &ShardField::kind)
+      .def_rw("alternatives", &ShardField::alternatives)
+      .def(
+          "set_members",
+          [](ShardField& field, const Int64s& members) { field.members = narrowed(members); },
+          nb::arg("members"), "Per sample: its member's number in its shard's index, or -1.")
+      .def_rw("transform", &ShardField::transform)
+      .def_rw("height", &ShardField::height)
+      .def_rw("width", &ShardField::width)
+      .def_rw("frames", &ShardField::frames)
+      .def_rw("layout", &ShardField::layout)
+      .def_rw("pad", &ShardField::pad)
+      .def_rw("max_length", &ShardField::max_length)
+      .def_rw("json_keys", &ShardField::json_keys)
+      .doc() =
+      "One field of a shard dataset's spec, as the native loader reads it "
+      "(stoker/shard_source.h).";
+
   nb::class_<Loader>(m, "Loader")
       .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
            nb::arg("transform"), nb::arg("options"),
            "Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.")
+      .def_static("for_shards", &make_shard_loader, nb::arg("shards"), nb::arg("sample_shard"),
+                  nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
+                  nb::arg("sampler"), nb::arg("options"),
+                  "Batches of a shard dataset's `fields` over the samples `sampler` gives.")
       .def_prop_ro("batches_per_epoch", &Loader::batches_per_epoch)
+      .def("batches_in_epoch", &Loader::batches_in_epoch, nb::arg("epoch"))
       .def_prop_ro("pipeline_depth", &Loader::pipeline_depth)
       .def_prop_ro(
           "fields",

@@ -71,6 +71,52 @@ void register_sampling(nb::module_& m) {
            nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"),
            nb::arg("world_size"), nb::arg("drop_last"));
 
+  nb::class_<ShardStreamSampler, Sampler>(m, "ShardStreamSampler")
+      .def(nb::new_([](Int64s shard_samples, Int64s shard_bytes, bool shuffle, uint64_t seed,
+                       int64_t shuffle_buffer, int64_t rank, int64_t world_size, bool equal_batches,
+                       bool drop_last, int64_t batch_size) {
+             ShardStreamOptions options{
+                 .shard_samples = {shard_samples.data(),
+                                   shard_samples.data() + shard_samples.shape(0)},
+                 .shard_bytes = {shard_bytes.data(), shard_bytes.data() + shard_bytes.shape(0)},
+                 .shuffle = shuffle,
+                 .seed = seed,
+                 .shuffle_buffer = shuffle_buffer,
+                 .rank = rank,
+                 .world_size = world_size,
+                 .equal_batches = equal_batches,
+                 .drop_last = drop_last,
+                 .batch_size = batch_size};
+             return value_or_raise(ShardStreamSampler::create(std::move(options)));
+           }),
+           nb::arg("shard_samples"), nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"),
+           nb::arg("shuffle_buffer"), nb::arg("rank"), nb::arg("world_size"),
+           nb::arg("equal_batches"), nb::arg("drop_last"), nb::arg("batch_size"))
+      .def("epoch_size", &ShardStreamSampler::epoch_size, nb::arg("epoch"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "epoch_stream",
+          [](const ShardStreamSampler& s, uint32_t epoch) {
+            std::shared_ptr<const EpochOrder> order;
+            {
+              nb::gil_scoped_release release;
+              order = s.epoch_order(epoch);
+            }
+            return owned_array(std::vector<int64_t>(order->stream));
+          },
+          nb::arg("epoch"), "This rank's ids of `epoch` in reading order (its shards').")
+      .def(
+          "epoch_order",
+          [](const ShardStreamSampler& s, uint32_t epoch) {
+            std::shared_ptr<const EpochOrder> order;
+            {
+              nb::gil_scoped_release release;
+              order = s.epoch_order(epoch);
+            }
+            return owned_array(std::vector<int64_t>(order->order));
+          },
+          nb::arg("epoch"), "The ids this rank's batches take in `epoch`, in order.");
+
   nb::class_<MappedSampler, Sampler>(m, "MappedSampler")
       .def(nb::new_([](std::shared_ptr<const Sampler> inner, Int64s ids) {
              return value_or_raise(

@@ -16,6 +16,7 @@
 #include "arrays.h"
 #include "core/file.h"
 #include "errors.h"
+#include "shard_handle.h"
 #include "stoker/remote_source.h"
 #include "stoker/shard_index.h"
 
@@ -25,12 +26,6 @@ namespace stoker::python {
 namespace {
 
 using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-// A shard's index and the URL it was opened for.
-struct OpenedShard {
-  std::string url;
-  std::shared_ptr<const ShardIndex> index;
-};
 
 template <typename T, typename Field>
 nb::ndarray<nb::numpy, T> member_column(const ShardIndex& index, Field field) {

@@ -36,7 +36,6 @@ from stoker.sampling import (
     WeightedSampler,
     expand_group_weights,
 )
-from stoker.shard_loader import ShardLoader
 from stoker.shard_writer import write_shards
 from stoker.shards import (
     Array,
@@ -82,7 +81,6 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "ShardDataset",
-    "ShardLoader",
     "ShardSpec",
     "Text",
     "Tokens",

@@ -1,6 +1,6 @@
 """stoker's C++ core"""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 import enum
 from typing import Annotated, Final, overload
 
@@ -59,6 +59,16 @@ class DType(enum.Enum):
     float64 = 6
 
     uint16 = 7
+
+    int8 = 8
+
+    int16 = 9
+
+    int32 = 10
+
+    uint32 = 11
+
+    uint64 = 12
 
 def usable_cores() -> int:
     """
@@ -514,6 +524,17 @@ class Sampler:
 class DistributedSampler(Sampler):
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
+class ShardStreamSampler(Sampler):
+    def __init__(self, shard_samples: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, shuffle_buffer: int, rank: int, world_size: int, equal_batches: bool, drop_last: bool, batch_size: int) -> None: ...
+
+    def epoch_size(self, epoch: int) -> int: ...
+
+    def epoch_stream(self, epoch: int) -> NDArray[numpy.int64]:
+        """This rank's ids of `epoch` in reading order (its shards')."""
+
+    def epoch_order(self, epoch: int) -> NDArray[numpy.int64]:
+        """The ids this rank's batches take in `epoch`, in order."""
+
 class MappedSampler(Sampler):
     def __init__(self, inner: Sampler, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
 
@@ -779,14 +800,113 @@ class LoaderOptions:
     @depth_cameras.setter
     def depth_cameras(self, arg: Sequence[DepthCamera], /) -> None: ...
 
+class ShardFieldKind(enum.Enum):
+    image = 0
+
+    clip = 1
+
+    text = 2
+
+    label = 3
+
+    tokens = 4
+
+    array = 5
+
+    json = 6
+
+class ShardField:
+    """
+    One field of a shard dataset's spec, as the native loader reads it (stoker/shard_source.h).
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @name.setter
+    def name(self, arg: str, /) -> None: ...
+
+    @property
+    def kind(self) -> ShardFieldKind: ...
+
+    @kind.setter
+    def kind(self, arg: ShardFieldKind, /) -> None: ...
+
+    @property
+    def alternatives(self) -> list[str]: ...
+
+    @alternatives.setter
+    def alternatives(self, arg: Sequence[str], /) -> None: ...
+
+    def set_members(self, members: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
+        """Per sample: its member's number in its shard's index, or -1."""
+
+    @property
+    def transform(self) -> TransformOptions: ...
+
+    @transform.setter
+    def transform(self, arg: TransformOptions, /) -> None: ...
+
+    @property
+    def height(self) -> int: ...
+
+    @height.setter
+    def height(self, arg: int, /) -> None: ...
+
+    @property
+    def width(self) -> int: ...
+
+    @width.setter
+    def width(self, arg: int, /) -> None: ...
+
+    @property
+    def frames(self) -> list[int]: ...
+
+    @frames.setter
+    def frames(self, arg: Sequence[int], /) -> None: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @layout.setter
+    def layout(self, arg: Layout, /) -> None: ...
+
+    @property
+    def pad(self) -> int: ...
+
+    @pad.setter
+    def pad(self, arg: int, /) -> None: ...
+
+    @property
+    def max_length(self) -> int: ...
+
+    @max_length.setter
+    def max_length(self, arg: int, /) -> None: ...
+
+    @property
+    def json_keys(self) -> list[tuple[str, str]]: ...
+
+    @json_keys.setter
+    def json_keys(self, arg: Sequence[tuple[str, str]], /) -> None: ...
+
 class Loader:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:
         """
         Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.
         """
 
+    @staticmethod
+    def for_shards(shards: Sequence[ShardIndex], sample_shard: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sample_first_member: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], bad_samples: Mapping[int, str], fields: Sequence[ShardField], sampler: Sampler, options: LoaderOptions) -> Loader:
+        """
+        Batches of a shard dataset's `fields` over the samples `sampler` gives.
+        """
+
     @property
     def batches_per_epoch(self) -> int: ...
+
+    def batches_in_epoch(self, epoch: int) -> int: ...
 
     @property
     def pipeline_depth(self) -> int: ...

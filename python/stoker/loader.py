@@ -28,13 +28,13 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from stoker import _core
-from stoker._core import InvalidArgumentError
+from stoker._core import DatasetError, InvalidArgumentError
 from stoker.sampling import (
     _MAX_EPOCH,
     DistributedSampler,
@@ -42,6 +42,17 @@ from stoker.sampling import (
     Sampler,
     _check_int,
     _check_seed,
+)
+from stoker.shards import (
+    DEFAULT_SHUFFLE_BUFFER,
+    Array,
+    Clip,
+    Image,
+    Json,
+    Label,
+    ShardDataset,
+    Text,
+    Tokens,
 )
 from stoker.transforms import Transforms
 
@@ -343,16 +354,10 @@ class Loader:
     """
 
     def __new__(cls, dataset=None, *args, **kwargs):
-        """A :class:`stoker.ShardDataset` gets its own loader (``stoker.ShardLoader``, see
-        docs/shards.md), behind this same front; a :class:`stoker.MultiDataset` is read by one
-        native loader per dataset, joined per batch."""
+        """A :class:`stoker.MultiDataset` is read by one native loader per dataset, joined per
+        batch."""
         from stoker.multi_dataset import MultiDataset, MultiLoader
-        from stoker.shards import ShardDataset
 
-        if cls is Loader and isinstance(dataset, ShardDataset):
-            from stoker.shard_loader import ShardLoader
-
-            return cast(Loader, ShardLoader(dataset, *args, **kwargs))
         if cls is Loader and isinstance(dataset, MultiDataset):
             return MultiLoader(dataset, *args, **kwargs)
         return super().__new__(cls)
@@ -376,7 +381,20 @@ class Loader:
         output: str = "auto",
         balance: bool = False,
         sampler: Sampler | None = None,
+        shuffle_buffer: int | None = None,
+        equal_batches: bool | None = None,
     ):
+        self._shards = isinstance(dataset, ShardDataset)
+        if not self._shards and (shuffle_buffer is not None or equal_batches is not None):
+            raise TypeError(
+                "shuffle_buffer= and equal_batches= order a stoker.ShardDataset's stream; "
+                f"{type(dataset).__name__} samples are drawn by its sampler"
+            )
+        if self._shards and (balance or sampler is not None):
+            raise TypeError(
+                "a stoker.ShardDataset is read as a stream of shards dealt to ranks by bytes: "
+                "balance= and sampler= do not apply (see docs/shards.md)"
+            )
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
@@ -391,6 +409,12 @@ class Loader:
             _import_torch()
         if output == "torch" and torch is None:
             raise ValueError("output='torch' needs PyTorch, which cannot be imported")
+        if shuffle_buffer is not None and (
+            not isinstance(shuffle_buffer, (int, np.integer)) or shuffle_buffer < 0
+        ):
+            raise ValueError(
+                f"shuffle_buffer must be a non-negative integer, got {shuffle_buffer!r}"
+            )
         if transforms is None:
             transforms = getattr(dataset, "transforms", None) or Transforms()
         if not isinstance(transforms, Transforms):
@@ -417,6 +441,8 @@ class Loader:
             balance=balance,
             sampler=sampler,
         )
+        if self._shards:
+            self._arguments.update(shuffle_buffer=shuffle_buffer, equal_batches=equal_batches)
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.seed = _check_seed(seed)
@@ -424,11 +450,6 @@ class Loader:
         self.balance = bool(balance)
         self.transforms = transforms
         self.on_error = on_error
-        self.sampler = self._sampler(sampler, shuffle, rank, world_size)
-        self.rank, self.world_size = self.sampler.rank, self.sampler.world_size
-        self.shuffle = bool(self.sampler.config.get("shuffle", False))
-        spec = dataset.spec
-        keys = dataset.item_keys
         options = _core.LoaderOptions()
         options.batch_size = self.batch_size
         options.threads = default_threads() if threads is None else int(threads)
@@ -438,38 +459,22 @@ class Loader:
         options.on_error = _ERROR_POLICIES[on_error]
         options.max_replacements = int(max_replacements)
         options.pinned_memory = self.device is not None
-        native_depth = getattr(dataset, "native_depth_cameras", None)
-        if native_depth is not None:
-            options.depth_cameras = native_depth()
-        self._check_epoch_has_a_batch()
-        # A dataset of some episodes: the sampler draws its samples, the native loader reads
-        # their rows (and replaces a skipped sample by one of them).
-        rows = getattr(dataset, "rows", None)
-        native_sampler = self.sampler.native
-        if rows is not None:
-            native_sampler = _core.MappedSampler(native_sampler, rows)
-            options.replacement_rows = rows.tolist()
-        # What builds the native loader: again in a forked child, where the parent's cannot run.
-        self._native_arguments = (
-            dataset.index.native,
-            [key.native for key in keys],
-            native_sampler,
-            transforms.core_options(spec.size, spec.layout, image_dtype),
-            options,
-        )
-        self._core: Any = _core.Loader(*self._native_arguments)  # None: to build again
+        # What builds the native loader (_core.Loader, or _core.Loader.for_shards) and its
+        # arguments: again in a forked child, where the parent's cannot run.
+        self._native_factory = cast(Callable[..., Any], _core.Loader)
+        self._native_arguments: tuple[Any, ...] = ()
+        self.sampler: Sampler | _ShardStream
+        self._squeezed: set[str] = set()
+        if self._shards:
+            self._init_shards(
+                dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
+            )
+        else:
+            self._init_episodes(dataset, sampler, shuffle, rank, world_size, image_dtype, options)
+        self._core: Any = self._native_factory(*self._native_arguments)  # None: to build again
         self._remote_base = _core.remote_stats()
         self._pid = os.getpid()
         self._threads = int(self._core.stats()["threads"])
-        self._batches_per_epoch = int(self._core.batches_per_epoch)
-        # Scalar columns come out of the native loader with a trailing axis of 1.
-        index = dataset.index
-        self._squeezed = {
-            key.name
-            for key in keys
-            if key.source in index.column_names and index.column_shape(key.source) == ()
-        }
-        self._keys = keys
         self._epoch = 0
         self._batch = 0
         self._observers: list[LoaderObserver] = []
@@ -487,15 +492,106 @@ class Loader:
         # Set by load_state_dict: the next iteration resumes mid-epoch instead of starting the
         # epoch from its beginning.
         self._resume = False
-        self._cameras = [key.name for key in keys if key.source in set(dataset.cameras)]
         self._python_transform_base = self._python_transform_seconds()
         _live_loaders.add(self)
 
     # ---- Iteration --------------------------------------------------------------------------
 
+    def _init_episodes(self, dataset, sampler, shuffle, rank, world_size, image_dtype, options):
+        """The order and native arguments of a dataset of episodes (a LeRobotDataset)."""
+        self.sampler = self._sampler(sampler, shuffle, rank, world_size)
+        self.rank, self.world_size = self.sampler.rank, self.sampler.world_size
+        self.shuffle = bool(self.sampler.config.get("shuffle", False))
+        spec = dataset.spec
+        keys = dataset.item_keys
+        native_depth = getattr(dataset, "native_depth_cameras", None)
+        if native_depth is not None:
+            options.depth_cameras = native_depth()
+        self._check_epoch_has_a_batch()
+        # A dataset of some episodes: the sampler draws its samples, the native loader reads
+        # their rows (and replaces a skipped sample by one of them).
+        rows = getattr(dataset, "rows", None)
+        native_sampler = self.sampler.native
+        if rows is not None:
+            native_sampler = _core.MappedSampler(native_sampler, rows)
+            options.replacement_rows = rows.tolist()
+        self._native_arguments = (
+            dataset.index.native,
+            [key.native for key in keys],
+            native_sampler,
+            self.transforms.core_options(spec.size, spec.layout, image_dtype),
+            options,
+        )
+        # Scalar columns come out of the native loader with a trailing axis of 1.
+        index = dataset.index
+        self._squeezed = {
+            key.name
+            for key in keys
+            if key.source in index.column_names and index.column_shape(key.source) == ()
+        }
+        self._keys = keys
+        self._cameras = [key.name for key in keys if key.source in set(dataset.cameras)]
+
+    def _init_shards(
+        self, dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
+    ):
+        """The order and native arguments of a stream of shards: shards dealt to ranks by
+        bytes each epoch, read through a shuffle buffer (stoker/shard_order.h)."""
+        if dataset.damaged and self.on_error == "raise":
+            url, damage = dataset.damaged[0]
+            raise DatasetError(
+                f"{url}: {damage} ({len(dataset.damaged)} damaged shard(s) in the dataset; "
+                "on_error='skip' reads the samples before the damage and names the shards in "
+                "stats()['damaged_shards'])"
+            )
+        self.rank, self.world_size = _distributed_defaults(rank, world_size)
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(
+                f"rank must be in [0, world_size), got {self.rank} of {self.world_size}"
+            )
+        self.shuffle = True if shuffle is None else bool(shuffle)
+        self.shuffle_buffer = (
+            DEFAULT_SHUFFLE_BUFFER if shuffle_buffer is None else int(shuffle_buffer)
+        )
+        self.equal_batches = bool(equal_batches)
+        self.balance = False
+        self.sampler = _ShardStream(self, dataset)
+        self._check_shards_make_a_batch()
+        self._native_factory = _core.Loader.for_shards
+        self._native_arguments = (
+            dataset.indexes,
+            dataset.sample_shard,
+            dataset.sample_first_member,
+            dataset.bad_samples,
+            _shard_fields(dataset, self.transforms),
+            self.sampler.native,
+            options,
+        )
+
     def __len__(self) -> int:
-        """Batches per epoch for this rank."""
-        return self._batches_per_epoch
+        """Batches in the current epoch for this rank (for a ShardDataset, ranks and epochs
+        may differ by about a shard's worth: see docs/shards.md)."""
+        return self._batches_in(self._epoch)
+
+    @property
+    def _stream(self) -> _ShardStream:
+        """A ShardDataset's order."""
+        return cast(_ShardStream, self.sampler)
+
+    def _batches_in(self, epoch: int) -> int:
+        return int(self._native().batches_in_epoch(epoch))
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        """Batches of ``epoch`` for this rank."""
+        return self._batches_in(_check_int("epoch", epoch, 0, _MAX_EPOCH))
+
+    def epoch_order(self, epoch: int | None = None) -> np.ndarray:
+        """The sample ids this rank's batches take in ``epoch`` (default: the current one), in
+        order, before any replacement of a skipped sample."""
+        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        if self._shards:
+            return self._stream.epoch_order(epoch)
+        return cast(Sampler, self.sampler).indices(epoch)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """An iteration over the rest of the current epoch, as a DataLoader's: it starts the
@@ -550,8 +646,10 @@ class Loader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where iteration stands: restoring it with :meth:`load_state_dict` (in this or a new
-        process) continues with exactly the batches that had not been delivered."""
-        return {
+        process) continues with exactly the batches that had not been delivered. For a
+        ShardDataset it also holds the shard cursor and the shuffle buffer at that point (the
+        next shard to read from and its next sample, the ids held), which loading checks."""
+        state = {
             "version": _STATE_VERSION,
             "epoch": self._epoch,
             "batch": self._batch,
@@ -565,6 +663,9 @@ class Loader:
             "num_samples": len(self.dataset),
             "sampler": self.sampler.config,
         }
+        if self._shards:
+            state["cursor"] = self._stream.cursor(self._epoch, self._batch * self.batch_size)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from a :meth:`state_dict` (of a loader with the same dataset, batch size,
@@ -592,7 +693,7 @@ class Loader:
                 f"{_STATE_VERSION}"
             )
         epoch = _check_int("state['epoch']", state["epoch"], 0, _MAX_EPOCH)
-        batch = _check_int("state['batch']", state["batch"], 0, len(self))
+        batch = _check_int("state['batch']", state["batch"], 0, self._batches_in(epoch))
         mine = self.state_dict()
         # States saved before samplers were recorded have no "sampler": shuffle and balance
         # describe their order.
@@ -604,6 +705,13 @@ class Loader:
                     f"the state was saved with {key}={state[key]!r}, this loader "
                     f"has {key}={mine[key]!r}; the remaining batches would differ"
                 )
+        if self._shards and self._stream.cursor(epoch, batch * self.batch_size) != state.get(
+            "cursor"
+        ):
+            raise DatasetError(
+                "the shard cursor and shuffle buffer recomputed for this position differ from "
+                "the saved ones: the shards changed since the state was saved"
+            )
         with self._guard:
             self._epoch, self._batch = epoch, batch
             self._position_generation += 1
@@ -628,6 +736,8 @@ class Loader:
         s["remote"] = {key: now[key] - self._remote_base.get(key, 0) for key in now}
         # The dataset's Python image_transforms, run on the consumer's thread: the slow path.
         s["python_transform_s"] = self._python_transform_seconds() - self._python_transform_base
+        if self._shards:
+            s["damaged_shards"] = [f"{url}: {why}" for url, why in self.dataset.damaged]
         return s
 
     def with_options(self, **changes) -> Loader:
@@ -720,7 +830,7 @@ class Loader:
     def _check_epoch_has_a_batch(self) -> None:
         """Refuses a configuration whose epochs have no batch, with its numbers (the native
         loader refuses it too, with fewer words)."""
-        samples, n = len(self.sampler), len(self.dataset)
+        samples, n = len(cast(Sampler, self.sampler)), len(self.dataset)
         if n == 0:
             raise InvalidArgumentError(f"the dataset {self.dataset!r} is empty: it has no sample")
         if samples >= self.batch_size or (samples > 0 and not self.drop_last):
@@ -760,7 +870,7 @@ class Loader:
         """The native loader of this process."""
         self._adopt_process()
         if self._core is None:
-            self._core = _core.Loader(*self._native_arguments)
+            self._core = self._native_factory(*self._native_arguments)
         return self._core
 
     def _begin(self) -> tuple[int, int, Any]:
@@ -880,6 +990,8 @@ class Loader:
     def _item(
         self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray
     ) -> dict[str, Any]:
+        if self._shards:
+            return self._shard_item(arrays, samples)
         item: dict[str, Any] = {}
         for key in self._keys:
             value = arrays[key.name]
@@ -894,12 +1006,172 @@ class Loader:
             self.dataset.apply_image_transforms(item, self._cameras, self._stack)
         return item
 
+    def _shard_item(self, arrays: dict[str, Any], samples: np.ndarray) -> dict[str, Any]:
+        """A shard batch in the spec's order: each field (a json field as its keys, tokens
+        with ``<name>_length``), then ``__key__`` and ``__index__``."""
+        item: dict[str, Any] = {}
+        for name, decoder in self.dataset.spec.items():
+            if isinstance(decoder, Json):
+                for key in decoder.keys:
+                    item[key] = arrays[key]
+                continue
+            item[name] = arrays[name]
+            if isinstance(decoder, Tokens):
+                item[f"{name}_length"] = arrays[f"{name}_length"]
+        item["__key__"] = arrays["__key__"]
+        item["__index__"] = torch.from_numpy(samples) if self._torch else samples
+        return item
+
+    def _check_shards_make_a_batch(self) -> None:
+        """Refuses a configuration in which a rank's epoch has no batch, with its numbers, on
+        every rank alike (under DDP a rank that takes no step leaves the others waiting): more
+        ranks than shards (shards are dealt whole), or a rank whose samples make no batch
+        (``drop_last`` with fewer than ``batch_size``; ``equal_batches`` cutting every rank to
+        a rank's few)."""
+        ds, world = self.dataset, self.world_size
+        shards, n = len(ds.urls), len(ds)
+        if shards < world:
+            raise InvalidArgumentError(
+                f"an epoch would have no batch: the dataset has {shards} shards for world_size "
+                f"{world}, so {world - shards} of the ranks get no shard (shards are dealt whole "
+                "to ranks, by bytes; shards < ranks). Use fewer ranks, or write more shards "
+                "(stoker shard --shard-bytes)"
+            )
+        lengths = self._stream.rank_lengths(0)
+        fewest = min(range(world), key=lambda r: lengths[r])
+        samples = lengths[fewest]
+        if samples >= self.batch_size or (samples > 0 and not self.drop_last):
+            return
+        cut = ", and equal_batches=True cuts every rank to that count" if self.equal_batches else ""
+        given = (
+            f"an epoch would have no batch: the shards dealt to rank {fewest} (world_size "
+            f"{world}) hold {samples} samples in epoch 0 (the dataset has {n} in "
+            f"{shards} shards){cut}"
+        )
+        if samples > 0:
+            why = (
+                f": fewer than batch_size {self.batch_size}, and drop_last=True drops a short "
+                "batch. Use a smaller batch_size, drop_last=False or fewer ranks"
+            )
+        else:
+            why = f", so no batch of batch_size {self.batch_size}. Use fewer ranks"
+        raise InvalidArgumentError(given + why)
+
     def _stack(self, values):
         return torch.stack(values) if self._torch else np.stack(values)
 
     def _python_transform_seconds(self) -> float:
         seconds = getattr(self.dataset, "python_transform_seconds", None)
         return seconds() if seconds is not None else 0.0
+
+
+class _ShardStream:
+    """The order of a ShardDataset's epochs for one rank: the native ShardStreamSampler
+    (stoker/shard_order.h) the loader draws its ids from, with what a state_dict records."""
+
+    def __init__(self, loader: Loader, dataset: ShardDataset):
+        self.rank, self.world_size = loader.rank, loader.world_size
+        self._dataset = dataset
+        self._buffer = loader.shuffle_buffer if loader.shuffle else 0
+        self._seed = loader.seed
+        self._arguments = (
+            dataset.shard_samples.astype(np.int64),
+            dataset.shard_bytes,
+            loader.shuffle,
+            loader.seed,
+            self._buffer,
+            loader.rank,
+            loader.world_size,
+            loader.equal_batches,
+            loader.drop_last,
+            loader.batch_size,
+        )
+        self.native = _core.ShardStreamSampler(*self._arguments)
+        self.config = {
+            "kind": "ShardStream",
+            "shuffle": loader.shuffle,
+            "shuffle_buffer": loader.shuffle_buffer,
+            "equal_batches": loader.equal_batches,
+            "num_shards": len(dataset.urls),
+        }
+
+    def rank_lengths(self, epoch: int) -> list[int]:
+        """Samples each rank's shards hold in ``epoch``."""
+        ranks = _core.deal_shards(
+            self._dataset.shard_bytes, self._arguments[2], self._seed, epoch, self.world_size
+        )
+        return [int(self._dataset.shard_samples[np.asarray(r, np.int64)].sum()) for r in ranks]
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The sample ids this rank's batches take in ``epoch``, in order."""
+        return self.native.epoch_order(epoch)
+
+    def cursor(self, epoch: int, emitted: int) -> dict[str, Any]:
+        """After ``emitted`` ids of ``epoch``: the next shard to read from and its next
+        sample, and the ids the shuffle buffer holds."""
+        stream = self.native.epoch_stream(epoch)
+        consumed, held = _core.shuffle_buffer_state(
+            stream, self._buffer, self._seed, epoch, self.rank, min(emitted, len(stream))
+        )
+        ds = self._dataset
+        shard: str | None = None
+        in_shard = 0
+        if consumed < len(stream):
+            sample = int(stream[consumed])
+            shard_number = int(ds.sample_shard[sample])
+            shard = ds.urls[shard_number]
+            in_shard = sample - int(ds.shard_first[shard_number])
+        return {
+            "emitted": int(emitted),
+            "shard": shard,
+            "sample_in_shard": in_shard,
+            "buffer": [int(i) for i in held],
+        }
+
+
+def _shard_fields(dataset: ShardDataset, transforms: Transforms) -> list[Any]:
+    """The spec of ``dataset`` as the native loader reads it: per field its kind, options
+    and, per sample, the number of the member it reads."""
+    every = np.arange(len(dataset), dtype=np.int64)
+    out = []
+    for name, decoder in dataset.spec.items():
+        field = _core.ShardField()
+        field.name = name
+        field.alternatives = list(decoder.fields)
+        field.set_members(dataset.resolve_members(decoder, every))
+        if isinstance(decoder, Image):
+            field.kind = _core.ShardFieldKind.image
+            options = transforms.core_options(decoder.size, transforms.layout or "TCHW")
+            if options.crop != _core.CropMode.none:
+                height, width = options.crop_height, options.crop_width
+            else:
+                height, width = options.resize_height, options.resize_width
+            if not height or not width:
+                raise InvalidArgumentError(
+                    f"image field {name!r} has no output size: give stoker.Image(size=...) in "
+                    "the spec, or transforms with resize, center_crop or random_resized_crop"
+                )
+            field.transform, field.height, field.width = options, height, width
+        elif isinstance(decoder, Clip):
+            field.kind = _core.ShardFieldKind.clip
+            field.frames = [int(f) for f in decoder.frames]
+            field.height, field.width = decoder.size
+            field.layout = _core.Layout.NCHW if decoder.layout == "TCHW" else _core.Layout.NHWC
+        elif isinstance(decoder, Text):
+            field.kind = _core.ShardFieldKind.text
+        elif isinstance(decoder, Label):
+            field.kind = _core.ShardFieldKind.label
+        elif isinstance(decoder, Tokens):
+            field.kind = _core.ShardFieldKind.tokens
+            field.pad = int(decoder.pad)
+            field.max_length = int(decoder.max_length or 0)
+        elif isinstance(decoder, Array):
+            field.kind = _core.ShardFieldKind.array
+        else:
+            field.kind = _core.ShardFieldKind.json
+            field.json_keys = list(decoder.keys.items())
+        out.append(field)
+    return out
 
 
 def check_device(device):

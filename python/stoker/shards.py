@@ -52,6 +52,7 @@ from stoker.dataset_index import default_cache_dir
 from stoker.storage import S3Options, as_s3_options, is_url, open_dataset_root
 
 __all__ = [
+    "DEFAULT_SHUFFLE_BUFFER",
     "Array",
     "Clip",
     "Image",
@@ -74,6 +75,8 @@ FOLDER_FORMAT = "stoker-shards"
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 CLIP_EXTENSIONS = ("mp4", "webm", "mkv")
 _JSON_TYPES = ("int64", "float64", "float32", "bool", "str")
+# Samples in each rank's shuffle buffer when a Loader of shards shuffles and is given no size.
+DEFAULT_SHUFFLE_BUFFER = 8192
 # Shards whose indexes are opened at once (for remote shards, requests in flight).
 _OPEN_THREADS = 16
 
@@ -427,6 +430,7 @@ class ShardDataset:
     def _build(self, indexes: list[Any]) -> None:
         keys: list[str] = []
         shard_of: list[int] = []
+        first_member: list[int] = []  # per sample: its first member, whose name is its key
         members: dict[str, dict[int, tuple[int, int, int]]] = {}
         labels: list[int] = []
         no_label = _core.ShardIndex.NO_LABEL
@@ -443,6 +447,7 @@ class ShardDataset:
                     current = key
                     keys.append(key)
                     shard_of.append(s)
+                    first_member.append(m)
                     labels.append(-1)
                 sample = len(keys) - 1
                 if ext == "cls" and member_labels[m] != no_label:
@@ -462,6 +467,7 @@ class ShardDataset:
             raise DatasetError(f"the shards {self.urls[:3]}... hold no sample{why}")
         self.keys = keys
         self.sample_shard = np.array(shard_of, np.int64)
+        self.sample_first_member = np.array(first_member, np.int64)
         self.labels = np.array(labels, np.int64)
         self.shard_first = np.searchsorted(self.sample_shard, np.arange(len(self.urls)))
         self.shard_samples = np.bincount(self.sample_shard, minlength=len(self.urls))

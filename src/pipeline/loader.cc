@@ -150,6 +150,7 @@ class Loader::Impl {
     s.collate_s = built.collate_s;
     s.decode = built.decode;
     s.decode_calls = built.decode_calls;
+    s.bytes_read = built.bytes_read;
     s.batch_bytes = pool_->bytes();
     s.pool_batches = pool_->capacity();
     s.buffers_allocated = pool_->allocated();
@@ -363,6 +364,8 @@ Status check_options(const sampling::Sampler& sampler, const LoaderOptions& opti
 // failed allocations later.
 Result<std::unique_ptr<Loader>> Loader::create(std::unique_ptr<pipeline::BatchSource> source,
                                                const LoaderOptions& options) {
+  if (source == nullptr) return invalid_option("a source is required");
+  STOKER_RETURN_IF_ERROR(check_options(source->sampler(), options));
   const size_t batch_bytes = source->batch_bytes();
   const double pool_bytes = static_cast<double>(batch_bytes) * (options.prefetch + 2);
   const double machine_bytes = static_cast<double>(HostMemory::available_bytes());

@@ -61,15 +61,25 @@ def delivered(loader):
     return out
 
 
-def delivered_around(loader, change):
-    """(key, caption) of one epoch of ``loader``, calling ``change()`` after its first batch."""
+def delivered_around(loader, change, pairs=None):
+    """(key, caption) of one epoch of ``loader``, calling ``change()`` after its first batch;
+    appended to ``pairs`` as they come when given (what was delivered before an error)."""
+    pairs = [] if pairs is None else pairs
     iterator = iter(loader)
     first = next(iterator)
-    pairs = list(zip(first["__key__"], first["caption"]))
+    pairs.extend(zip(first["__key__"], first["caption"]))
     change()
     for batch in iterator:
         pairs.extend(zip(batch["__key__"], batch["caption"]))
     return pairs
+
+
+def assert_replaced(pairs, readable, replaced):
+    """The epoch's slots: the ``readable`` keys in order, then ``replaced`` slots holding
+    replacements drawn from the readable keys (on_error="skip" keeps every batch whole)."""
+    assert [k for k, _ in pairs[: len(readable)]] == readable
+    assert len(pairs) == len(readable) + replaced
+    assert {k for k, _ in pairs[len(readable) :]} <= set(readable)
 
 
 def assert_right(pairs):
@@ -157,17 +167,19 @@ def test_a_shard_replaced_during_an_epoch_is_refused_not_misread(tmp_path, cache
             pass
     assert_right(zip(first["__key__"], first["caption"]))
 
-    # Under skip, what can no longer be read as indexed is skipped, counted and named, and
-    # nothing wrong comes out.
+    # Under skip, what can no longer be read as indexed fails its samples, and their
+    # replacements, drawn from the same changed shard, fail too: the batch is an error naming
+    # it, and nothing wrong comes out before it.
     path = write_tar(tmp_path / "live.tar", keys)
     replacement = write_tar(tmp_path / "other.tar", keys, reverse=True)
     ds = stoker.ShardDataset(path, SPEC)
     loader = stoker.Loader(ds, batch_size=8, shuffle=False, prefetch=1, threads=1, on_error="skip")
-    pairs = delivered_around(loader, replace)
+    pairs: list = []
+    with pytest.raises(stoker.DatasetError, match="changed since its index was made") as raised:
+        delivered_around(loader, replace, pairs)
+    assert "replacements failed too" in str(raised.value)
+    assert 8 <= len(pairs) < 40
     assert_right(pairs)
-    stats = loader.stats()
-    assert stats["skipped"] == 40 - len(pairs) > 0
-    assert "changed since its index was made" in stats["errors"][0]
 
 
 # --- item 6: truncated and damaged tars -----------------------------------------------------
@@ -231,10 +243,10 @@ def test_a_shard_deleted_mid_epoch_is_skipped_and_counted_under_skip(tmp_path, c
     loader = stoker.Loader(ds, batch_size=4, shuffle=False, prefetch=1, threads=1, on_error="skip")
     pairs = delivered_around(loader, lambda: os.remove(paths[2]))
     assert_right(pairs)
-    assert sorted(k for k, _ in pairs) == keys[:16]
+    assert_replaced(pairs, keys[:16], 8)
     stats = loader.stats()
     assert stats["skipped"] == 8
-    assert any("del-2.tar" in e for e in stats["errors"])
+    assert any("del-2.tar" in e for e in [s["reason"] for s in stats["skips"]])
     # Under raise, the shard is named.
     loader = stoker.Loader(ds, batch_size=4, shuffle=False)
     with pytest.raises(stoker.Error, match="del-2.tar"):
@@ -312,7 +324,9 @@ def read_overwritten_shards(tmp_path, s3):
             continue
         pairs = delivered_around(loader, overwrite)
         assert_right(pairs)
-        assert sorted(k for k, _ in pairs) == keys[:16]
+        assert_replaced(pairs, keys[:16], 8)
         stats = loader.stats()
         assert stats["skipped"] == 8
-        assert "changed since" in stats["errors"][0] or "412" in stats["errors"][0]
+        assert (
+            "changed since" in stats["skips"][0]["reason"] or "412" in stats["skips"][0]["reason"]
+        )

@@ -161,9 +161,7 @@ def test_numpy_batches_never_import_torch(tmp_path, cache):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_a_shard_epoch_without_a_batch_is_refused_at_construction_with_its_numbers(
-    tmp_path, cache
-):
+def test_a_shard_epoch_without_a_batch_is_refused_at_construction_with_its_numbers(tmp_path, cache):
     """As stoker.Loader refuses it: never len(loader) == 0 with loops that only move the epoch,
     nor, under DDP, a rank that takes no step while the others take theirs."""
     five = stoker.ShardDataset(text_shards(tmp_path, [5]), TEXT_SPEC)
@@ -199,8 +197,11 @@ def test_a_shard_epoch_without_a_batch_is_refused_at_construction_with_its_numbe
             )
     # With a batch for every rank the same configuration takes equal steps.
     steps = [
-        len(stoker.Loader(small, batch_size=2, rank=r, world_size=2, drop_last=True,
-                          equal_batches=True))
+        len(
+            stoker.Loader(
+                small, batch_size=2, rank=r, world_size=2, drop_last=True, equal_batches=True
+            )
+        )
         for r in range(2)
     ]
     assert steps == [1, 1]
@@ -220,6 +221,49 @@ def test_shards_are_dealt_by_bytes_not_counts(tmp_path, cache):
         # shard with three small ones.
         assert abs(loads[0] - loads[1]) <= ds.shard_bytes[1:].max()
         assert sorted(counts) == [2, 5]
+
+
+def reference_order(ds, epoch, *, seed, shuffle, buffer, rank, world, equal, drop_last, batch):
+    """The order of a rank's epoch as stoker's shard loader has always defined it (the Python
+    loader this one replaced computed exactly this): shards dealt by bytes, the rank's samples
+    in shard order through the shuffle buffer, cut to the smallest rank's count with
+    equal_batches and to whole batches with drop_last."""
+    ranks = _core.deal_shards(ds.shard_bytes, shuffle, seed, epoch, world)
+
+    def stream(r):
+        parts = [np.arange(ds.shard_first[s], ds.shard_first[s] + ds.shard_samples[s]) for s in ranks[r]]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+    order = _core.shuffle_buffer_order(stream(rank), buffer if shuffle else 0, seed, epoch, rank)
+    if equal:
+        order = order[: min(len(stream(r)) for r in range(world))]
+    if drop_last:
+        order = order[: len(order) - len(order) % batch]
+    return order.tolist()
+
+
+@pytest.mark.parametrize(
+    "shuffle, buffer, world, equal, drop_last",
+    [(True, 8192, 1, False, False), (True, 5, 2, False, True), (False, 0, 3, True, False),
+     (True, 1, 3, True, True)],
+)
+def test_the_native_stream_takes_the_order_stoker_always_defined(
+    tmp_path, cache, shuffle, buffer, world, equal, drop_last
+):
+    ds = stoker.ShardDataset(text_shards(tmp_path, [13, 7, 22, 9, 30]), TEXT_SPEC)
+    for rank in range(world):
+        loader = stoker.Loader(
+            ds, batch_size=4, seed=11, shuffle=shuffle, shuffle_buffer=buffer, rank=rank,
+            world_size=world, equal_batches=equal, drop_last=drop_last, output="numpy",
+        )
+        for epoch in range(3):
+            expected = reference_order(
+                ds, epoch, seed=11, shuffle=shuffle, buffer=buffer, rank=rank, world=world,
+                equal=equal, drop_last=drop_last, batch=4,
+            )
+            assert loader.epoch_order(epoch).tolist() == expected
+            assert loader.batches_in_epoch(epoch) == -(-len(expected) // 4)
+            assert epoch_ids(loader) == expected  # iterating moves on to the next epoch
 
 
 def test_order_is_the_same_whatever_the_thread_count_and_changes_per_epoch(tmp_path, cache):
@@ -315,14 +359,19 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
     ds = stoker.ShardDataset(url, spec)
     with pytest.raises(stoker.DatasetError, match=r"bad-members.tar: sample 'k2', field 'json'"):
         list(stoker.Loader(ds, batch_size=6, shuffle=False, output="numpy"))
+    # Under "skip" a bad sample's slot holds another sample, drawn from the seed, as for every
+    # dataset kind: the batch keeps its size.
     loader = stoker.Loader(ds, batch_size=6, shuffle=False, on_error="skip", output="numpy")
     (batch,) = list(loader)
-    assert batch["__key__"] == ["k0", "k1", "k3"]
-    assert batch["w"].tolist() == [1, 1, 1]
+    assert batch["__key__"][:2] == ["k0", "k1"] and batch["__key__"][3] == "k3"
+    assert set(batch["__key__"]) <= {"k0", "k1", "k3"} and len(batch["__key__"]) == 6
+    assert batch["w"].tolist() == [1] * 6
     stats = loader.stats()
     assert stats["skipped"] == 3
-    assert any("'k4', field 'cls'" in e and "seven" in e for e in stats["errors"])
-    assert any("'k5', field 'txt'" in e and "no such member" in e for e in stats["errors"])
+    reasons = [skip["reason"] for skip in stats["skips"]]
+    assert [skip["sample"] for skip in stats["skips"]] == [2, 4, 5]
+    assert any("'k4', field 'cls'" in e and "seven" in e for e in reasons)
+    assert any("'k5', field 'txt'" in e and "no such member" in e for e in reasons)
 
 
 def npz(**arrays):
@@ -376,16 +425,21 @@ def test_tokens_arrays_labels_and_json_ints_that_no_column_holds_are_named_bad_m
         "meta": stoker.Json(keys={"w": "int64"}),
     }
     ds = stoker.ShardDataset(url, spec)  # made: a bad value is found when its sample is read
-    with pytest.raises(stoker.DatasetError, match=rf"values.tar: sample 'k1', field '{field}'.*{why}"):
+    with pytest.raises(
+        stoker.DatasetError, match=rf"values.tar: sample 'k1', field '{field}'.*{why}"
+    ):
         list(stoker.Loader(ds, batch_size=3, shuffle=False, output="numpy"))
     loader = stoker.Loader(ds, batch_size=3, shuffle=False, on_error="skip", output="numpy")
     (batch,) = list(loader)
-    assert batch["__key__"] == ["k0", "k2"]
-    assert batch["tokens"].dtype.kind == "i" and batch["tokens"].tolist() == [[0, 0, 0], [0, 1, 2]]
-    assert batch["label"].tolist() == [1, 1] and batch["w"].tolist() == [1, 1]
+    assert batch["__key__"][0] == "k0" and batch["__key__"][2] == "k2"
+    assert batch["__key__"][1] in ("k0", "k2")  # the bad sample's replacement
+    replacement = [0, 0, 0] if batch["__key__"][1] == "k0" else [0, 1, 2]
+    assert batch["tokens"].dtype.kind == "i"
+    assert batch["tokens"].tolist() == [[0, 0, 0], replacement, [0, 1, 2]]
+    assert batch["label"].tolist() == [1, 1, 1] and batch["w"].tolist() == [1, 1, 1]
     assert loader.stats()["skipped"] == 1
-    (error,) = loader.stats()["errors"]
-    assert f"'k1', field '{field}'" in error and why in error
+    (skip,) = loader.stats()["skips"]
+    assert f"'k1', field '{field}'" in skip["reason"] and why in skip["reason"]
 
 
 @pytest.fixture(scope="module")
@@ -423,10 +477,11 @@ def test_clips_decode_from_the_members_bytes(tmp_path, cache, clip_bytes):
     ds = stoker.ShardDataset(url, spec)
     loader = stoker.Loader(ds, batch_size=2, shuffle=False, on_error="skip", output="numpy")
     (batch,) = list(loader)
-    assert batch["clip"].shape == (1, 3, 3, 24, 32)
+    assert batch["clip"].shape == (2, 3, 3, 24, 32) and batch["__key__"] == ["a", "a"]
     expected = stoker.VideoReader(clip_bytes).get_frames([0, 3, 6], size=(24, 32), layout="NCHW")
     np.testing.assert_array_equal(batch["clip"][0], expected)
-    assert "'b', field 'mp4'" in loader.stats()["errors"][0]
+    np.testing.assert_array_equal(batch["clip"][1], expected)
+    assert "'b', field 'mp4'" in loader.stats()["skips"][0]["reason"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,14 +589,16 @@ def test_the_next_batch_is_built_while_the_consumer_holds_one_and_in_two_arrays(
     batch = next(iterator)
     # Built ahead while the consumer works on batch 0, without another next().
     deadline = time.monotonic() + 30
-    while loader.stats()["built"] < 2:
+    while loader.stats()["ready_batches"] < 1:
         assert time.monotonic() < deadline, "the next batch was not built while one was held"
         time.sleep(0.01)
-    # A for loop lets go of each batch as it takes the next: two arrays take turns.
+    # A for loop lets go of each batch as it takes the next: the pool's buffers take turns.
     addresses = {batch["image"].ctypes.data}
     for batch in iterator:
         addresses.add(batch["image"].ctypes.data)
-    assert loader.stats()["batches"] == 5 and len(addresses) == 2
+    stats = loader.stats()
+    assert stats["batches"] == 5 and len(addresses) <= stats["pool_batches"]
+    assert stats["buffers_allocated"] <= stats["pool_batches"]
 
     # A consumer that keeps its batches gets fresh arrays (never one it holds overwritten), and
     # close() returns while a build waits for an array the consumer keeps.
@@ -549,8 +606,7 @@ def test_the_next_batch_is_built_while_the_consumer_holds_one_and_in_two_arrays(
     iterator = iter(loader)
     kept = [next(iterator), next(iterator)]
     copies = [b["image"].copy() for b in kept]
-    time.sleep(0.3)  # the third batch's build reads its members and waits for an array
-    assert loader.stats()["built"] == 5 + 2
+    time.sleep(0.3)  # the batches ahead are built in buffers of their own
     closer = threading.Thread(target=loader.close)
     closer.start()
     closer.join(30)

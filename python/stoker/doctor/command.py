@@ -13,6 +13,7 @@ from stoker.doctor.measure import diagnose, synthetic_step
 from stoker.lerobot import LeRobotDataset, WindowSpec
 from stoker.lerobot_meta import image_cameras, read_lerobot_metadata
 from stoker.loader import Loader
+from stoker.shards import FOLDER_INDEX, Image, ShardDataset
 from stoker.storage import S3Options, add_storage_arguments, storage_options_from_args
 
 
@@ -69,9 +70,33 @@ def default_spec(dataset_root: str, storage_options: S3Options | None = None) ->
     return WindowSpec(delta_timestamps=delta, size=(224, 224))
 
 
+def is_shard_dataset(dataset: str) -> bool:
+    """Whether ``dataset`` names tar shards (a .tar, a brace pattern or glob of them, or a
+    folder ``stoker shard`` wrote) rather than a LeRobot dataset."""
+    if dataset.endswith(".tar") or any(c in dataset for c in "{*?["):
+        return True
+    return os.path.isfile(os.path.join(dataset, FOLDER_INDEX))
+
+
+def _open_dataset(args: argparse.Namespace, storage_options: S3Options | None):
+    """The dataset the doctor measures: a LeRobot dataset with the window spec, or shards read
+    as images at 224x224 (a spec file of ShardSpec fields is not taken yet: --spec is for
+    LeRobot datasets)."""
+    if is_shard_dataset(args.dataset):
+        if args.spec:
+            raise ValueError("--spec describes a LeRobot window; shards are read as images")
+        return ShardDataset(
+            args.dataset, {"image": Image(size=(224, 224))}, storage_options=storage_options
+        )
+    spec = _load_spec(args.spec) or default_spec(args.dataset, storage_options)
+    return LeRobotDataset(args.dataset, spec, storage_options=storage_options)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "dataset", help="a LeRobot dataset (v2.1 or v3.0): a folder, or an s3:// URL"
+        "dataset",
+        help="a LeRobot dataset (v2.1 or v3.0): a folder, or an s3:// URL; or tar shards: a "
+        "folder stoker shard wrote, a .tar, a brace pattern or a glob (read as 224x224 images)",
     )
     parser.add_argument(
         "--spec",
@@ -154,8 +179,7 @@ def main(args: argparse.Namespace) -> int:
         if args.threads is not None and args.threads < 1:
             raise ValueError(f"--threads must be at least 1, got {args.threads}")
         storage_options = storage_options_from_args(args)
-        spec = _load_spec(args.spec) or default_spec(args.dataset, storage_options)
-        ds = LeRobotDataset(args.dataset, spec, storage_options=storage_options)
+        ds = _open_dataset(args, storage_options)
         if args.ray is not None:
             from stoker.doctor import ray_sweep
 

@@ -20,6 +20,7 @@ from stoker.doctor.report import Diagnosis, SweepPoint
 from stoker.doctor.verdict import conclude
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import LoadBalancedSampler
+from stoker.shards import Image, ShardDataset
 from stoker.video import VideoReader
 
 
@@ -263,7 +264,25 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
     ds = loader.dataset
     source, output, sizes, output_sizes = [], [], [], []
     fields = loader.fields
-    for key in ds.item_keys:
+    if isinstance(ds, ShardDataset):  # images: the first sample's, per image field
+        for name, decoder in ds.spec.items():
+            if not isinstance(decoder, Image):
+                continue
+            member = ds.resolve_members(decoder, np.zeros(1, np.int64))
+            if member[0] < 0:
+                continue
+            data, starts = ds.read_members(int(ds.sample_shard[0]), member)
+            size = int(ds.member_sizes[int(ds.sample_shard[0])][member[0]])
+            _, width, height, _, _ = _core.probe_image(
+                bytes(data[int(starts[0]) : int(starts[0]) + size])
+            )
+            source.append(width * height)
+            sizes.append(f"{width}x{height}")
+            _, shape = fields[name]
+            h, w = (shape[-2], shape[-1]) if shape[-3] == 3 else (shape[-3], shape[-2])
+            output.append(h * w)
+            output_sizes.append(f"{w}x{h}")
+    for key in getattr(ds, "item_keys", ()):
         if key.source not in ds.cameras:
             continue
         if key.source in ds.index.image_cameras:  # images stored per row: the first one's size
@@ -291,8 +310,8 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
 
 
 def _balance(loader: Loader) -> dict[str, float] | None:
-    if loader.world_size <= 1:
-        return None
+    if loader.world_size <= 1 or isinstance(loader.dataset, ShardDataset):
+        return None  # shards are dealt to ranks by bytes
     sampler = loader.sampler
     if not isinstance(sampler, LoadBalancedSampler):  # the loader's order, dealt by cost
         sampler = LoadBalancedSampler(
@@ -644,7 +663,10 @@ def _configuration(loader: Loader, given: dict[str, Any] | None) -> dict[str, An
     ds = loader.dataset
     config: dict[str, Any] = {"dataset": getattr(ds, "root", type(ds).__name__)}
     spec = getattr(ds, "spec", None)
-    if spec is not None:
+    if isinstance(ds, ShardDataset):
+        config["dataset"] = f"{len(ds.urls)} shards: {ds.urls[0]} ..."
+        config["spec"] = {name: repr(decoder) for name, decoder in ds.spec.items()}
+    elif spec is not None:
         config["spec"] = _plain(
             {
                 "delta_timestamps": spec.delta_timestamps,

@@ -57,7 +57,7 @@ def check_batch_mix(loader: Any, batches: int = 4, epoch: int | None = None) -> 
     current one) for its rank; see the module's notes."""
     dataset = loader.dataset
     labels = getattr(dataset, "labels", None)
-    if labels is None or not hasattr(loader, "epoch_order"):
+    if labels is None or not getattr(loader, "_shards", False):
         raise InvalidArgumentError("check_batch_mix needs a loader over a stoker.ShardDataset")
     if (labels < 0).all():
         raise InvalidArgumentError(
@@ -87,7 +87,7 @@ def check_batch_mix(loader: Any, batches: int = 4, epoch: int | None = None) -> 
     narrow = _narrow(distance, random_distance)
     suggested = None
     if narrow:
-        stream = loader._stream(epoch, loader.rank)
+        stream = loader.sampler.native.epoch_stream(epoch)
         buffer = max(loader.shuffle_buffer, 1)
         while buffer < len(stream):
             buffer *= 2
