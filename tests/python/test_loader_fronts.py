@@ -8,6 +8,8 @@ against both kinds of loader, so that they stay alike."""
 import io
 import os
 import random
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -229,3 +231,43 @@ def test_observers_see_any_loaders_iterations(make_loader):
     loader.add_observer(seen)
     batches = sum(1 for _ in loader)
     assert seen.events == ["started"] + ["batch"] * batches + ["ended"]
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_profile_and_diagnose_measure_any_loader(make_loader):
+    loader = make_loader()
+    with stoker.profile(loader) as prof:
+        for k, _ in enumerate(loader):
+            time.sleep(0.002)
+            if k == 5:
+                break
+    assert len(prof.data_wait) == 6
+    assert prof.report().bound in ("compute", "input")
+    report = stoker.diagnose(make_loader(), step=2, steps=6, sweep=False, progress=False)
+    assert report.bound in ("compute", "input")
+    assert "What to do" in report.summary()
+
+
+@pytest.mark.parametrize("make_loader", KINDS, indirect=True)
+def test_every_loader_is_one_class_with_its_stats(make_loader):
+    loader = make_loader()
+    assert type(loader) is stoker.Loader
+    batches = sum(1 for _ in loader)
+    stats = loader.stats()
+    assert stats["batches"] == batches and stats["pool_batches"] == loader._core.pipeline_depth + 2
+    assert stats["memory_bound_bytes"] >= stats["batch_bytes"] > 0
+
+
+def test_stoker_doctor_measures_a_shard_pattern(tmp_path, monkeypatch):
+    if not hasattr(_core, "decode_images"):
+        pytest.skip("stoker built without the image decoder")
+    monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
+    url = write_shards(str(tmp_path), 24, images=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, "-m", "stoker", "doctor", url, "--batch-size", "4", "--quick",
+         "--budget", "6", "--step-ms", "20", "--no-sweep", "--report", str(tmp_path / "r")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-bound" in done.stdout and "fronts.tar" in done.stdout
