@@ -50,6 +50,13 @@ nb::dict imbalance_dict(const Imbalance& imbalance) {
   return d;
 }
 
+// The order of `epoch`, computed with the GIL released when it is not kept.
+std::shared_ptr<const EpochOrder> epoch_order_of(const ShardStreamSampler& sampler,
+                                                 uint32_t epoch) {
+  nb::gil_scoped_release release;
+  return sampler.epoch_order(epoch);
+}
+
 }  // namespace
 
 void register_sampling(nb::module_& m) {
@@ -97,23 +104,13 @@ void register_sampling(nb::module_& m) {
       .def(
           "epoch_stream",
           [](const ShardStreamSampler& s, uint32_t epoch) {
-            std::shared_ptr<const EpochOrder> order;
-            {
-              nb::gil_scoped_release release;
-              order = s.epoch_order(epoch);
-            }
-            return owned_array(std::vector<int64_t>(order->stream));
+            return owned_array(epoch_order_of(s, epoch)->stream);
           },
           nb::arg("epoch"), "This rank's ids of `epoch` in reading order (its shards').")
       .def(
           "epoch_order",
           [](const ShardStreamSampler& s, uint32_t epoch) {
-            std::shared_ptr<const EpochOrder> order;
-            {
-              nb::gil_scoped_release release;
-              order = s.epoch_order(epoch);
-            }
-            return owned_array(std::vector<int64_t>(order->order));
+            return owned_array(epoch_order_of(s, epoch)->order);
           },
           nb::arg("epoch"), "The ids this rank's batches take in `epoch`, in order.");
 

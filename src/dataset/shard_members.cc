@@ -18,36 +18,6 @@ std::string_view text_of(MemberBytes member) {
   return std::string_view(reinterpret_cast<const char*>(member.data()), member.size());
 }
 
-// A string as Python's repr() writes it (single quotes unless it holds one and no double
-// quote; backslashes, the quote and control characters escaped).
-std::string python_repr(std::string_view text) {
-  const bool double_quoted =
-      text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
-  const char quote = double_quoted ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\' || c == quote) {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      static const char* const kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + quote;
-}
-
 // "<what> <digits> lies outside int64 [min, max]", long digit strings abbreviated.
 Status outside_int64(const std::string& what, std::string digits) {
   if (digits.size() > 40) {
@@ -202,6 +172,34 @@ bool header_value(std::string_view header, std::string_view key, std::string_vie
 Status not_npy(const std::string& why) { return corrupt("not a .npy array: " + why); }
 
 }  // namespace
+
+std::string python_repr(std::string_view text) {
+  const bool double_quoted =
+      text.find('\'') != std::string_view::npos && text.find('"') == std::string_view::npos;
+  const char quote = double_quoted ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\' || c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static const char* const kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
 
 Result<int64_t> decode_label(MemberBytes member) {
   std::string_view text = text_of(member);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoker/status.h"
@@ -17,6 +18,11 @@
 namespace stoker {
 
 using MemberBytes = std::span<const uint8_t>;
+
+/// `text` as Python's repr() writes a str (the form error messages quote keys and names in):
+/// single quotes unless it holds one and no double quote; backslashes, the quote and control
+/// characters escaped.
+std::string python_repr(std::string_view text);
 
 /// A label: an ASCII decimal integer as Python's int() reads it (surrounding whitespace, a
 /// sign, underscores between digits), within int64. Errors (kCorruptData): anything else.

@@ -23,36 +23,6 @@ int64_t nanoseconds_since(Clock::time_point start) {
 
 size_t aligned(size_t offset) { return (offset + 63) & ~size_t{63}; }
 
-// A string as Python's repr() writes it: single quotes unless it holds one and no double quote;
-// backslashes, the quote and control characters escaped.
-std::string python_repr(const std::string& text) {
-  const bool double_quoted =
-      text.find('\'') != std::string::npos && text.find('"') == std::string::npos;
-  const char quote = double_quoted ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '\\' || c == quote) {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      static const char* const kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + quote;
-}
-
 // A shape as Python prints a tuple: (2, 3), (5,), ().
 std::string python_shape(const std::vector<int64_t>& shape) {
   std::string out = "(";
@@ -60,6 +30,12 @@ std::string python_shape(const std::vector<int64_t>& shape) {
     out += (k ? ", " : "") + std::to_string(shape[k]);
   }
   return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Why an array does not go with the batch's first of its field.
+std::string unlike(const SlotValue& value, const SlotValue& first) {
+  return "an array of shape " + python_shape(value.shape) + " and dtype " + value.dtype +
+         ", where the batch's first is " + python_shape(first.shape) + " " + first.dtype;
 }
 
 // (key, field) of a tar member as stoker.shards.member_field splits it: dir/x.seg.PNG ->
@@ -579,12 +555,8 @@ void ShardSource::check_array_shapes(ShardWork& work, std::vector<Status>& error
         first = &value;
       } else if (value.shape != first->shape || value.dtype != first->dtype) {
         const int64_t sample = work.batch->samples()[slot];
-        errors[slot] =
-            Status(StatusCode::kCorruptData,
-                   where(sample, field_of(sample, f),
-                         "an array of shape " + python_shape(value.shape) + " and dtype " +
-                             value.dtype + ", where the batch's first is " +
-                             python_shape(first->shape) + " " + first->dtype));
+        errors[slot] = Status(StatusCode::kCorruptData,
+                              where(sample, field_of(sample, f), unlike(value, *first)));
       }
     }
   }
@@ -659,10 +631,7 @@ Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure
       const SlotValue& value = work.values[slot][f];
       if (first != nullptr && (value.shape != first->shape || value.dtype != first->dtype)) {
         errors[0] = Status(StatusCode::kCorruptData,
-                           where(sample, field_of(sample, f),
-                                 "an array of shape " + python_shape(value.shape) + " and dtype " +
-                                     value.dtype + ", where the batch's first is " +
-                                     python_shape(first->shape) + " " + first->dtype));
+                           where(sample, field_of(sample, f), unlike(value, *first)));
       }
     }
     if (errors[0].ok()) {
