@@ -71,7 +71,8 @@ lint: deps
 	$(VENV)/bin/mypy
 
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
-# (with LeakSanitizer), then the loader's threads under ThreadSanitizer.
+# (with LeakSanitizer), then the loader's threads and the samplers' shared caches (the shard
+# stream's epochs, filled from many threads) under ThreadSanitizer.
 SANITIZED_TESTS = core_test io_test media_test sampling_test dataset_test transform_test \
   image_test pipeline_test etl_test
 test-sanitize: deps
@@ -84,9 +85,10 @@ test-sanitize: deps
 	  || exit 1; done
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_SANITIZE=thread -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target pipeline_test
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target pipeline_test sampling_test
 	TSAN_OPTIONS=halt_on_error=1 STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
 	  $(TSAN_BUILD)/pipeline_test --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/sampling_test --gtest_brief=1
 
 # Every library again with clang's thread-safety analysis (-Wthread-safety, as errors): each
 # GUARDED_BY field is touched only with its mutex held. The probe checks that the analysis is

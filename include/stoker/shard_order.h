@@ -6,7 +6,11 @@
 // recomputing it: the shard cursor and the buffer's contents at any position are derived, not
 // stored (see shuffle_buffer_state()).
 //
-// Thread-safety: pure functions.
+// ShardStreamSampler puts those functions behind the Sampler interface, so a loader draws a
+// shard dataset's ids as it draws any other dataset's.
+//
+// Thread-safety: the functions are pure; ShardStreamSampler's const methods may run
+// concurrently from any number of threads.
 #pragma once
 
 #include <cstdint>
@@ -51,57 +55,95 @@ Result<ShuffleBufferState> shuffle_buffer_state(std::span<const int64_t> stream,
                                                 int64_t rank, int64_t emitted);
 
 struct ShardStreamOptions {
-  std::vector<int64_t> shard_samples;  // per shard: its samples, numbered shard after shard
-  std::vector<int64_t> shard_bytes;    // per shard: its size, by which shards are dealt
+  /// Shards permuted per epoch and a shuffle buffer over the stream; false reads the shards in
+  /// the given order, with no buffer (whatever shuffle_buffer says). Default: true.
   bool shuffle = true;
   uint64_t seed = 0;
-  int64_t shuffle_buffer = 0;  // <= 1: none
+  /// Samples in the bounded shuffle buffer (shuffle_buffer_order()); 0 or 1: none.
+  /// Default: 8192, the shard loader's.
+  int64_t shuffle_buffer = 8192;
+  /// This process's rank, in [0, world_size), and the number of ranks. Default: 0 of 1.
   int64_t rank = 0;
   int64_t world_size = 1;
-  /// Every rank cut to the smallest rank's count in the epoch.
+  /// Every rank's epoch cut to the smallest rank's sample count in that epoch, so every rank
+  /// takes as many batches (DDP). Default: false (each rank takes all of its shards' samples).
   bool equal_batches = false;
-  /// The epoch cut to a multiple of batch_size.
+  /// The epoch cut (after equal_batches) to a multiple of batch_size. Default: false.
   bool drop_last = false;
+  /// REQUIRES: >= 1; only drop_last reads it. Default: 1.
   int64_t batch_size = 1;
 };
 
-/// One epoch of a stream for one rank: its ids in reading order (its shards' samples), and in
-/// the order its batches take them (after the shuffle buffer and the cuts).
-struct EpochOrder {
-  std::vector<int64_t> stream;
-  std::vector<int64_t> order;
-};
-
-/// The sampler of a stream of shards: per epoch, deal_shards, the rank's shards' samples in
-/// order, shuffle_buffer_order, then the cuts of equal_batches and drop_last. Its epochs differ
-/// in length (epoch_size). An epoch's order is computed whole, once, when first asked for, and
-/// the last two epochs asked for are kept (a run that spans epochs builds the next one's first
-/// batches while it finishes the current one): memory, 16 bytes per sample of this rank's
-/// epoch, per kept epoch.
-/// Thread-safety: every const method may run concurrently from any thread.
+/// One rank's epoch of a sharded dataset as a Sampler: the shards deal_shards() gives the rank,
+/// read in order (shard s holds the ids [first[s], first[s] + count[s]), first being the prefix
+/// sum of the counts), through shuffle_buffer_order(), cut by equal_batches and drop_last. The
+/// ids are exactly those of python/stoker/shard_loader.py's ShardLoader.epoch_order().
+///
+/// Ranks and epochs get different counts (the dealing is by bytes): epoch_size(epoch) says how
+/// many; size() is epoch 0's. Without equal_batches and drop_last, the ranks of an epoch
+/// together take every sample exactly once.
+///
+/// Memory and cost: the order a shuffle buffer makes has to be computed whole, so an epoch is
+/// computed by the first call that needs it (O(this rank's samples): one RNG draw per sample,
+/// about 60 ms per million) and kept. Two epochs are kept, the most recently used (a run that
+/// spans epochs plans the next one's first batches while the current one finishes), each
+/// O(this rank's samples per epoch): its stream and its order, 16 bytes per sample. A call
+/// for a kept epoch costs a lock and a copy (about 1 ns per id); one for the epoch being
+/// computed waits for that computation (done once, no failure path) and one for a kept epoch
+/// is not held up by it. epoch_size() of an epoch not kept deals the shards again
+/// (O(shards log shards + shards * world_size)) instead of computing the order.
+///
+/// Ownership: create() copies the counts and sizes. An EpochOrder handed out stays valid as
+/// long as its holder keeps it, whatever the cache does meanwhile.
+/// Thread-safety: every const method may run concurrently from any number of threads.
 class ShardStreamSampler final : public Sampler {
  public:
-  /// Errors (kInvalidArgument): shard counts and sizes of different lengths or negative,
-  /// world_size < 1, rank outside [0, world_size), batch_size < 1.
-  static Result<std::unique_ptr<ShardStreamSampler>> create(ShardStreamOptions options);
+  /// One epoch of this rank.
+  struct EpochOrder {
+    /// The rank's samples in reading order, before the shuffle buffer: what
+    /// shuffle_buffer_state() takes to find the shard cursor at a position.
+    std::vector<int64_t> stream;
+    /// The ids the epoch's positions give: the buffer's output, cut by equal_batches and
+    /// drop_last (a prefix of a permutation of `stream`).
+    std::vector<int64_t> order;
+  };
 
-  int64_t size() const override { return epoch_size(0); }
-  int64_t epoch_size(uint32_t epoch) const override;
-  int64_t at(uint32_t epoch, int64_t position) const override;
-  Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
-  /// The epoch's stream and order, computed or kept.
-  std::shared_ptr<const EpochOrder> epoch_order(uint32_t epoch) const;
-
+  /// `shard_samples[s]`, `shard_bytes[s]`: shard s's sample count and size in bytes.
+  /// Errors (kInvalidArgument): the two lengths differ, a negative count or size, counts
+  /// summing past int64, shuffle_buffer < 0, batch_size < 1, world_size < 1, rank outside
+  /// [0, world_size).
+  static Result<std::unique_ptr<ShardStreamSampler>> create(std::span<const int64_t> shard_samples,
+                                                            std::span<const int64_t> shard_bytes,
+                                                            ShardStreamOptions options = {});
   ~ShardStreamSampler() override;
 
+  int64_t size() const override { return size_; }
+  int64_t epoch_size(uint32_t epoch) const override;
+  /// O(1) once the epoch is kept. -1 when position is outside [0, epoch_size(epoch)).
+  int64_t at(uint32_t epoch, int64_t position) const override;
+  /// Errors (kInvalidArgument): the range [start, start + out.size()) leaves
+  /// [0, epoch_size(epoch)].
+  Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+
+  /// The epoch's stream and order (computed, or the kept one). Never null.
+  std::shared_ptr<const EpochOrder> epoch_order(uint32_t epoch) const;
+
  private:
-  struct Kept;  // the epochs kept, under a lock
-  explicit ShardStreamSampler(ShardStreamOptions options);
+  class Cache;
+  ShardStreamSampler(std::vector<int64_t> shard_samples, std::vector<int64_t> shard_bytes,
+                     ShardStreamOptions options);
+  /// The sample count of each rank's shards in `epoch`, and the shards dealt to this rank.
+  void deal(uint32_t epoch, std::vector<int64_t>* rank_samples, std::vector<int64_t>* shards) const;
+  /// The ids this rank takes of a stream of `rank_samples[rank]`: the cuts.
+  int64_t cut_size(const std::vector<int64_t>& rank_samples) const;
   std::shared_ptr<const EpochOrder> compute(uint32_t epoch) const;
 
-  const ShardStreamOptions options_;
-  std::vector<int64_t> first_;  // per shard: its first sample
-  const std::unique_ptr<Kept> kept_;
+  std::vector<int64_t> shard_samples_;
+  std::vector<int64_t> shard_bytes_;
+  std::vector<int64_t> shard_first_;
+  ShardStreamOptions options_;
+  int64_t size_ = 0;
+  std::unique_ptr<Cache> cache_;
 };
 
 }  // namespace stoker::sampling

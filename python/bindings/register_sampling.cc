@@ -42,6 +42,23 @@ nb::ndarray<nb::numpy, int64_t> fill(const Sampler& sampler, uint32_t epoch, int
   return owned_array(std::move(ids));
 }
 
+// One of `epoch`'s arrays (`which`: its stream or its order) as a read-only view that keeps the
+// epoch alive while numpy holds it: no copy, and the sampler's cache may drop the epoch.
+nb::ndarray<nb::numpy, const int64_t> epoch_array(
+    const ShardStreamSampler& sampler, uint32_t epoch,
+    const std::vector<int64_t> ShardStreamSampler::EpochOrder::*which) {
+  using Held = std::shared_ptr<const ShardStreamSampler::EpochOrder>;
+  Held order;
+  {
+    nb::gil_scoped_release release;  // the first call computes the epoch
+    order = sampler.epoch_order(epoch);
+  }
+  const std::vector<int64_t>& ids = (*order).*which;
+  auto* held = new Held(std::move(order));
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<Held*>(p); });
+  return nb::ndarray<nb::numpy, const int64_t>(ids.data(), {ids.size()}, owner);
+}
+
 nb::dict imbalance_dict(const Imbalance& imbalance) {
   nb::dict d;
   d["mean"] = imbalance.mean;
@@ -50,18 +67,13 @@ nb::dict imbalance_dict(const Imbalance& imbalance) {
   return d;
 }
 
-// The order of `epoch`, computed with the GIL released when it is not kept.
-std::shared_ptr<const EpochOrder> epoch_order_of(const ShardStreamSampler& sampler,
-                                                 uint32_t epoch) {
-  nb::gil_scoped_release release;
-  return sampler.epoch_order(epoch);
-}
-
 }  // namespace
 
 void register_sampling(nb::module_& m) {
   nb::class_<Sampler>(m, "Sampler")
       .def_prop_ro("size", &Sampler::size)
+      .def("epoch_size", &Sampler::epoch_size, nb::arg("epoch"),
+           nb::call_guard<nb::gil_scoped_release>())
       .def("at", &Sampler::at, nb::arg("epoch"), nb::arg("position"),
            nb::call_guard<nb::gil_scoped_release>())
       .def("fill", &fill, nb::arg("epoch"), nb::arg("start"), nb::arg("count"));
@@ -77,42 +89,6 @@ void register_sampling(nb::module_& m) {
            }),
            nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"),
            nb::arg("world_size"), nb::arg("drop_last"));
-
-  nb::class_<ShardStreamSampler, Sampler>(m, "ShardStreamSampler")
-      .def(nb::new_([](Int64s shard_samples, Int64s shard_bytes, bool shuffle, uint64_t seed,
-                       int64_t shuffle_buffer, int64_t rank, int64_t world_size, bool equal_batches,
-                       bool drop_last, int64_t batch_size) {
-             ShardStreamOptions options{
-                 .shard_samples = {shard_samples.data(),
-                                   shard_samples.data() + shard_samples.shape(0)},
-                 .shard_bytes = {shard_bytes.data(), shard_bytes.data() + shard_bytes.shape(0)},
-                 .shuffle = shuffle,
-                 .seed = seed,
-                 .shuffle_buffer = shuffle_buffer,
-                 .rank = rank,
-                 .world_size = world_size,
-                 .equal_batches = equal_batches,
-                 .drop_last = drop_last,
-                 .batch_size = batch_size};
-             return value_or_raise(ShardStreamSampler::create(std::move(options)));
-           }),
-           nb::arg("shard_samples"), nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"),
-           nb::arg("shuffle_buffer"), nb::arg("rank"), nb::arg("world_size"),
-           nb::arg("equal_batches"), nb::arg("drop_last"), nb::arg("batch_size"))
-      .def("epoch_size", &ShardStreamSampler::epoch_size, nb::arg("epoch"),
-           nb::call_guard<nb::gil_scoped_release>())
-      .def(
-          "epoch_stream",
-          [](const ShardStreamSampler& s, uint32_t epoch) {
-            return owned_array(epoch_order_of(s, epoch)->stream);
-          },
-          nb::arg("epoch"), "This rank's ids of `epoch` in reading order (its shards').")
-      .def(
-          "epoch_order",
-          [](const ShardStreamSampler& s, uint32_t epoch) {
-            return owned_array(epoch_order_of(s, epoch)->order);
-          },
-          nb::arg("epoch"), "The ids this rank's batches take in `epoch`, in order.");
 
   nb::class_<MappedSampler, Sampler>(m, "MappedSampler")
       .def(nb::new_([](std::shared_ptr<const Sampler> inner, Int64s ids) {
@@ -170,6 +146,45 @@ void register_sampling(nb::module_& m) {
             return d;
           },
           nb::arg("epoch"));
+
+  nb::class_<ShardStreamSampler, Sampler>(m, "ShardStreamSampler")
+      .def(nb::new_([](Int64s shard_samples, Int64s shard_bytes, bool shuffle, uint64_t seed,
+                       int64_t shuffle_buffer, int64_t rank, int64_t world_size, bool equal_batches,
+                       bool drop_last, int64_t batch_size) {
+             Result<std::unique_ptr<ShardStreamSampler>> sampler = [&] {
+               nb::gil_scoped_release release;
+               return ShardStreamSampler::create(
+                   std::span(shard_samples.data(), shard_samples.shape(0)),
+                   std::span(shard_bytes.data(), shard_bytes.shape(0)),
+                   {.shuffle = shuffle,
+                    .seed = seed,
+                    .shuffle_buffer = shuffle_buffer,
+                    .rank = rank,
+                    .world_size = world_size,
+                    .equal_batches = equal_batches,
+                    .drop_last = drop_last,
+                    .batch_size = batch_size});
+             }();
+             return value_or_raise(std::move(sampler));
+           }),
+           nb::arg("counts"), nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"),
+           nb::arg("shuffle_buffer"), nb::arg("rank"), nb::arg("world_size"),
+           nb::arg("equal_batches"), nb::arg("drop_last"), nb::arg("batch_size"),
+           "A shard dataset's order for one rank (see stoker/shard_order.h).")
+      .def(
+          "epoch_stream",
+          [](const ShardStreamSampler& sampler, uint32_t epoch) {
+            return epoch_array(sampler, epoch, &ShardStreamSampler::EpochOrder::stream);
+          },
+          nb::arg("epoch"),
+          "This rank's ids of `epoch` in reading order, before the shuffle buffer (read-only).")
+      .def(
+          "epoch_order",
+          [](const ShardStreamSampler& sampler, uint32_t epoch) {
+            return epoch_array(sampler, epoch, &ShardStreamSampler::EpochOrder::order);
+          },
+          nb::arg("epoch"),
+          "The ids of `epoch`'s positions: the buffer's output, cut (read-only).");
 
   m.def(
       "expand_group_weights",

@@ -517,23 +517,14 @@ class Sampler:
     @property
     def size(self) -> int: ...
 
+    def epoch_size(self, epoch: int) -> int: ...
+
     def at(self, epoch: int, position: int) -> int: ...
 
     def fill(self, epoch: int, start: int, count: int) -> NDArray[numpy.int64]: ...
 
 class DistributedSampler(Sampler):
     def __init__(self, n: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
-
-class ShardStreamSampler(Sampler):
-    def __init__(self, shard_samples: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, shuffle_buffer: int, rank: int, world_size: int, equal_batches: bool, drop_last: bool, batch_size: int) -> None: ...
-
-    def epoch_size(self, epoch: int) -> int: ...
-
-    def epoch_stream(self, epoch: int) -> NDArray[numpy.int64]:
-        """This rank's ids of `epoch` in reading order (its shards')."""
-
-    def epoch_order(self, epoch: int) -> NDArray[numpy.int64]:
-        """The ids this rank's batches take in `epoch`, in order."""
 
 class MappedSampler(Sampler):
     def __init__(self, inner: Sampler, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
@@ -545,6 +536,18 @@ class LoadBalancedSampler(Sampler):
     def __init__(self, costs: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
     def report(self, epoch: int) -> dict: ...
+
+class ShardStreamSampler(Sampler):
+    def __init__(self, counts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, shuffle_buffer: int, rank: int, world_size: int, equal_batches: bool, drop_last: bool, batch_size: int) -> None:
+        """A shard dataset's order for one rank (see stoker/shard_order.h)."""
+
+    def epoch_stream(self, epoch: int) -> Annotated[NDArray[numpy.int64], dict(writable=False)]:
+        """
+        This rank's ids of `epoch` in reading order, before the shuffle buffer (read-only).
+        """
+
+    def epoch_order(self, epoch: int) -> Annotated[NDArray[numpy.int64], dict(writable=False)]:
+        """The ids of `epoch`'s positions: the buffer's output, cut (read-only)."""
 
 def expand_group_weights(weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], per_sample: bool) -> NDArray[numpy.float64]: ...
 

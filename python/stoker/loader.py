@@ -640,6 +640,18 @@ class Loader:
             self._epoch, self._batch = epoch, 0
             self._position_generation += 1
 
+    def set_position(self, epoch: int, batch: int) -> None:
+        """Starts the next iteration at batch ``batch`` of ``epoch`` (what a state_dict saved
+        there restores, without one: a Ray read task's first block). An iteration going on
+        ends at its next step. Raises :class:`stoker.InvalidArgumentError` for an epoch
+        outside [0, 2**32) or a batch outside [0, batches_in_epoch(epoch)]."""
+        epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        batch = _check_int("batch", batch, 0, self._batches_in(epoch))
+        with self._guard:
+            self._epoch, self._batch = epoch, batch
+            self._position_generation += 1
+            self._resume = True
+
     @property
     def epoch(self) -> int:
         return self._epoch
@@ -712,10 +724,7 @@ class Loader:
                 "the shard cursor and shuffle buffer recomputed for this position differ from "
                 "the saved ones: the shards changed since the state was saved"
             )
-        with self._guard:
-            self._epoch, self._batch = epoch, batch
-            self._position_generation += 1
-            self._resume = True
+        self.set_position(epoch, batch)
 
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer

@@ -35,6 +35,7 @@ it in ``stats()``.
 
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import os
 import re
@@ -408,6 +409,7 @@ class ShardDataset:
         for folder in sorted(folders):
             open_dataset_root(folder, self.storage_options)
         cache = checked_path(cache_dir, "cache_dir") if cache_dir else default_cache_dir()
+        self._cache_dir = os.fspath(cache)
         self.indexes, notes = _core.open_shard_indexes(self.urls, os.fspath(cache), _OPEN_THREADS)
         refused = [note for ix, note in zip(self.indexes, notes) if note and not ix.damage]
         if refused:
@@ -525,6 +527,13 @@ class ShardDataset:
 
     def shard_of(self, sample: int) -> str:
         return self.urls[int(self.sample_shard[sample])]
+
+    def __reduce__(self):
+        """Pickled as what opens it again (the URLs, spec, storage options and cache folder):
+        a process that unpickles it (a Ray read task, a spawned worker) opens the indexes from
+        the cache, or the sidecars, or scans the shards, and refuses shards that changed."""
+        reopen = functools.partial(ShardDataset, cache_dir=self._cache_dir)
+        return (reopen, (self.urls, self.spec, self.storage_options))
 
     def __repr__(self) -> str:
         return (

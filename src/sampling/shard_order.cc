@@ -5,7 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "core/mutex.h"
 #include "core/random.h"
 #include "stoker/sampling.h"
 
@@ -121,108 +120,6 @@ Result<ShuffleBufferState> shuffle_buffer_state(std::span<const int64_t> stream,
                                                     std::to_string(n) + " samples");
   }
   return run_buffer(stream, buffer_size, seed, epoch, rank, emitted, nullptr);
-}
-
-struct ShardStreamSampler::Kept {
-  core::Mutex mutex;
-  std::vector<std::pair<uint32_t, std::shared_ptr<const EpochOrder>>> epochs GUARDED_BY(mutex);
-};
-
-ShardStreamSampler::ShardStreamSampler(ShardStreamOptions options)
-    : options_(std::move(options)), kept_(std::make_unique<Kept>()) {}
-
-ShardStreamSampler::~ShardStreamSampler() = default;
-
-Result<std::unique_ptr<ShardStreamSampler>> ShardStreamSampler::create(ShardStreamOptions options) {
-  auto invalid = [](const std::string& why) {
-    return Status(StatusCode::kInvalidArgument, "shard stream: " + why);
-  };
-  if (options.shard_samples.size() != options.shard_bytes.size()) {
-    return invalid("shard sample counts and sizes differ in number");
-  }
-  for (size_t s = 0; s < options.shard_samples.size(); ++s) {
-    if (options.shard_samples[s] < 0 || options.shard_bytes[s] < 0) {
-      return invalid("shard " + std::to_string(s) + " has a negative count or size");
-    }
-  }
-  if (options.world_size < 1) return invalid("world_size must be at least 1");
-  if (options.rank < 0 || options.rank >= options.world_size) {
-    return invalid("rank " + std::to_string(options.rank) + " is outside [0, " +
-                   std::to_string(options.world_size) + ")");
-  }
-  if (options.batch_size < 1) return invalid("batch_size must be at least 1");
-  std::unique_ptr<ShardStreamSampler> sampler(new ShardStreamSampler(std::move(options)));
-  int64_t first = 0;
-  for (const int64_t count : sampler->options_.shard_samples) {
-    sampler->first_.push_back(first);
-    first += count;
-  }
-  return sampler;
-}
-
-std::shared_ptr<const EpochOrder> ShardStreamSampler::compute(uint32_t epoch) const {
-  const ShardStreamOptions& o = options_;
-  // deal_shards fails only on options create() refused.
-  const std::vector<std::vector<int64_t>> ranks =
-      deal_shards(o.shard_bytes, o.shuffle, o.seed, epoch, o.world_size).value();
-  auto order = std::make_shared<EpochOrder>();
-  for (const int64_t shard : ranks[o.rank]) {
-    for (int64_t k = 0; k < o.shard_samples[shard]; ++k) order->stream.push_back(first_[shard] + k);
-  }
-  order->order =
-      shuffle_buffer_order(order->stream, o.shuffle ? o.shuffle_buffer : 0, o.seed, epoch, o.rank);
-  size_t keep = order->order.size();
-  if (o.equal_batches) {
-    for (const std::vector<int64_t>& shards : ranks) {
-      int64_t samples = 0;
-      for (const int64_t shard : shards) samples += o.shard_samples[shard];
-      keep = std::min(keep, static_cast<size_t>(samples));
-    }
-  }
-  if (o.drop_last) keep -= keep % static_cast<size_t>(o.batch_size);
-  order->order.resize(keep);
-  return order;
-}
-
-std::shared_ptr<const EpochOrder> ShardStreamSampler::epoch_order(uint32_t epoch) const {
-  {
-    core::MutexLock lock(&kept_->mutex);
-    for (const auto& [kept_epoch, order] : kept_->epochs) {
-      if (kept_epoch == epoch) return order;
-    }
-  }
-  // Computed without the lock, so that readers of a kept epoch never wait for it; two threads
-  // asking for one new epoch at once both compute it (the same order).
-  std::shared_ptr<const EpochOrder> order = compute(epoch);
-  core::MutexLock lock(&kept_->mutex);
-  for (const auto& [kept_epoch, kept] : kept_->epochs) {
-    if (kept_epoch == epoch) return kept;
-  }
-  if (kept_->epochs.size() == 2) kept_->epochs.erase(kept_->epochs.begin());
-  kept_->epochs.emplace_back(epoch, order);
-  return order;
-}
-
-int64_t ShardStreamSampler::epoch_size(uint32_t epoch) const {
-  return static_cast<int64_t>(epoch_order(epoch)->order.size());
-}
-
-int64_t ShardStreamSampler::at(uint32_t epoch, int64_t position) const {
-  return epoch_order(epoch)->order[static_cast<size_t>(position)];
-}
-
-Status ShardStreamSampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const {
-  const std::shared_ptr<const EpochOrder> order = epoch_order(epoch);
-  const auto size = static_cast<int64_t>(order->order.size());
-  if (start < 0 || start > size || static_cast<int64_t>(out.size()) > size - start) {
-    return Status(StatusCode::kInvalidArgument,
-                  "positions [" + std::to_string(start) + ", " +
-                      std::to_string(start + static_cast<int64_t>(out.size())) +
-                      ") are outside epoch " + std::to_string(epoch) + "'s " +
-                      std::to_string(size) + " positions");
-  }
-  std::copy_n(order->order.begin() + start, out.size(), out.begin());
-  return Status();
 }
 
 }  // namespace stoker::sampling

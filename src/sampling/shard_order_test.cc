@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <set>
-#include <thread>
 #include <vector>
 
 namespace stoker::sampling {
@@ -92,96 +90,6 @@ TEST(ShuffleBuffer, StateAtAPositionContinuesTheOrder) {
     EXPECT_EQ(all, stream) << "at " << at;
   }
   EXPECT_FALSE(shuffle_buffer_state(stream, 64, 9, 3, 2, 301).ok());
-}
-
-ShardStreamOptions stream_options(int64_t rank, int64_t world) {
-  ShardStreamOptions o;
-  o.shard_samples = {12, 7, 30, 1, 9, 16, 5, 22};
-  o.shard_bytes = {120, 70, 300, 10, 90, 160, 50, 220};
-  o.seed = 17;
-  o.shuffle_buffer = 16;
-  o.rank = rank;
-  o.world_size = world;
-  return o;
-}
-
-TEST(ShardStreamSampler, EachEpochIsTheBufferedStreamOfTheRanksShards) {
-  for (int64_t world : {1, 3}) {
-    std::multiset<int64_t> seen;
-    for (int64_t rank = 0; rank < world; ++rank) {
-      const ShardStreamOptions o = stream_options(rank, world);
-      auto sampler = ShardStreamSampler::create(o);
-      ASSERT_TRUE(sampler.ok());
-      const auto ranks = deal_shards(o.shard_bytes, true, o.seed, 2, world).value();
-      std::vector<int64_t> stream;
-      std::vector<int64_t> first = {0};
-      for (int64_t count : o.shard_samples) first.push_back(first.back() + count);
-      for (int64_t shard : ranks[rank]) {
-        for (int64_t k = 0; k < o.shard_samples[shard]; ++k) stream.push_back(first[shard] + k);
-      }
-      const std::vector<int64_t> expected = shuffle_buffer_order(stream, 16, o.seed, 2, rank);
-      ASSERT_EQ((*sampler)->epoch_size(2), static_cast<int64_t>(expected.size()));
-      std::vector<int64_t> ids(expected.size());
-      ASSERT_TRUE((*sampler)->fill(2, 0, ids).ok());
-      EXPECT_EQ(ids, expected);
-      EXPECT_EQ((*sampler)->epoch_order(2)->stream, stream);
-      seen.insert(ids.begin(), ids.end());
-      EXPECT_FALSE((*sampler)->fill(2, 1, std::span(ids)).ok());  // past the epoch's end
-    }
-    const std::vector<int64_t> every = iota(102);
-    EXPECT_EQ(seen, std::multiset<int64_t>(every.begin(), every.end()));
-  }
-}
-
-TEST(ShardStreamSampler, EqualBatchesAndDropLastCutTheEpoch) {
-  std::vector<int64_t> sizes;
-  for (int64_t rank = 0; rank < 3; ++rank) {
-    ShardStreamOptions o = stream_options(rank, 3);
-    o.equal_batches = true;
-    o.drop_last = true;
-    o.batch_size = 4;
-    auto sampler = ShardStreamSampler::create(o);
-    ASSERT_TRUE(sampler.ok());
-    sizes.push_back((*sampler)->epoch_size(0));
-  }
-  EXPECT_EQ(sizes[0], sizes[1]);
-  EXPECT_EQ(sizes[1], sizes[2]);
-  EXPECT_EQ(sizes[0] % 4, 0);
-  EXPECT_GT(sizes[0], 0);
-}
-
-TEST(ShardStreamSampler, ThreadsReadingSeveralEpochsAtOnceGetTheOrderOfOne) {
-  auto sampler = ShardStreamSampler::create(stream_options(1, 2));
-  ASSERT_TRUE(sampler.ok());
-  auto reference = ShardStreamSampler::create(stream_options(1, 2));
-  std::vector<std::thread> threads;
-  std::vector<int> mismatches(8, 0);
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 50; ++round) {
-        const auto epoch = static_cast<uint32_t>((t + round) % 3);
-        const int64_t size = (*sampler)->epoch_size(epoch);
-        const int64_t start = (t * 7 + round) % std::max<int64_t>(size, 1);
-        std::vector<int64_t> ids(static_cast<size_t>(std::min<int64_t>(5, size - start)));
-        if (!(*sampler)->fill(epoch, start, ids).ok()) ++mismatches[t];
-        for (size_t k = 0; k < ids.size(); ++k) {
-          if (ids[k] != (*reference)->at(epoch, start + static_cast<int64_t>(k))) ++mismatches[t];
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(mismatches, std::vector<int>(8, 0));
-}
-
-TEST(ShardStreamSampler, BadOptionsAreRefused) {
-  ShardStreamOptions o = stream_options(0, 1);
-  o.shard_bytes.pop_back();
-  EXPECT_FALSE(ShardStreamSampler::create(o).ok());
-  EXPECT_FALSE(ShardStreamSampler::create(stream_options(2, 2)).ok());
-  ShardStreamOptions batch = stream_options(0, 1);
-  batch.batch_size = 0;
-  EXPECT_FALSE(ShardStreamSampler::create(batch).ok());
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace stoker::sampling::testing {
 
 /// The whole epoch of `sampler`, through fill().
 inline std::vector<int64_t> epoch_ids(const Sampler& sampler, uint32_t epoch) {
-  std::vector<int64_t> ids(sampler.size());
+  std::vector<int64_t> ids(sampler.epoch_size(epoch));
   Status status = sampler.fill(epoch, 0, ids);
   EXPECT_TRUE(status.ok()) << status.message();
   return ids;

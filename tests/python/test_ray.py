@@ -164,3 +164,36 @@ def test_doctor_sweeps_the_cpus_of_read_tasks_and_names_a_line_of_the_table(lero
     assert verdict([(10, 0.8), (19, 0.6), (36, 0.4)]) == "scale-pool"
     assert verdict([(10, 0.8), (14, 0.7), (14.5, 0.7)]) == "run-etl"
     assert verdict([(10, 0.2), (11, 0.05), (11.2, 0.04)]) == "stop-tuning"
+
+
+def test_shards_are_read_by_the_same_read_tasks_row_for_row(tmp_path):
+    """stoker.ray reads a ShardDataset through the read tasks of read_lerobot: the rows of a
+    one-rank Loader of the same seed and epoch, block for block, every sample once."""
+    import io
+    import tarfile
+
+    path = tmp_path / "rows.tar"
+    with tarfile.open(path, "w") as tar:
+        for i in range(30):
+            for field, data in (("txt", f"caption {i}".encode()), ("cls", str(i % 4).encode())):
+                info = tarfile.TarInfo(f"s{i:03d}.{field}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    spec = {"caption": stoker.Text(), "label": stoker.Label()}
+    ds = stoker.ShardDataset(str(path), spec, cache_dir=tmp_path / "cache")
+    for epoch in (0, 1):
+        loader = stoker.Loader(ds, batch_size=4, seed=3, output="numpy", threads=1)
+        loader.set_epoch(epoch)
+        blocks = list(loader)
+        rd = stoker_ray.read_shards(ds, seed=3, epoch=epoch, samples_per_task=8,
+                                    rows_per_block=4, threads_per_task=1, num_cpus=1)
+        got = list(rd.iter_batches(batch_size=None, batch_format="numpy"))
+        # Rows of text have a size known only once read: Ray may cut a block, never reorder.
+        assert sum(len(b["__index__"]) for b in got) == sum(len(b["__index__"]) for b in blocks)
+        index = np.concatenate([b["__index__"] for b in got])
+        assert index.tolist() == [i for b in blocks for i in b["__index__"].tolist()]
+        assert sorted(index.tolist()) == list(range(30))
+        assert [str(c) for b in got for c in b["caption"]] == [
+            c for b in blocks for c in b["caption"]
+        ]
+        np.testing.assert_array_equal(np.concatenate([b["label"] for b in got]), index % 4)

@@ -223,49 +223,6 @@ def test_shards_are_dealt_by_bytes_not_counts(tmp_path, cache):
         assert sorted(counts) == [2, 5]
 
 
-def reference_order(ds, epoch, *, seed, shuffle, buffer, rank, world, equal, drop_last, batch):
-    """The order of a rank's epoch as stoker's shard loader has always defined it (the Python
-    loader this one replaced computed exactly this): shards dealt by bytes, the rank's samples
-    in shard order through the shuffle buffer, cut to the smallest rank's count with
-    equal_batches and to whole batches with drop_last."""
-    ranks = _core.deal_shards(ds.shard_bytes, shuffle, seed, epoch, world)
-
-    def stream(r):
-        parts = [np.arange(ds.shard_first[s], ds.shard_first[s] + ds.shard_samples[s]) for s in ranks[r]]
-        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-
-    order = _core.shuffle_buffer_order(stream(rank), buffer if shuffle else 0, seed, epoch, rank)
-    if equal:
-        order = order[: min(len(stream(r)) for r in range(world))]
-    if drop_last:
-        order = order[: len(order) - len(order) % batch]
-    return order.tolist()
-
-
-@pytest.mark.parametrize(
-    "shuffle, buffer, world, equal, drop_last",
-    [(True, 8192, 1, False, False), (True, 5, 2, False, True), (False, 0, 3, True, False),
-     (True, 1, 3, True, True)],
-)
-def test_the_native_stream_takes_the_order_stoker_always_defined(
-    tmp_path, cache, shuffle, buffer, world, equal, drop_last
-):
-    ds = stoker.ShardDataset(text_shards(tmp_path, [13, 7, 22, 9, 30]), TEXT_SPEC)
-    for rank in range(world):
-        loader = stoker.Loader(
-            ds, batch_size=4, seed=11, shuffle=shuffle, shuffle_buffer=buffer, rank=rank,
-            world_size=world, equal_batches=equal, drop_last=drop_last, output="numpy",
-        )
-        for epoch in range(3):
-            expected = reference_order(
-                ds, epoch, seed=11, shuffle=shuffle, buffer=buffer, rank=rank, world=world,
-                equal=equal, drop_last=drop_last, batch=4,
-            )
-            assert loader.epoch_order(epoch).tolist() == expected
-            assert loader.batches_in_epoch(epoch) == -(-len(expected) // 4)
-            assert epoch_ids(loader) == expected  # iterating moves on to the next epoch
-
-
 def test_order_is_the_same_whatever_the_thread_count_and_changes_per_epoch(tmp_path, cache):
     ds = stoker.ShardDataset(text_shards(tmp_path, [30, 30, 30]), TEXT_SPEC)
     orders = [

@@ -1,4 +1,5 @@
-"""stoker on Ray Data: LeRobot samples decoded by stoker's native engine inside Ray read tasks.
+"""stoker on Ray Data: LeRobot samples and tar shards' samples decoded by stoker's native engine
+inside Ray read tasks.
 
     import stoker.ray
 
@@ -10,9 +11,10 @@ Ray is optional: ``import stoker`` does not import it, and this package needs ``
 See docs/scale-out.md.
 
 The package's modules: :mod:`~stoker.ray.datasource` (the ``ray.data.Datasource`` and
-:func:`read_lerobot`) and :mod:`~stoker.ray.tasks` (stoker etl's units as Ray tasks).
+:func:`read_lerobot`, :func:`read_shards`) and :mod:`~stoker.ray.tasks` (stoker etl's units
+as Ray tasks).
 """
 
-from stoker.ray.datasource import LeRobotDatasource, read_lerobot
+from stoker.ray.datasource import LoaderDatasource, read_lerobot, read_shards
 
-__all__ = ["LeRobotDatasource", "read_lerobot"]
+__all__ = ["LoaderDatasource", "read_lerobot", "read_shards"]

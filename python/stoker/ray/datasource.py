@@ -1,7 +1,9 @@
-"""A ``ray.data.Datasource`` whose read tasks decode LeRobot samples with :class:`stoker.Loader`.
+"""A ``ray.data.Datasource`` whose read tasks decode samples of any stoker dataset (a LeRobot
+dataset, tar shards) with :class:`stoker.Loader`.
 
 How an epoch is cut into read tasks: stoker's sampler orders the epoch's samples from
-``(seed, epoch)`` (the order a one-rank :class:`stoker.Loader` with the same seed gives), the
+``(seed, epoch)`` (the order a one-rank :class:`stoker.Loader` with the same seed gives; for
+shards, the shard stream's: shards permuted, then the shuffle buffer), the
 order is cut into blocks of ``rows_per_block`` samples (the Loader's batches of that size), and
 read task k takes blocks ``k * m`` to ``k * m + m - 1`` (``m = samples_per_task /
 rows_per_block``). Inside the task a :class:`stoker.Loader` positioned at block ``k * m``
@@ -36,6 +38,7 @@ import numpy as np
 from stoker.lerobot import LeRobotDataset, WindowSpec
 from stoker.loader import Loader
 from stoker.sampling import _check_int, _check_seed
+from stoker.shards import Clip, Image, Label, ShardDataset
 from stoker.storage import S3Options
 from stoker.transforms import Transforms
 
@@ -53,13 +56,14 @@ logger = logging.getLogger("stoker.ray")
 _SHUFFLES = (True, False, "block")
 
 
-class LeRobotDatasource(Datasource):
-    """LeRobot samples (``dataset``'s windows) as Ray Data blocks; see the module's notes and
-    :func:`read_lerobot`, which checks the arguments and builds one."""
+class LoaderDatasource(Datasource):
+    """A stoker dataset's samples (a LeRobot dataset's windows, a ShardDataset's samples) as Ray
+    Data blocks; see the module's notes, and :func:`read_lerobot` and :func:`read_shards`, which
+    check the arguments and build one."""
 
     def __init__(
         self,
-        dataset: LeRobotDataset,
+        dataset: LeRobotDataset | ShardDataset,
         *,
         shuffle: bool | str,
         seed: int,
@@ -89,11 +93,14 @@ class LeRobotDatasource(Datasource):
         # A loader on the driver, never iterated: it checks the arguments as the tasks' will be
         # and gives the number of blocks and the bytes of a row.
         probe = self.loader(threads=1)
-        self.num_blocks = len(probe)
+        self.num_blocks = probe.batches_in_epoch(epoch)
+        # The epoch's samples: the dataset's, or for shards the stream's epoch (the same count
+        # of samples, every one once).
+        self.num_samples = len(dataset)
         self.row_bytes = sum(
             int(np.dtype(dtype).itemsize * math.prod(shape[1:]))
             for dtype, shape in probe.fields.values()
-        )
+        ) + _variable_row_bytes(dataset)
         probe.close()
         self.blocks_per_task = samples_per_task // rows_per_block
 
@@ -131,7 +138,7 @@ class LeRobotDatasource(Datasource):
         return order
 
     def get_name(self) -> str:
-        return "StokerLeRobot"
+        return "StokerShards" if isinstance(self.dataset, ShardDataset) else "StokerLeRobot"
 
     def estimate_inmemory_data_size(self) -> int | None:
         return self.row_bytes * len(self.dataset)
@@ -144,7 +151,7 @@ class LeRobotDatasource(Datasource):
     ) -> list[ReadTask]:
         # `parallelism` is Ray's suggestion; the tasks are fixed by samples_per_task so that
         # their rows do not depend on the cluster.
-        n = len(self.dataset)
+        n = self.num_samples
         tasks = []
         for task in self.task_order():
             blocks = self.task_blocks(task)
@@ -168,7 +175,7 @@ class LeRobotDatasource(Datasource):
         """Runs in the read task: the blocks of task ``task``, as Arrow tables."""
         for batch in self.batches(task):
             if not self.task_text:
-                del batch["task"]
+                batch.pop("task", None)
             yield BlockAccessor.batch_to_block(batch)
 
     def batches(self, task: int) -> Iterator[dict[str, Any]]:
@@ -176,9 +183,7 @@ class LeRobotDatasource(Datasource):
         buffer. Skipped samples are logged (as the Loader's stats give them) when the task ends."""
         loader = self.loader()
         blocks = self.task_blocks(task)
-        state = loader.state_dict()
-        state.update(epoch=self.epoch, batch=blocks.start)
-        loader.load_state_dict(state)
+        loader.set_position(self.epoch, blocks.start)
         iterator = iter(loader)
         try:
             built = (_owned(next(iterator)) for _ in blocks)
@@ -205,12 +210,28 @@ class LeRobotDatasource(Datasource):
                 )
 
 
+def _variable_row_bytes(dataset: LeRobotDataset | ShardDataset) -> int:
+    """A shard sample's bytes in its variable-size columns (text, json, arrays), estimated by
+    their members' mean size, and its key's; 0 for a LeRobot dataset, whose rows are arrays."""
+    if not isinstance(dataset, ShardDataset):
+        return 0
+    total = 8 + max(len(key) for key in dataset.keys[:1000])  # __key__
+    for decoder in dataset.spec.values():
+        if isinstance(decoder, (Image, Clip, Label)):
+            continue  # in the buffer's arrays
+        sizes = [dataset.field_ranges(name)[1] for name in decoder.fields]
+        present = np.concatenate([s[s >= 0] for s in sizes])
+        total += int(present.mean()) if len(present) else 0
+    return total
+
+
 def _owned(batch: dict[str, Any]) -> dict[str, np.ndarray]:
-    """A batch's arrays as they are, ``task`` as a numpy array of str. Not copied: a pooled
-    buffer goes back to the loader's pool only once nothing references it, here once Ray has
-    serialized the block built on it into the object store."""
+    """A batch's arrays as they are, its lists of text (``task``, a shard's captions and keys)
+    as numpy arrays of str. Not copied: a pooled buffer goes back to the loader's pool only once
+    nothing references it, here once Ray has serialized the block built on it into the object
+    store."""
     return {
-        name: np.asarray(value) if name != "task" else np.asarray(value, dtype=object)
+        name: np.asarray(value, dtype=object) if isinstance(value, list) else np.asarray(value)
         for name, value in batch.items()
     }
 
@@ -229,7 +250,8 @@ def _shuffle_buffer(
             if batch is None:
                 exhausted = True
             else:
-                held.extend((batch, row) for row in range(len(batch["index"])))
+                rows = len(next(iter(batch.values())))
+                held.extend((batch, row) for row in range(rows))
         if not held:
             return
         chosen = rng.choice(len(held), size=min(block_rows, len(held)), replace=False)
@@ -299,6 +321,103 @@ def read_lerobot(
             (the texts are ``dataset.meta.tasks``).
         ray_remote_args: more arguments for the read tasks' ``ray.remote`` (memory, resources).
     """
+    if isinstance(root, LeRobotDataset):
+        dataset = root
+    else:
+        dataset = LeRobotDataset(root, spec, storage_options=storage_options, progress=False)
+    return _read(
+        dataset,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        transforms=transforms,
+        samples_per_task=samples_per_task,
+        rows_per_block=rows_per_block,
+        threads_per_task=threads_per_task,
+        num_cpus=num_cpus,
+        concurrency=concurrency,
+        on_error=on_error,
+        max_replacements=max_replacements,
+        local_shuffle_buffer_size=local_shuffle_buffer_size,
+        task_text=task_text,
+        ray_remote_args=ray_remote_args,
+    )
+
+
+def read_shards(
+    urls_or_dataset: Any,
+    spec: Mapping[str, Any] | None = None,
+    *,
+    shuffle: bool | str = True,
+    seed: int = 0,
+    epoch: int = 0,
+    storage_options: Mapping[str, Any] | S3Options | None = None,
+    transforms: Transforms | None = None,
+    samples_per_task: int = 256,
+    rows_per_block: int | None = None,
+    threads_per_task: int = 2,
+    num_cpus: float | None = None,
+    concurrency: int | None = None,
+    on_error: str = "raise",
+    max_replacements: int = 8,
+    local_shuffle_buffer_size: int | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+) -> ray.data.Dataset:
+    """A ``ray.data.Dataset`` of tar shards' samples, decoded by stoker in Ray tasks: the read
+    tasks of :func:`read_lerobot`, over a :class:`stoker.ShardDataset`.
+
+    Rows have the keys of :class:`stoker.Loader`'s shard batches (each spec field, a json
+    field as its keys, ``__key__`` and ``__index__``), one row per sample, in the order of a
+    one-rank Loader of the same seed and epoch (``shuffle=True``: shards permuted and the
+    shuffle buffer; ``"block"``: shard order, tasks permuted, each mixed through its local
+    buffer). ``urls_or_dataset``: what :class:`stoker.ShardDataset` takes (a pattern, a folder
+    ``stoker shard`` wrote, a list), with ``spec``; or an open ShardDataset. The other
+    arguments are :func:`read_lerobot`'s.
+    """
+    if isinstance(urls_or_dataset, ShardDataset):
+        dataset = urls_or_dataset
+    else:
+        if spec is None:
+            raise ValueError("read_shards needs a spec (the fields to decode) with its URLs")
+        dataset = ShardDataset(urls_or_dataset, spec, storage_options)
+    return _read(
+        dataset,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        transforms=transforms,
+        samples_per_task=samples_per_task,
+        rows_per_block=rows_per_block,
+        threads_per_task=threads_per_task,
+        num_cpus=num_cpus,
+        concurrency=concurrency,
+        on_error=on_error,
+        max_replacements=max_replacements,
+        local_shuffle_buffer_size=local_shuffle_buffer_size,
+        task_text=False,
+        ray_remote_args=ray_remote_args,
+    )
+
+
+def _read(
+    dataset: LeRobotDataset | ShardDataset,
+    *,
+    shuffle: bool | str,
+    seed: int,
+    epoch: int,
+    transforms: Transforms | None,
+    samples_per_task: int,
+    rows_per_block: int | None,
+    threads_per_task: int,
+    num_cpus: float | None,
+    concurrency: int | None,
+    on_error: str,
+    max_replacements: int,
+    local_shuffle_buffer_size: int | None,
+    task_text: bool,
+    ray_remote_args: dict[str, Any] | None,
+) -> ray.data.Dataset:
+    """The arguments checked, and the dataset's read tasks handed to Ray."""
     if shuffle not in _SHUFFLES or not isinstance(shuffle, (bool, str)):
         raise ValueError(f"shuffle must be True, False or 'block', got {shuffle!r}")
     seed = _check_seed(seed)
@@ -328,11 +447,7 @@ def read_lerobot(
             "transforms.dtype='bfloat16' cannot be a block column (numpy has no bfloat16): use "
             "float16 or float32, or cast with iter_torch_batches(dtypes=torch.bfloat16)"
         )
-    if isinstance(root, LeRobotDataset):
-        dataset = root
-    else:
-        dataset = LeRobotDataset(root, spec, storage_options=storage_options, progress=False)
-    source = LeRobotDatasource(
+    source = LoaderDatasource(
         dataset,
         shuffle=shuffle,
         seed=seed,
@@ -353,12 +468,12 @@ def read_lerobot(
     # - target_max_block_size under one block's bytes (and over 2/3 of them, where Ray would
     #   slice): else Ray merges a task's blocks up to 128 MiB (a copy) before handing them on.
     # Both measured in bench/ray_bench.py: see docs/ray.md.
-    dataset = ray.data.read_datasource(
+    read = ray.data.read_datasource(
         source,
         override_num_blocks=source.num_tasks,
         num_cpus=num_cpus,
         concurrency=concurrency,
         ray_remote_args=ray_remote_args,
     )
-    dataset.context.target_max_block_size = max(1, source.row_bytes * rows_per_block * 3 // 4)
-    return dataset
+    read.context.target_max_block_size = max(1, source.row_bytes * rows_per_block * 3 // 4)
+    return read
