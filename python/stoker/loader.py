@@ -383,7 +383,10 @@ class Loader:
         sampler: Sampler | None = None,
         shuffle_buffer: int | None = None,
         equal_batches: bool | None = None,
+        **unknown: Any,
     ):
+        if unknown:
+            raise TypeError(_unknown_arguments(unknown))
         self._shards = isinstance(dataset, ShardDataset)
         if not self._shards and (shuffle_buffer is not None or equal_batches is not None):
             raise TypeError(
@@ -1072,6 +1075,37 @@ class Loader:
     def _python_transform_seconds(self) -> float:
         seconds = getattr(self.dataset, "python_transform_seconds", None)
         return seconds() if seconds is not None else 0.0
+
+
+# torch.utils.data.DataLoader's arguments that stoker.Loader answers otherwise, and how.
+_DATALOADER_EQUIVALENTS = {
+    "num_workers": "threads= (native decode threads in this process, no worker processes; "
+    "default: the cores divided by LOCAL_WORLD_SIZE)",
+    "pin_memory": "device='cuda' (batches built in pinned memory, copied on a side stream)",
+    "pin_memory_device": "device='cuda:N'",
+    "persistent_workers": "nothing: the loader's threads keep building across epochs",
+    "prefetch_factor": "prefetch= (batches in flight for the whole loader, not per worker)",
+    "collate_fn": "nothing: every sample is written straight into its slot of the batch; "
+    "change the batch dict in your loop, or use transforms=",
+    "worker_init_fn": "nothing: there are no worker processes",
+    "multiprocessing_context": "nothing: there are no worker processes",
+    "generator": "seed= (the order, the transforms and the replacements are keyed by it)",
+    "batch_sampler": "sampler= (a stoker sampler) with batch_size=",
+    "timeout": "nothing: a failing sample is an error or a replacement (on_error=)",
+    "in_order": "nothing: batches always come in order",
+    "image_dtype": "an argument of the dataset, not the loader: "
+    "stoker.LeRobotDataset(..., image_dtype='uint8')",
+}
+
+
+def _unknown_arguments(unknown: Mapping[str, Any]) -> str:
+    """The TypeError's message for arguments stoker.Loader does not take: each DataLoader
+    argument with its stoker equivalent."""
+    lines = [f"stoker.Loader got unexpected arguments {sorted(unknown)}"]
+    for name in sorted(unknown):
+        if name in _DATALOADER_EQUIVALENTS:
+            lines.append(f"  {name}=: use {_DATALOADER_EQUIVALENTS[name]}")
+    return "\n".join(lines)
 
 
 class _ShardStream:

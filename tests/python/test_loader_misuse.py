@@ -291,3 +291,17 @@ def test_a_video_replaced_under_a_running_loader_is_refused_by_name(lerobot_v21,
         assert loader.stats()["skipped"] > 0 and skips
         assert all(target in skip["reason"] for skip in skips), skips
         assert delivered > 3 * len(loader)
+
+
+def test_dataloader_arguments_name_their_stoker_equivalents(lerobot_v21):
+    ds = dataset(lerobot_v21)
+    with pytest.raises(TypeError) as raised:
+        stoker.Loader(ds, batch_size=2, num_workers=4, pin_memory=True, collate_fn=list,
+                      image_dtype="uint8", frobnicate=1)
+    message = str(raised.value)
+    assert "['collate_fn', 'frobnicate', 'image_dtype', 'num_workers', 'pin_memory']" in message
+    assert "num_workers=: use threads=" in message
+    assert "pin_memory=: use device='cuda'" in message
+    assert "collate_fn=: use nothing: every sample is written straight into its slot" in message
+    assert "image_dtype=: use an argument of the dataset" in message
+    assert "frobnicate=:" not in message
