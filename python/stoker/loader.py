@@ -43,17 +43,7 @@ from stoker.sampling import (
     _check_int,
     _check_seed,
 )
-from stoker.shards import (
-    DEFAULT_SHUFFLE_BUFFER,
-    Array,
-    Clip,
-    Image,
-    Json,
-    Label,
-    ShardDataset,
-    Text,
-    Tokens,
-)
+from stoker.shards import DEFAULT_SHUFFLE_BUFFER, Json, ShardDataset, Tokens
 from stoker.transforms import Transforms
 
 _STATE_VERSION = 1
@@ -566,7 +556,7 @@ class Loader:
             dataset.sample_shard,
             dataset.sample_first_member,
             dataset.bad_samples,
-            _shard_fields(dataset, self.transforms),
+            dataset.native_fields(self.transforms),
             self.sampler.native,
             options,
         )
@@ -1170,51 +1160,6 @@ class _ShardStream:
             "sample_in_shard": in_shard,
             "buffer": [int(i) for i in held],
         }
-
-
-def _shard_fields(dataset: ShardDataset, transforms: Transforms) -> list[Any]:
-    """The spec of ``dataset`` as the native loader reads it: per field its kind, options
-    and, per sample, the number of the member it reads."""
-    every = np.arange(len(dataset), dtype=np.int64)
-    out = []
-    for name, decoder in dataset.spec.items():
-        field = _core.ShardField()
-        field.name = name
-        field.alternatives = list(decoder.fields)
-        field.set_members(dataset.resolve_members(decoder, every))
-        if isinstance(decoder, Image):
-            field.kind = _core.ShardFieldKind.image
-            options = transforms.core_options(decoder.size, transforms.layout or "TCHW")
-            if options.crop != _core.CropMode.none:
-                height, width = options.crop_height, options.crop_width
-            else:
-                height, width = options.resize_height, options.resize_width
-            if not height or not width:
-                raise InvalidArgumentError(
-                    f"image field {name!r} has no output size: give stoker.Image(size=...) in "
-                    "the spec, or transforms with resize, center_crop or random_resized_crop"
-                )
-            field.transform, field.height, field.width = options, height, width
-        elif isinstance(decoder, Clip):
-            field.kind = _core.ShardFieldKind.clip
-            field.frames = [int(f) for f in decoder.frames]
-            field.height, field.width = decoder.size
-            field.layout = _core.Layout.NCHW if decoder.layout == "TCHW" else _core.Layout.NHWC
-        elif isinstance(decoder, Text):
-            field.kind = _core.ShardFieldKind.text
-        elif isinstance(decoder, Label):
-            field.kind = _core.ShardFieldKind.label
-        elif isinstance(decoder, Tokens):
-            field.kind = _core.ShardFieldKind.tokens
-            field.pad = int(decoder.pad)
-            field.max_length = int(decoder.max_length or 0)
-        elif isinstance(decoder, Array):
-            field.kind = _core.ShardFieldKind.array
-        else:
-            field.kind = _core.ShardFieldKind.json
-            field.json_keys = list(decoder.keys.items())
-        out.append(field)
-    return out
 
 
 def check_device(device):

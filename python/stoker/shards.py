@@ -42,7 +42,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -51,6 +51,7 @@ from stoker._core import DatasetError, InvalidArgumentError
 from stoker._files import checked_path
 from stoker.dataset_index import default_cache_dir
 from stoker.storage import S3Options, as_s3_options, is_url, open_dataset_root
+from stoker.transforms import Transforms
 
 __all__ = [
     "DEFAULT_SHUFFLE_BUFFER",
@@ -527,6 +528,96 @@ class ShardDataset:
 
     def shard_of(self, sample: int) -> str:
         return self.urls[int(self.sample_shard[sample])]
+
+    def native_fields(self, transforms: Transforms | None = None) -> list[Any]:
+        """The spec as the native loader reads it: per field its kind, options and, per sample,
+        the number of the member it reads. Image fields take ``transforms`` (default: the
+        spec's size)."""
+        transforms = Transforms() if transforms is None else transforms
+        every = np.arange(len(self), dtype=np.int64)
+        out = []
+        for name, decoder in self.spec.items():
+            field = _core.ShardField()
+            field.name = name
+            field.alternatives = list(decoder.fields)
+            field.set_members(self.resolve_members(decoder, every))
+            if isinstance(decoder, Image):
+                field.kind = _core.ShardFieldKind.image
+                options = transforms.core_options(decoder.size, transforms.layout or "TCHW")
+                if options.crop != _core.CropMode.none:
+                    height, width = options.crop_height, options.crop_width
+                else:
+                    height, width = options.resize_height, options.resize_width
+                if not height or not width:
+                    raise InvalidArgumentError(
+                        f"image field {name!r} has no output size: give stoker.Image(size=...) "
+                        "in the spec, or transforms with resize, center_crop or "
+                        "random_resized_crop"
+                    )
+                field.transform, field.height, field.width = options, height, width
+            elif isinstance(decoder, Clip):
+                field.kind = _core.ShardFieldKind.clip
+                field.frames = [int(f) for f in decoder.frames]
+                field.height, field.width = decoder.size
+                chw = decoder.layout == "TCHW"
+                field.layout = _core.Layout.NCHW if chw else _core.Layout.NHWC
+            elif isinstance(decoder, Text):
+                field.kind = _core.ShardFieldKind.text
+            elif isinstance(decoder, Label):
+                field.kind = _core.ShardFieldKind.label
+            elif isinstance(decoder, Tokens):
+                field.kind = _core.ShardFieldKind.tokens
+                field.pad = int(decoder.pad)
+                field.max_length = int(decoder.max_length or 0)
+            elif isinstance(decoder, Array):
+                field.kind = _core.ShardFieldKind.array
+            else:
+                field.kind = _core.ShardFieldKind.json
+                field.json_keys = list(decoder.keys.items())
+            out.append(field)
+        return out
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        """Sample ``i`` decoded as a batch of one would hold it, without the batch axis: each
+        field (images ``[3, H, W]`` uint8 at the spec's size, text a str, a json field as its
+        keys), ``__key__`` and ``__index__``. Read through the shard index and decoded by the
+        native loader's source, so its errors are the loader's (naming shard, key and field).
+        Images need a size in the spec (``stoker.Image(size=...)``)."""
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
+        i = int(i) + (len(self) if i < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
+        if i in self.bad_samples:
+            raise DatasetError(self.bad_samples[i])
+        options = _core.LoaderOptions()
+        options.batch_size = options.threads = options.prefetch = 1
+        one = _core.MappedSampler(
+            _core.DistributedSampler(1, False, 0, 0, 1, False), np.array([i], np.int64)
+        )
+        loader = _core.Loader.for_shards(
+            self.indexes,
+            self.sample_shard,
+            self.sample_first_member,
+            {},
+            self.native_fields(),
+            one,
+            options,
+        )
+        loader.start(0, 0, 1)
+        arrays, samples, _, _, _ = cast(tuple[Any, ...], loader.next(False))
+        loader.stop()
+        item: dict[str, Any] = {}
+        for name, decoder in self.spec.items():
+            names = list(decoder.keys) if isinstance(decoder, Json) else [name]
+            if isinstance(decoder, Tokens):
+                names.append(f"{name}_length")
+            for key in names:
+                value = arrays[key][0]
+                item[key] = value.copy() if isinstance(value, np.ndarray) else value
+        item["__key__"] = arrays["__key__"][0]
+        item["__index__"] = int(samples[0])
+        return item
 
     def __reduce__(self):
         """Pickled as what opens it again (the URLs, spec, storage options and cache folder):

@@ -1044,3 +1044,31 @@ def test_copied_clip_of_h264_with_b_frames_is_a_gop_run_exactly(video, tmp_path)
     again = tmp_path / "again.mp4"
     _core.ClipSource(path, None).copy(30, 60, str(again), "mp4")
     assert again.read_bytes() == target.read_bytes()
+
+
+def test_one_sample_is_read_by_its_index_as_a_batch_holds_it(tmp_path, cache):
+    samples = [
+        (f"k{i}", {"txt": f"caption {i}".encode(), "cls": str(i).encode(),
+                   "json": json.dumps({"w": 10 * i, "url": f"u{i}"}).encode(),
+                   "npy": npy(np.arange(i + 1, dtype=np.int16))})
+        for i in range(5)
+    ]
+    samples[3][1]["cls"] = b"three"
+    url = write_tar(tmp_path / "one.tar", samples)
+    spec = {
+        "caption": stoker.Text(),
+        "label": stoker.Label(),
+        "tokens": stoker.Tokens(pad=-1),
+        "meta": stoker.Json(keys={"w": "int64", "url": "str"}),
+    }
+    ds = stoker.ShardDataset(url, spec)
+    item = ds[2]
+    assert item["caption"] == "caption 2" and int(item["label"]) == 2
+    assert item["tokens"].tolist() == [0, 1, 2] and int(item["tokens_length"]) == 3
+    assert int(item["w"]) == 20 and item["url"] == "u2"
+    assert item["__key__"] == "k2" and item["__index__"] == 2
+    assert ds[-1]["__key__"] == "k4"
+    with pytest.raises(stoker.DatasetError, match=r"one.tar: sample 'k3', field 'cls'.*three"):
+        ds[3]
+    with pytest.raises(IndexError, match="sample 5 is out of range: the dataset has 5"):
+        ds[5]
