@@ -84,9 +84,11 @@ TEST(ShardMembers, NpyArraysOfEveryVersionOrderAndByteOrder) {
     EXPECT_EQ(array->shape, (std::vector<int64_t>{2, 3}));
   }
   // Fortran order and big-endian come out in C order, native bytes.
-  auto fortran =
-      parse_npy(bytes_of(npy("{'descr': '>i2', 'fortran_order': True, 'shape': (2, 3), }",
-                             std::string("\0\0\0\3\0\1\0\4\0\2\0\5", 12))));
+  // The member outlives the array, which views its bytes.
+  const std::string fortran_member =
+      npy("{'descr': '>i2', 'fortran_order': True, 'shape': (2, 3), }",
+          std::string("\0\0\0\3\0\1\0\4\0\2\0\5", 12));
+  auto fortran = parse_npy(bytes_of(fortran_member));
   ASSERT_TRUE(fortran.ok()) << fortran.status().message();
   std::vector<int16_t> values(6);
   fortran->copy_to(reinterpret_cast<uint8_t*>(values.data()));
