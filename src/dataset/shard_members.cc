@@ -201,6 +201,14 @@ std::string python_repr(std::string_view text) {
   return out + quote;
 }
 
+std::string python_shape(const std::vector<int64_t>& shape) {
+  std::string out = "(";
+  for (size_t k = 0; k < shape.size(); ++k) {
+    out += (k ? ", " : "") + std::to_string(shape[k]);
+  }
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
 Result<int64_t> decode_label(MemberBytes member) {
   std::string_view text = text_of(member);
   auto refuse = [&] {
@@ -400,11 +408,7 @@ Result<TokenArray> decode_tokens(MemberBytes member, int64_t max_length) {
     return corrupt("token ids are an integer array, this one is " + name + " (" + code + ")");
   }
   if (array.shape.size() != 1) {
-    std::string shape = "(";
-    for (size_t k = 0; k < array.shape.size(); ++k) {
-      shape += (k ? ", " : "") + std::to_string(array.shape[k]);
-    }
-    return corrupt("a token array is 1-D, this one has shape " + shape + ")");
+    return corrupt("a token array is 1-D, this one has shape " + python_shape(array.shape));
   }
   int64_t n = array.shape[0];
   std::vector<uint8_t> values(static_cast<size_t>(n) * array.item_bytes);

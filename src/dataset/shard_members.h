@@ -23,6 +23,8 @@ using MemberBytes = std::span<const uint8_t>;
 /// single quotes unless it holds one and no double quote; backslashes, the quote and control
 /// characters escaped.
 std::string python_repr(std::string_view text);
+/// A shape as Python prints a tuple: (2, 3), (5,), ().
+std::string python_shape(const std::vector<int64_t>& shape);
 
 /// A label: an ASCII decimal integer as Python's int() reads it (surrounding whitespace, a
 /// sign, underscores between digits), within int64. Errors (kCorruptData): anything else.

@@ -23,15 +23,6 @@ int64_t nanoseconds_since(Clock::time_point start) {
 
 size_t aligned(size_t offset) { return (offset + 63) & ~size_t{63}; }
 
-// A shape as Python prints a tuple: (2, 3), (5,), ().
-std::string python_shape(const std::vector<int64_t>& shape) {
-  std::string out = "(";
-  for (size_t k = 0; k < shape.size(); ++k) {
-    out += (k ? ", " : "") + std::to_string(shape[k]);
-  }
-  return out + (shape.size() == 1 ? ",)" : ")");
-}
-
 // Why an array does not go with the batch's first of its field.
 std::string unlike(const SlotValue& value, const SlotValue& first) {
   return "an array of shape " + python_shape(value.shape) + " and dtype " + value.dtype +
