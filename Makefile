@@ -188,6 +188,7 @@ bench: deps $(VENV)/.bench-stamp
 	else PYTHONPATH=python $(PYTHON) bench/ray_bench.py $(RAY_BENCH_ARGS); fi
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
 	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/mix_bench.py
 	# LeRobot's training loop against stoker's: in .venv-lerobot when it is there (make
 	# test-lerobot), else the LeRobot row reads "not measured".
 	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \

@@ -103,15 +103,22 @@ def make_shards(folder: Path, images: int, width: int = WIDTH, height: int = HEI
 # Contenders, each run in a child process: `shard_bench.py --run NAME --urls ... --threads N`
 
 
-def run_stoker(urls: list[str], threads: int, output: str = "torch") -> tuple[int, float]:
+def stoker_spec() -> dict:
+    """The fields stoker reads from each sample: the image, caption, label and json."""
     import stoker
 
-    spec = {
+    return {
         "image": stoker.Image("jpg"),
         "caption": stoker.Text(),
         "label": stoker.Label(),
         "meta": stoker.Json(keys={"width": "int64", "url": "str"}),
     }
+
+
+def run_stoker(urls: list[str], threads: int, output: str = "torch") -> tuple[int, float]:
+    import stoker
+
+    spec = stoker_spec()
     ds = stoker.ShardDataset(urls, spec)
     transforms = stoker.Transforms(
         random_resized_crop=(CROP, CROP), hflip=0.5, mean=MEAN, std=STD, dtype="float32"
@@ -241,12 +248,7 @@ def run_stoker_cpu(urls: list[str], threads: int) -> tuple[int, float]:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime + usage.ru_stime
 
-    spec = {
-        "image": stoker.Image("jpg"),
-        "caption": stoker.Text(),
-        "label": stoker.Label(),
-        "meta": stoker.Json(keys={"width": "int64", "url": "str"}),
-    }
+    spec = stoker_spec()
     # 8x8 out of 8x8: no pixel work to speak of, the same steps.
     transforms = stoker.Transforms(
         random_resized_crop=(8, 8), hflip=0.5, mean=MEAN, std=STD, dtype="float32"

@@ -199,6 +199,8 @@ class Loader {
   int64_t batches_in_epoch(uint32_t epoch) const;
   /// The arrays of every batch, in key order: each key, then `<key>_is_pad` for windowed keys.
   const std::vector<BatchField>& fields() const;
+  /// The names of every batch's columns (Batch::columns()), in order.
+  std::vector<std::string> column_names() const;
   /// Batches in the pipeline ahead of the consumer, ready or being built: prefetch.
   int pipeline_depth() const;
 

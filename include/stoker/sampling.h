@@ -186,6 +186,33 @@ class WeightedSampler final : public Sampler {
   std::vector<int64_t> alias_;  // else take alias_[i]
 };
 
+/// Draws from several datasets laid end to end (dataset k's sample i is id offsets()[k] + i):
+/// each draw picks dataset k with probability weights[k] / sum(weights), independently of every
+/// other draw (WeightedSampler over the datasets), then one of its samples uniformly; both pure
+/// functions of (seed, epoch, draw index). O(datasets) memory, whatever the datasets' sizes.
+/// `options.num_samples` defaults to the datasets' total size.
+class MixSampler final : public Sampler {
+ public:
+  /// Errors (kInvalidArgument): as WeightedSampler's for the weights; sizes of another count,
+  /// a negative size, a positive weight on an empty dataset.
+  static Result<std::unique_ptr<MixSampler>> create(std::span<const double> weights,
+                                                    std::span<const int64_t> sizes,
+                                                    WeightedOptions options = {});
+  int64_t size() const override { return datasets_->size(); }
+  int64_t at(uint32_t epoch, int64_t position) const override;
+  /// The first id of each dataset, and the total: datasets + 1 values.
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+
+ private:
+  MixSampler(std::unique_ptr<WeightedSampler> datasets, std::vector<int64_t> offsets,
+             WeightedOptions options)
+      : datasets_(std::move(datasets)), offsets_(std::move(offsets)), options_(options) {}
+
+  std::unique_ptr<WeightedSampler> datasets_;  // which dataset each draw takes
+  std::vector<int64_t> offsets_;
+  WeightedOptions options_;
+};
+
 /// How expand_group_weights reads a group's weight.
 enum class GroupWeight {
   kTotal,      // the group's share of all draws, spread evenly over its samples (datasets mixed

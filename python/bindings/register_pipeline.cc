@@ -13,7 +13,9 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "arrays.h"
@@ -21,6 +23,7 @@
 #include "index_handle.h"
 #include "shard_handle.h"
 #include "stoker/loader.h"
+#include "stoker/mix_source.h"
 #include "stoker/shard_source.h"
 
 namespace nb = nanobind;
@@ -150,13 +153,11 @@ std::vector<int32_t> narrowed(const Int64s& values) {
   return out;
 }
 
-std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards,
-                                          const Int64s& sample_shard,
-                                          const Int64s& sample_first_member,
-                                          const std::map<int64_t, std::string>& bad_samples,
-                                          std::vector<ShardField> fields,
-                                          std::shared_ptr<const sampling::Sampler> sampler,
-                                          const LoaderOptions& options) {
+// A shard dataset's samples as Python's ShardDataset holds them.
+std::shared_ptr<ShardSamples> shard_samples(const std::vector<OpenedShard>& shards,
+                                            const Int64s& sample_shard,
+                                            const Int64s& sample_first_member,
+                                            const std::map<int64_t, std::string>& bad_samples) {
   auto samples = std::make_shared<ShardSamples>();
   for (const OpenedShard& shard : shards) {
     samples->urls.push_back(shard.url);
@@ -165,9 +166,73 @@ std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards
   samples->sample_shard = narrowed(sample_shard);
   samples->sample_first_member = narrowed(sample_first_member);
   samples->bad_samples.assign(bad_samples.begin(), bad_samples.end());
+  return samples;
+}
+
+std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards,
+                                          const Int64s& sample_shard,
+                                          const Int64s& sample_first_member,
+                                          const std::map<int64_t, std::string>& bad_samples,
+                                          std::vector<ShardField> fields,
+                                          std::shared_ptr<const sampling::Sampler> sampler,
+                                          const LoaderOptions& options) {
+  auto samples = shard_samples(shards, sample_shard, sample_first_member, bad_samples);
   Result<std::unique_ptr<Loader>> loader = [&] {
     nb::gil_scoped_release release;
     return create_shard_loader(std::move(samples), std::move(fields), std::move(sampler), options);
+  }();
+  return value_or_raise(std::move(loader), Area::kDataset);
+}
+
+MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
+                     const TransformOptions& transform_options, const LoaderOptions& options,
+                     std::vector<int64_t> rows, std::vector<std::string> front_keys,
+                     std::string name) {
+  auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
+  LoaderOptions part_options = options;
+  part_options.replacement_rows = rows;
+  Result<MixPart> part = [&] {
+    nb::gil_scoped_release release;  // reads the cameras' first frame tables
+    return make_episode_part(index.index, std::move(keys), std::move(transform), part_options);
+  }();
+  MixPart made = value_or_raise(std::move(part), Area::kDataset);
+  made.rows = std::move(rows);
+  made.front_keys = std::move(front_keys);
+  made.name = std::move(name);
+  return made;
+}
+
+MixPart shard_part(const std::vector<OpenedShard>& shards, const Int64s& sample_shard,
+                   const Int64s& sample_first_member,
+                   const std::map<int64_t, std::string>& bad_samples,
+                   std::vector<ShardField> fields, const LoaderOptions& options,
+                   std::vector<std::string> front_keys, std::string name) {
+  auto samples = shard_samples(shards, sample_shard, sample_first_member, bad_samples);
+  Result<MixPart> part = [&] {
+    nb::gil_scoped_release release;
+    return make_shard_part(std::move(samples), std::move(fields), options);
+  }();
+  MixPart made = value_or_raise(std::move(part), Area::kDataset);
+  made.front_keys = std::move(front_keys);
+  made.name = std::move(name);
+  return made;
+}
+
+std::unique_ptr<Loader> make_mix_loader(std::vector<MixPart*> parts,
+                                        std::shared_ptr<const sampling::Sampler> sampler,
+                                        const LoaderOptions& options) {
+  std::vector<MixPart> taken;
+  for (MixPart* part : parts) {
+    if (part->source == nullptr) {
+      raise_if_error(Status(StatusCode::kInvalidArgument,
+                            "mix: a MixPart makes one loader: make the parts again"),
+                     Area::kDataset);
+    }
+    taken.push_back(std::move(*part));
+  }
+  Result<std::unique_ptr<Loader>> loader = [&] {
+    nb::gil_scoped_release release;
+    return create_mix_loader(std::move(taken), std::move(sampler), options);
   }();
   return value_or_raise(std::move(loader), Area::kDataset);
 }
@@ -223,6 +288,16 @@ void register_pipeline(nb::module_& m) {
       "One field of a shard dataset's spec, as the native loader reads it "
       "(stoker/shard_source.h).";
 
+  nb::class_<MixPart>(m, "MixPart",
+                      "One dataset of a mix, as its source (stoker/mix_source.h); one loader "
+                      "takes it.")
+      .def_static("for_episodes", &episode_part, nb::arg("index"), nb::arg("keys"),
+                  nb::arg("transform"), nb::arg("options"), nb::arg("rows"), nb::arg("front_keys"),
+                  nb::arg("name"))
+      .def_static("for_shards", &shard_part, nb::arg("shards"), nb::arg("sample_shard"),
+                  nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
+                  nb::arg("options"), nb::arg("front_keys"), nb::arg("name"));
+
   nb::class_<Loader>(m, "Loader")
       .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
            nb::arg("transform"), nb::arg("options"),
@@ -231,9 +306,14 @@ void register_pipeline(nb::module_& m) {
                   nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
                   nb::arg("sampler"), nb::arg("options"),
                   "Batches of a shard dataset's `fields` over the samples `sampler` gives.")
+      .def_static("for_mix", &make_mix_loader, nb::arg("parts"), nb::arg("sampler"),
+                  nb::arg("options"),
+                  "Batches of several datasets as one, `sampler` giving ids over all their "
+                  "samples laid end to end (a MixSampler).")
       .def_prop_ro("batches_per_epoch", &Loader::batches_per_epoch)
       .def("batches_in_epoch", &Loader::batches_in_epoch, nb::arg("epoch"))
       .def_prop_ro("pipeline_depth", &Loader::pipeline_depth)
+      .def_prop_ro("column_names", &Loader::column_names)
       .def_prop_ro(
           "fields",
           [](const Loader& loader) {

@@ -114,6 +114,25 @@ void register_sampling(nb::module_& m) {
            nb::arg("weights"), nb::arg("num_samples").none(), nb::arg("seed"), nb::arg("rank"),
            nb::arg("world_size"), nb::arg("drop_last"));
 
+  nb::class_<MixSampler, Sampler>(m, "MixSampler")
+      .def(nb::new_([](Doubles weights, Int64s sizes, std::optional<int64_t> num_samples,
+                       uint64_t seed, int64_t rank, int64_t world_size, bool drop_last) {
+             Result<std::unique_ptr<MixSampler>> sampler = [&] {
+               nb::gil_scoped_release release;
+               return MixSampler::create(std::span(weights.data(), weights.shape(0)),
+                                         std::span(sizes.data(), sizes.shape(0)),
+                                         {.num_samples = num_samples,
+                                          .seed = seed,
+                                          .rank = rank,
+                                          .world_size = world_size,
+                                          .drop_last = drop_last});
+             }();
+             return value_or_raise(std::move(sampler));
+           }),
+           nb::arg("weights"), nb::arg("sizes"), nb::arg("num_samples").none(), nb::arg("seed"),
+           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+           "Draws over datasets laid end to end: a dataset by weight, then one of its samples.");
+
   nb::class_<LoadBalancedSampler, Sampler>(m, "LoadBalancedSampler")
       .def(nb::new_([](Doubles costs, int64_t batch_size, bool shuffle, uint64_t seed, int64_t rank,
                        int64_t world_size, bool drop_last) {

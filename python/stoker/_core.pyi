@@ -532,6 +532,12 @@ class MappedSampler(Sampler):
 class WeightedSampler(Sampler):
     def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], num_samples: int | None, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
+class MixSampler(Sampler):
+    def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], num_samples: int | None, seed: int, rank: int, world_size: int, drop_last: bool) -> None:
+        """
+        Draws over datasets laid end to end: a dataset by weight, then one of its samples.
+        """
+
 class LoadBalancedSampler(Sampler):
     def __init__(self, costs: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool) -> None: ...
 
@@ -894,6 +900,17 @@ class ShardField:
     @json_keys.setter
     def json_keys(self, arg: Sequence[tuple[str, str]], /) -> None: ...
 
+class MixPart:
+    """
+    One dataset of a mix, as its source (stoker/mix_source.h); one loader takes it.
+    """
+
+    @staticmethod
+    def for_episodes(index: EpisodeIndex, keys: Sequence[WindowKey], transform: TransformOptions, options: LoaderOptions, rows: Sequence[int], front_keys: Sequence[str], name: str) -> MixPart: ...
+
+    @staticmethod
+    def for_shards(shards: Sequence[ShardIndex], sample_shard: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sample_first_member: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], bad_samples: Mapping[int, str], fields: Sequence[ShardField], options: LoaderOptions, front_keys: Sequence[str], name: str) -> MixPart: ...
+
 class Loader:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:
         """
@@ -906,6 +923,12 @@ class Loader:
         Batches of a shard dataset's `fields` over the samples `sampler` gives.
         """
 
+    @staticmethod
+    def for_mix(parts: Sequence[MixPart], sampler: Sampler, options: LoaderOptions) -> Loader:
+        """
+        Batches of several datasets as one, `sampler` giving ids over all their samples laid end to end (a MixSampler).
+        """
+
     @property
     def batches_per_epoch(self) -> int: ...
 
@@ -913,6 +936,9 @@ class Loader:
 
     @property
     def pipeline_depth(self) -> int: ...
+
+    @property
+    def column_names(self) -> list[str]: ...
 
     @property
     def fields(self) -> list:

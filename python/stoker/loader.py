@@ -35,10 +35,12 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
+from stoker.multi_dataset import MixFront, MultiDataset
 from stoker.sampling import (
     _MAX_EPOCH,
     DistributedSampler,
     LoadBalancedSampler,
+    MixSampler,
     Sampler,
     _check_int,
     _check_seed,
@@ -343,15 +345,6 @@ class Loader:
     spawn, create one in each process.
     """
 
-    def __new__(cls, dataset=None, *args, **kwargs):
-        """A :class:`stoker.MultiDataset` is read by one native loader per dataset, joined per
-        batch."""
-        from stoker.multi_dataset import MultiDataset, MultiLoader
-
-        if cls is Loader and isinstance(dataset, MultiDataset):
-            return MultiLoader(dataset, *args, **kwargs)
-        return super().__new__(cls)
-
     def __init__(
         self,
         dataset,
@@ -378,6 +371,17 @@ class Loader:
         if unknown:
             raise TypeError(_unknown_arguments(unknown))
         self._shards = isinstance(dataset, ShardDataset)
+        self._mix: MixFront | None = None
+        if isinstance(dataset, MultiDataset) and (balance or sampler is not None):
+            raise TypeError(
+                "a stoker.MultiDataset draws every slot by the datasets' weights "
+                "(stoker.MixSampler): balance= and sampler= do not apply"
+            )
+        if isinstance(dataset, MultiDataset) and shuffle is False:
+            raise ValueError(
+                "a stoker.MultiDataset draws every slot at random by the datasets' weights: "
+                "shuffle=False does not apply (there is no dataset order to keep)"
+            )
         if not self._shards and (shuffle_buffer is not None or equal_batches is not None):
             raise TypeError(
                 "shuffle_buffer= and equal_batches= order a stoker.ShardDataset's stream; "
@@ -408,6 +412,7 @@ class Loader:
             raise ValueError(
                 f"shuffle_buffer must be a non-negative integer, got {shuffle_buffer!r}"
             )
+        transforms_given = transforms
         if transforms is None:
             transforms = getattr(dataset, "transforms", None) or Transforms()
         if not isinstance(transforms, Transforms):
@@ -462,6 +467,8 @@ class Loader:
             self._init_shards(
                 dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
             )
+        elif isinstance(dataset, MultiDataset):
+            self._init_mix(dataset, transforms_given, rank, world_size, options)
         else:
             self._init_episodes(dataset, sampler, shuffle, rank, world_size, image_dtype, options)
         self._core: Any = self._native_factory(*self._native_arguments)  # None: to build again
@@ -560,6 +567,27 @@ class Loader:
             self.sampler.native,
             options,
         )
+
+    def _init_mix(self, dataset, transforms, rank, world_size, options):
+        """The order and native parts of a mix: each slot an independent weighted draw
+        (stoker.MixSampler), built by its dataset's source in one native loader."""
+        rank, world_size = _distributed_defaults(rank, world_size)
+        self.sampler = MixSampler(
+            dataset.weights,
+            dataset.sizes,
+            seed=self.seed,
+            rank=rank,
+            world_size=world_size,
+            drop_last=self.drop_last,
+        )
+        self.rank, self.world_size = rank, world_size
+        self.shuffle = True
+        self._check_epoch_has_a_batch()
+        self._mix = MixFront(dataset, transforms)
+        self._squeezed = self._mix.squeezed
+        self._arguments["transforms"] = transforms  # None: each dataset's own
+        self._native_factory = self._mix.native
+        self._native_arguments = (self.sampler.native, options)
 
     def __len__(self) -> int:
         """Batches in the current epoch for this rank (for a ShardDataset, ranks and epochs
@@ -994,6 +1022,8 @@ class Loader:
     ) -> dict[str, Any]:
         if self._shards:
             return self._shard_item(arrays, samples)
+        if self._mix is not None:
+            return self._mix.item(arrays, samples, episodes, torch if self._torch else None)
         item: dict[str, Any] = {}
         for key in self._keys:
             value = arrays[key.name]

@@ -1,14 +1,20 @@
-"""Several datasets read as one: :class:`MultiDataset`, and the Loader over it.
+"""Several datasets read as one: :class:`MultiDataset`, and how the one native loader reads it.
 
-    mix = stoker.MultiDataset([ds_a, ds_b], weights=[3, 1])
-    item = mix[i]                       # ds_a's or ds_b's item, padded to every key of both
-    loader = stoker.Loader(mix, batch_size=32)   # each batch: 24 samples of ds_a, 8 of ds_b
+    mix = stoker.MultiDataset([lerobot_ds, shard_ds], weights=[3, 1])
+    item = mix[i]                      # lerobot_ds's or shard_ds's item, with every key of both
+    loader = stoker.Loader(mix, batch_size=32)   # each slot drawn: lerobot_ds 3 times in 4
 
-The datasets may have different features. A key that only some of them have is in every item
-and batch: zeros where its dataset lacks it, with a mask saying so: ``<key>_is_pad`` (all True
-over the time axis for a window key, which has that mask anyway; one bool for the other
-keys). Keys the datasets share must agree in dtype and shape. ``dataset_index`` says which
-dataset each sample comes from.
+The datasets may be of any kind (:class:`stoker.LeRobotDataset`, :class:`stoker.ShardDataset`)
+and have different keys. A key that only some of them have is in every item and batch: zeros
+(None in lists, "" in texts) where its dataset lacks it, with a mask saying so:
+``<key>_is_pad`` (all True over the time axis for a window key, which has that mask anyway; one
+bool per sample for the other keys). Keys the datasets share must agree in dtype and shape.
+``dataset_index`` says which dataset each sample comes from.
+
+One native loader reads a mix (stoker/mix_source.h): one pool of buffers, one set of threads,
+each slot of a batch an independent weighted draw (:class:`stoker.MixSampler`), decoded by its
+dataset's source straight into the batch. The schema is taken from the sources' fields, without
+decoding anything.
 
 Unlike LeRobot's ``MultiLeRobotDataset``, which drops the keys that not every dataset has,
 nothing is dropped.
@@ -21,27 +27,31 @@ from typing import Any
 
 import numpy as np
 
+from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.sampling import WeightedSampler, _check_values, expand_group_weights
+from stoker.lerobot import LeRobotDataset
+from stoker.sampling import MixSampler, _check_values, expand_group_weights
+from stoker.shards import ShardDataset
+from stoker.transforms import Transforms
 
-__all__ = ["MultiDataset"]
+__all__ = ["MixFront", "MultiDataset"]
 
-# Keys whose values are Python lists per batch (texts, records), not arrays.
-_LIST_KEYS = ("task",)
+_PAD = "_is_pad"
 
 
 class MultiDataset:
-    """Datasets (each a :class:`stoker.LeRobotDataset`) read as one, sample ``i`` of dataset
-    ``k`` being sample ``offsets[k] + i``.
+    """Datasets (each a :class:`stoker.LeRobotDataset` or a :class:`stoker.ShardDataset`) read
+    as one, sample ``i`` of dataset ``k`` being sample ``offsets[k] + i``.
 
     Args:
         datasets: at least one; they share nothing but must agree on the keys they share.
-        weights: one non-negative number per dataset, the share of samples drawn from it
-            (by :meth:`sampler`, and in each of a :class:`stoker.Loader`'s batches). Default:
-            the datasets' sizes (every sample equally likely, as a plain concatenation).
+        weights: one non-negative number per dataset, the chance that a draw (each slot of a
+            :class:`stoker.Loader`'s batches) takes it. Default: the datasets' sizes (every
+            sample equally likely, as a plain concatenation).
 
-    Raises :class:`stoker.DatasetError` when two datasets give one key different dtypes or
-    shapes (their frames at different sizes, for instance: give their specs one ``size``).
+    :attr:`schema` (and a Loader over the mix) raises :class:`stoker.DatasetError` naming both
+    datasets when two give one key different dtypes or shapes (their frames at different
+    sizes, for instance: give their specs one ``size``).
     """
 
     def __init__(self, datasets: Sequence[Any], weights: Sequence[float] | None = None):
@@ -49,9 +59,10 @@ class MultiDataset:
         if not self.datasets:
             raise InvalidArgumentError("MultiDataset needs at least one dataset")
         for k, ds in enumerate(self.datasets):
-            if not hasattr(ds, "item_keys") or len(ds) == 0:
+            if not isinstance(ds, (LeRobotDataset, ShardDataset)) or len(ds) == 0:
                 raise InvalidArgumentError(
-                    f"datasets[{k}] is not a non-empty stoker dataset: {ds!r}"
+                    f"datasets[{k}] is not a non-empty stoker.LeRobotDataset or "
+                    f"stoker.ShardDataset: {ds!r}"
                 )
         sizes = np.array([len(ds) for ds in self.datasets], np.int64)
         self.sizes = sizes
@@ -64,7 +75,7 @@ class MultiDataset:
         if not values.sum() > 0:
             raise InvalidArgumentError("weights are all zero: nothing can be drawn")
         self.weights = values
-        self.schema = union_schema([item_schema(ds[0]) for ds in self.datasets])
+        self._schema: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
@@ -79,16 +90,22 @@ class MultiDataset:
         k = int(np.searchsorted(self.offsets, i, side="right") - 1)
         return k, i - int(self.offsets[k])
 
+    @property
+    def schema(self) -> dict[str, tuple[str, tuple[int, ...]] | None]:
+        """Every key of an item: (dtype, shape) of its arrays, None for the keys whose values
+        are Python objects (texts, lists, records, variable-length arrays). Taken from the
+        datasets' native sources and metadata, without decoding (a shard dataset's images need
+        a size in its spec). Raises :class:`stoker.DatasetError` naming both datasets when two
+        disagree on a key, as a Loader over the mix does."""
+        if self._schema is None:
+            self._schema = MixFront(self, None).item_schema()
+        return self._schema
+
     def __getitem__(self, i: int) -> dict[str, Any]:
         k, local = self.locate(i)
-        item = self.datasets[k][local]
-        padded = pad_to_schema(item, self.schema, batch=None)
-        padded["dataset_index"] = np.int64(k)
-        return padded
-
-    def sample_weights(self) -> np.ndarray:
-        """Per sample: its dataset's weight spread evenly over the dataset's samples."""
-        return expand_group_weights(self.weights, self.sizes, mode="total")
+        item = pad_to_schema(self.datasets[k][local], self.schema)
+        item["dataset_index"] = np.int64(k)
+        return item
 
     def sampler(
         self,
@@ -98,11 +115,13 @@ class MultiDataset:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-    ) -> WeightedSampler:
-        """A :class:`stoker.WeightedSampler` drawing each dataset's share (``weights``) of
-        ``num_samples`` (default: ``len(self)``) draws per epoch, with replacement."""
-        return WeightedSampler(
-            self.sample_weights(),
+    ) -> MixSampler:
+        """The :class:`stoker.MixSampler` a Loader over the mix draws from: ``num_samples``
+        (default: ``len(self)``) independent draws per epoch, each a dataset by weight, then
+        one of its samples."""
+        return MixSampler(
+            self.weights,
+            self.sizes,
             num_samples=num_samples,
             seed=seed,
             rank=rank,
@@ -110,76 +129,34 @@ class MultiDataset:
             drop_last=drop_last,
         )
 
+    def sample_weights(self) -> np.ndarray:
+        """Per sample: its dataset's weight spread evenly over the dataset's samples."""
+        return expand_group_weights(self.weights, self.sizes, mode="total")
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{ds!r} (weight {w:g})" for ds, w in zip(self.datasets, self.weights))
         return f"MultiDataset([{parts}])"
 
 
-# ---------------------------------------------------------------------------------------------
-# Keys, padding
-
-
-def item_schema(item: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]] | None]:
-    """key -> (dtype, shape) of an item's (or, without the batch axis, a batch's) arrays; None
-    for the keys whose values are Python objects (texts, records)."""
-    schema: dict[str, tuple[str, tuple[int, ...]] | None] = {}
-    for key, value in item.items():
-        if isinstance(value, (list, str)) or key in _LIST_KEYS:
-            schema[key] = None
-        else:
-            schema[key] = (_dtype_name(value), tuple(value.shape))
-    return schema
-
-
-def _dtype_name(value) -> str:
-    return str(value.dtype).replace("torch.", "")
-
-
-def union_schema(schemas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Every key of ``schemas``, with a ``<key>_is_pad`` mask added for a key that some lack
-    and that has none; raises :class:`stoker.DatasetError` for a shared key whose dtype or
-    shape differs."""
-    union: dict[str, Any] = {}
-    owner: dict[str, int] = {}
-    for k, schema in enumerate(schemas):
-        for key, kind in schema.items():
-            if key in union and union[key] != kind:
-                raise DatasetError(
-                    f"datasets {owner[key]} and {k} disagree on key {key!r}: "
-                    f"{_describe(union[key])} against {_describe(kind)}"
-                )
-            union.setdefault(key, kind)
-            owner.setdefault(key, k)
-    for key in list(union):
-        if key.endswith("_is_pad") or union[key] is None:
-            continue
-        if all(key in schema for schema in schemas):
-            continue
-        if f"{key}_is_pad" not in union:
-            union[f"{key}_is_pad"] = ("bool", ())
-    return union
-
-
-def _describe(kind) -> str:
-    return "Python objects" if kind is None else f"{kind[0]} {list(kind[1])}"
-
-
-def pad_to_schema(item: dict[str, Any], schema: Mapping[str, Any], batch: int | None):
-    """``item`` (one sample, or with ``batch`` a batch of that many) with every key of
-    ``schema``: the keys it lacks as zeros (None in lists), their masks True; its own keys'
-    added masks False."""
+def pad_to_schema(item: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``item`` (one sample) with every key of ``schema``: the keys it lacks as zeros (None
+    for Python objects), their masks True; its own keys' added masks False."""
     torch, device = _torch_of(item)
     result = dict(item)
-    lead = () if batch is None else (batch,)
     for key, kind in schema.items():
-        if key in item:
+        if key in item or key == "dataset_index":
             continue
         if kind is None:
-            result[key] = None if batch is None else [None] * batch
+            result[key] = None
             continue
         dtype, shape = kind
-        missing_value = key.endswith("_is_pad") and key[: -len("_is_pad")] not in item
-        result[key] = _full(torch, device, lead + tuple(shape), dtype, bool(missing_value))
+        missing_value = key.endswith(_PAD) and key[: -len(_PAD)] not in item
+        if torch is not None:
+            result[key] = torch.full(
+                shape, int(missing_value), dtype=getattr(torch, dtype), device=device
+            )
+        else:
+            result[key] = np.full(shape, missing_value, dtype=dtype)
     return result
 
 
@@ -193,192 +170,161 @@ def _torch_of(item: Mapping[str, Any]):
     return None, None
 
 
-def _full(torch, device, shape, dtype: str, value: bool):
-    if torch is not None:
-        return torch.full(shape, int(value), dtype=getattr(torch, dtype), device=device)
-    return np.full(shape, value, dtype=dtype)
+class _Member:
+    """One dataset of a mix as the native mix reads it: its source's arguments, and the keys
+    its Python front adds to each sample (a LeRobot dataset's row keys, a shard's __index__)."""
 
-
-# ---------------------------------------------------------------------------------------------
-# The Loader
-
-
-def batch_shares(batch_size: int, weights: np.ndarray) -> np.ndarray:
-    """Samples of each dataset in a batch of ``batch_size``: its share of the weights, rounded
-    by largest remainder so that they add up to ``batch_size``."""
-    exact = batch_size * weights / weights.sum()
-    shares = np.floor(exact).astype(np.int64)
-    order = np.argsort(-(exact - shares), kind="stable")
-    shares[order[: batch_size - int(shares.sum())]] += 1
-    return shares
-
-
-class MultiLoader:
-    """A :class:`stoker.Loader` over a :class:`MultiDataset` (``stoker.Loader(mix, ...)``
-    makes one): every batch holds each dataset's share of ``batch_size``
-    (:func:`batch_shares` of the weights), drawn with replacement by a
-    :class:`stoker.WeightedSampler` per dataset, built by one native loader per dataset (the
-    threads split between them by share) and joined per batch, with every key of every
-    dataset (see :mod:`stoker.multi_dataset`) and ``dataset_index``. An epoch has as many
-    samples as the datasets together (split between ranks), rounded up to whole batches
-    (down, with ``drop_last``).
-
-    Iteration, ``state_dict`` / ``load_state_dict`` (exact resume), ``set_epoch``, ``len``,
-    ``close`` and the context manager are the Loader's. ``stats()`` gives each dataset's
-    loader's under ``"datasets"``. ``sampler=`` and ``balance=`` do not apply (each batch's
-    composition is fixed by the weights); the other arguments are the Loader's.
-    """
-
-    def __init__(self, dataset: MultiDataset, batch_size: int, **arguments: Any):
-        from stoker.loader import Loader, _distributed_defaults, default_threads
-
-        if arguments.pop("sampler", None) is not None or arguments.pop("balance", False):
-            raise ValueError(
-                "a MultiDataset's loader composes every batch by the datasets' weights: "
-                "sampler= and balance= do not apply"
-            )
-        arguments.pop("shuffle", None)  # draws are random: there is no dataset order to keep
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        self.dataset = dataset
-        self.batch_size = int(batch_size)
-        self.shares = batch_shares(self.batch_size, dataset.weights)
-        starved = np.flatnonzero((dataset.weights > 0) & (self.shares == 0))
-        if starved.size:
+    def __init__(self, k: int, dataset: Any, transforms: Transforms | None):
+        self.k, self.dataset = k, dataset
+        self.name = _name_of(dataset)
+        transforms = transforms or getattr(dataset, "transforms", None) or Transforms()
+        self.squeezed: set[str] = set()
+        # The keys the front adds: (dtype, shape) of an array key, None for a list.
+        self.extras: dict[str, tuple[str, tuple[int, ...]] | None]
+        if isinstance(dataset, ShardDataset):
+            self.fields = dataset.native_fields(transforms)
+            self.extras = {"__index__": ("int64", ())}
+            return
+        if getattr(dataset, "image_transforms", None) is not None:
             raise InvalidArgumentError(
-                f"batch_size {batch_size} gives datasets {starved.tolist()} no sample per batch "
-                f"at weights {dataset.weights.tolist()}: use a larger batch_size"
+                f"dataset {k} ({self.name}) has Python image_transforms: a mix applies "
+                "stoker.Transforms only (give the dataset transforms=stoker.Transforms(...))"
             )
-        rank, world_size = _distributed_defaults(
-            arguments.pop("rank", None), arguments.pop("world_size", None)
-        )
-        self.rank, self.world_size = rank, world_size
-        drop_last = bool(arguments.get("drop_last", False))
-        per_rank = len(dataset) // world_size if drop_last else -(-len(dataset) // world_size)
-        batches = per_rank // self.batch_size if drop_last else -(-per_rank // self.batch_size)
-        if batches < 1:
-            raise InvalidArgumentError(
-                f"an epoch would have no batch: {per_rank} samples per rank, batch_size "
-                f"{batch_size} and drop_last=True"
-            )
-        threads = arguments.pop("threads", None)
-        threads = default_threads() if threads is None else int(threads)
-        seed = int(arguments.get("seed", 0))
-        self.active = [k for k in range(len(dataset.datasets)) if self.shares[k] > 0]
-        self.loaders = []
-        for k in self.active:
-            share = int(self.shares[k])
-            sampler = WeightedSampler(
-                np.ones(len(dataset.datasets[k])),
-                num_samples=batches * share * world_size,
-                seed=(seed + k) % 2**64,
-                rank=rank,
-                world_size=world_size,
-            )
-            self.loaders.append(
-                Loader(
-                    dataset.datasets[k],
-                    share,
-                    sampler=sampler,
-                    threads=max(1, round(threads * share / self.batch_size)),
-                    **arguments,
-                )
-            )
-        self._schema: dict[str, Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.loaders[0])
-
-    @property
-    def epoch(self) -> int:
-        return self.loaders[0].epoch
-
-    def __iter__(self):
-        iterators: list[Any] = [iter(loader) for loader in self.loaders]
-        try:
-            for parts in zip(*iterators):
-                yield self._join(parts)
-        finally:
-            for iterator in iterators:
-                iterator.close()
-
-    def _join(self, parts) -> dict[str, Any]:
-        marked = []
-        for k, part in zip(self.active, parts):
-            part = dict(part)
-            n = len(part["task"])
-            torch, device = _torch_of(part)
-            part["dataset_index"] = (
-                torch.full((n,), k, dtype=torch.int64, device=device)
-                if torch is not None
-                else np.full(n, k, np.int64)
-            )
-            marked.append(part)
-        if self._schema is None:
-            self._schema = union_schema([_without_batch_axis(item_schema(p)) for p in marked])
-        padded = [pad_to_schema(p, self._schema, batch=len(p["task"])) for p in marked]
-        torch, _ = _torch_of(padded[0])
-        joined: dict[str, Any] = {}
-        for key in self._schema:
-            values = [p[key] for p in padded]
-            if isinstance(values[0], list):
-                joined[key] = [v for value in values for v in value]
-            elif torch is not None:
-                joined[key] = torch.cat(values)
-            else:
-                joined[key] = np.concatenate(values)
-        return joined
-
-    def set_epoch(self, epoch: int) -> None:
-        for loader in self.loaders:
-            loader.set_epoch(epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "MultiLoader",
-            "shares": self.shares.tolist(),
-            "loaders": [loader.state_dict() for loader in self.loaders],
+        spec, keys, index = dataset.spec, dataset.item_keys, dataset.index
+        self.keys = [key.native for key in keys]
+        self.transform = transforms.core_options(spec.size, spec.layout, dataset.image_dtype)
+        self.depth = dataset.native_depth_cameras()
+        self.rows = [] if dataset.rows is None else dataset.rows.tolist()
+        self.squeezed = {
+            key.name
+            for key in keys
+            if key.source in index.column_names and index.column_shape(key.source) == ()
+        }
+        self.skip = {key.name for key in keys}  # what the native fields hold already
+        first = 0 if dataset.rows is None else int(dataset.rows[0])
+        probe = dataset.row_keys(np.array([first]), np.array([0]), skip=self.skip)
+        self.extras = {
+            name: None if isinstance(value, list) else (str(value.dtype), tuple(value.shape[1:]))
+            for name, value in probe.items()
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if (
-            not isinstance(state, Mapping)
-            or state.get("kind") != "MultiLoader"
-            or state.get("shares") != self.shares.tolist()
-            or len(state.get("loaders", ())) != len(self.loaders)
-        ):
-            raise InvalidArgumentError(
-                "the state is not a state_dict() of a MultiDataset loader with the same "
-                f"batch shares {self.shares.tolist()}"
+    def part(self, options: Any) -> Any:
+        """A new native part (one loader takes it)."""
+        front = list(self.extras)
+        if isinstance(self.dataset, ShardDataset):
+            ds = self.dataset
+            return _core.MixPart.for_shards(
+                ds.indexes,
+                ds.sample_shard,
+                ds.sample_first_member,
+                ds.bad_samples,
+                self.fields,
+                options,
+                front,
+                self.name,
             )
-        for loader, part in zip(self.loaders, state["loaders"]):
-            loader.load_state_dict(part)
-
-    def stats(self) -> dict[str, Any]:
-        return {"datasets": [loader.stats() for loader in self.loaders]}
-
-    def reset_stats(self) -> None:
-        for loader in self.loaders:
-            loader.reset_stats()
-
-    def close(self) -> None:
-        for loader in self.loaders:
-            loader.close()
-
-    def __enter__(self) -> MultiLoader:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return (
-            f"MultiLoader({self.dataset!r}, batch_size={self.batch_size}, shares "
-            f"{self.shares.tolist()}, {len(self)} batches per epoch)"
+        mine = _copy_options(options)
+        mine.depth_cameras = self.depth
+        return _core.MixPart.for_episodes(
+            self.dataset.index.native, self.keys, self.transform, mine, self.rows, front, self.name
         )
 
+    def extra_values(self, samples: np.ndarray, episodes: np.ndarray) -> dict[str, Any]:
+        """The front's keys for these samples of this dataset."""
+        if isinstance(self.dataset, ShardDataset):
+            return {"__index__": samples}
+        return self.dataset.row_keys(samples, episodes, skip=self.skip)
 
-def _without_batch_axis(schema: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        key: None if kind is None else (kind[0], tuple(kind[1][1:])) for key, kind in schema.items()
-    }
+
+def _name_of(dataset: Any) -> str:
+    root = getattr(dataset, "root", None) or getattr(dataset, "repo_id", None)
+    if root is None and isinstance(dataset, ShardDataset):
+        root = dataset.urls[0] if len(dataset.urls) == 1 else f"{len(dataset.urls)} shards"
+    return f"{type(dataset).__name__} {root}" if root is not None else type(dataset).__name__
+
+
+def _copy_options(options: Any) -> Any:
+    copy = _core.LoaderOptions()
+    for name in ("batch_size", "threads", "prefetch", "drop_last", "seed", "on_error"):
+        setattr(copy, name, getattr(options, name))
+    copy.max_replacements = options.max_replacements
+    copy.pinned_memory = options.pinned_memory
+    return copy
+
+
+class MixFront:
+    """A mix as a :class:`stoker.Loader` reads it: its native parts, and how a native batch
+    becomes the batch dict (the fronts' keys merged by slot, masked where a dataset lacks
+    them)."""
+
+    def __init__(self, mix: MultiDataset, transforms: Transforms | None):
+        self.mix = mix
+        self.members = [_Member(k, ds, transforms) for k, ds in enumerate(mix.datasets)]
+        self.squeezed = set().union(*(m.squeezed for m in self.members))
+        # The fronts' keys, in order, with the (dtype, shape) of an array key (None: a list).
+        self.extras: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+        for member in self.members:
+            for name, kind in member.extras.items():
+                if name in self.extras and self.extras[name] != kind:
+                    raise DatasetError(
+                        f"datasets of the mix disagree on key {name!r}: {self.extras[name]} "
+                        f"against {kind} in dataset {member.k} ({member.name})"
+                    )
+                self.extras.setdefault(name, kind)
+
+    def native(self, sampler: Any, options: Any) -> Any:
+        """A native loader of the mix (its parts made anew)."""
+        return _core.Loader.for_mix([m.part(options) for m in self.members], sampler, options)
+
+    def item_schema(self) -> dict[str, tuple[str, tuple[int, ...]] | None]:
+        """The keys of one sample: the native fields and columns (taken from a loader of
+        batches of one, which decodes nothing until iterated) and the fronts' keys."""
+        options = _core.LoaderOptions()
+        options.batch_size = options.threads = options.prefetch = 1
+        one = _core.DistributedSampler(len(self.mix), False, 0, 0, 1, False)
+        native = self.native(one, options)
+        schema: dict[str, Any] = {}
+        for name, dtype, shape in native.fields:
+            shape = tuple(shape[1:])
+            schema[name] = (dtype, shape[:-1] if name in self.squeezed else shape)
+        for name in native.column_names:
+            schema[name] = None
+        for name, kind in self.extras.items():
+            schema.setdefault(name, kind)
+        return schema
+
+    def item(self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray, torch):
+        """The batch dict of a native batch: its fields (scalar columns squeezed), its columns
+        (None where the slot's dataset lacks a text), the fronts' keys merged by slot."""
+        item: dict[str, Any] = {}
+        for name, value in arrays.items():
+            item[name] = value[..., 0] if name in self.squeezed else value
+        dataset_index = arrays["dataset_index"]
+        which = dataset_index.numpy() if torch is not None else np.asarray(dataset_index)
+        size = len(which)
+        for name, value in item.items():
+            mask = arrays.get(name + _PAD)
+            if isinstance(value, list) and mask is not None:
+                missing = np.asarray(mask.numpy() if torch is not None else mask)
+                item[name] = [None if m else v for v, m in zip(value, missing.tolist())]
+        merged: dict[str, Any] = {}
+        for name, kind in self.extras.items():
+            merged[name] = [None] * size if kind is None else np.zeros((size, *kind[1]), kind[0])
+        for member in self.members:
+            slots = np.flatnonzero(which == member.k)
+            if slots.size == 0:
+                continue
+            values = member.extra_values(samples[slots], episodes[slots])
+            for name, value in values.items():
+                if name not in merged:
+                    continue
+                if isinstance(merged[name], list):
+                    for slot, one in zip(slots.tolist(), value):
+                        merged[name][slot] = one
+                else:
+                    merged[name][slots] = value
+        for name, value in merged.items():
+            if name not in item:
+                is_array = not isinstance(value, list)
+                item[name] = torch.from_numpy(value) if torch is not None and is_array else value
+        return item

@@ -35,6 +35,7 @@ __all__ = [
     "DistributedSampler",
     "EpisodeAwareSampler",
     "LoadBalancedSampler",
+    "MixSampler",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
@@ -331,6 +332,57 @@ class WeightedSampler(Sampler):
             world_size=world_size,
             config={
                 "weights": _digest(weights),
+                "num_samples": num_samples,
+                "seed": seed,
+                "drop_last": drop_last,
+            },
+        )
+
+
+class MixSampler(Sampler):
+    """Draws from several datasets laid end to end (dataset k's sample i is id
+    ``offsets[k] + i``): each draw picks dataset k with probability ``weights[k] / sum``,
+    independently of every other draw, then one of its samples uniformly, both pure functions
+    of (seed, epoch, draw index). Its memory is one number per dataset, whatever their sizes.
+    What a :class:`stoker.Loader` over a :class:`stoker.MultiDataset` draws.
+
+    Args:
+        weights: one non-negative, finite weight per dataset; not all zero.
+        sizes: the datasets' sample counts (a positive weight needs a non-empty dataset).
+        num_samples: draws per epoch over all ranks. Default: the datasets' total size.
+        seed, rank, world_size, drop_last: as :class:`WeightedSampler`.
+    """
+
+    def __init__(
+        self,
+        weights: Sequence[float] | np.ndarray,
+        sizes: Sequence[int] | np.ndarray,
+        *,
+        num_samples: int | None = None,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+    ):
+        weights = _check_values("weights", weights)
+        sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+        if sizes.ndim != 1 or len(sizes) != len(weights):
+            raise ValueError(
+                f"{len(weights)} weights for {sizes.size} dataset sizes: give one per dataset"
+            )
+        if num_samples is not None:
+            num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
+        world_size, rank = _check_partition(rank, world_size)
+        seed, drop_last = _check_seed(seed), _check_bool("drop_last", drop_last)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        super().__init__(
+            _core.MixSampler(weights, sizes, num_samples, seed, rank, world_size, drop_last),
+            dataset_size=int(self.offsets[-1]),
+            rank=rank,
+            world_size=world_size,
+            config={
+                "weights": weights.tolist(),
+                "sizes": sizes.tolist(),
                 "num_samples": num_samples,
                 "seed": seed,
                 "drop_last": drop_last,

@@ -29,6 +29,7 @@ enum Stream : uint32_t {
                              // kReplaceStream | attempt << 4, for attempts below 16
   kShardOrderStream = 6,     // the order of a sharded dataset's shards, per epoch
   kShuffleBufferStream = 7,  // a shuffle buffer's draws: id = rank << 40 | arrival
+  kMixSampleStream = 8,      // MixSampler: the sample drawn inside the dataset a draw picked
   // The loader's per-sample image transforms: kTransformStream | camera << 4 | draw, for
   // cameras below 256 and up to 16 draws per camera (see src/transform/image_transform.cc).
   kTransformStream = 1 << 12,

@@ -1,12 +1,14 @@
 // BatchSource: what the Loader asks of a kind of dataset to build one batch, as plain
 // functions on a BatchWork that tests can call on one thread; the Loader runs the same
 // functions as tasks on its pool. One Loader, one scheduler, one pool of buffers, whatever the
-// dataset: an EpisodeSource (a LeRobot dataset: episodes, windows, videos) or a ShardSource
-// (tar shards: images, clips, text, arrays, json).
+// dataset: an EpisodeSource (a LeRobot dataset: episodes, windows, videos), a ShardSource
+// (tar shards: images, clips, text, arrays, json) or a MixSource (several of those as one).
 //
 //   new_work()      a BatchWork for one batch, holding what the source plans per slot;
-//   plan()          draw the ids; plan every slot (what it reads, the random parameters of
-//                   its transform); fixed-size values straight into the buffer;
+//   plan()          draw the ids; plan every slot (plan_samples);
+//   plan_samples()  plan given samples into given slots (what each reads, the random
+//                   parameters of its transform; fixed-size values straight into the buffer):
+//                   all the slots for plan(), a mix's share of them for a MixSource;
 //   group_reads()   group the slots' reads into tasks, each worth one thread's time: one
 //                   decoder pass over a video's GOPs, a run of one shard's members;
 //   prefetch()      ask remote files for every group's bytes at once, so that their fetches
@@ -14,7 +16,8 @@
 //   decode_group()  read and decode one group into its slots; only failing slots fail;
 //   finish()        after every group: the batch's error (kRaise), or each failed slot
 //                   replaced by a sample drawn from (seed, epoch, failed sample) (kSkip), and
-//                   the batch's variable-length columns completed.
+//                   the batch's variable-length columns completed (into work.columns,
+//                   which the Loader hands to the batch).
 //
 // Ownership: a source shares what it reads (index, sampler, transform) and owns its readers.
 // A BatchWork owns its plans and shares its batch.
@@ -25,6 +28,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "core/mutex.h"
@@ -46,6 +51,10 @@ struct BatchWork {
   // Given up when the batch is delivered, so that only its consumer keeps its buffer.
   std::shared_ptr<PooledBatch> batch;
   std::vector<SkipRecord> skips;  // the slots replaced by finish()
+  // The slots this source planned, ascending: every slot, or a mix's share of them.
+  std::vector<int64_t> slots;
+  // The variable-size fields finish() gathers, one entry per planned slot, in slot order.
+  std::vector<BatchColumn> columns;
 
   /// Why each slot failed (OK: it did not). The reads of one slot may fail on several
   /// threads at once.
@@ -81,9 +90,23 @@ class BatchSource {
 
   virtual std::unique_ptr<BatchWork> new_work(uint32_t epoch, int64_t index,
                                               std::shared_ptr<PooledBatch> batch) const = 0;
-  /// Draws the ids of `work`'s batch from the sampler and plans every slot; a slot that
-  /// cannot be planned gets its error in slot_errors. Errors: the sampler's.
+  /// The variable-size fields (Batch::columns()) of every batch, by name, in order.
+  virtual std::vector<std::string> column_names() const { return {}; }
+  /// The sample ids this source reads: 0 to num_samples() - 1 (an episode source's rows).
+  virtual int64_t num_samples() const = 0;
+  /// Moves the fields to `offsets` (one per field, in order) of a buffer of `batch_bytes`, so
+  /// that several sources write one batch (a mix). REQUIRES: before the first new_work();
+  /// the fields do not overlap there.
+  virtual void place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) = 0;
+
+  /// Draws the ids of `work`'s batch from the sampler and plans every slot (plan_samples).
+  /// Errors: the sampler's.
   virtual Status plan(BatchWork& work) = 0;
+  /// Plans `samples[k]` into slot `slots[k]` (ascending) and only those; a slot that cannot
+  /// be planned gets its error in slot_errors. Errors (kInvalidArgument): a sample out of
+  /// range. REQUIRES: called once per work, instead of plan().
+  virtual Status plan_samples(BatchWork& work, std::vector<int64_t> slots,
+                              std::span<const int64_t> samples) = 0;
   /// The reads of every planned slot, grouped into tasks; a slot whose reads cannot be made
   /// (a damaged index) gets its error instead.
   virtual std::vector<ReadGroup> group_reads(BatchWork& work) = 0;

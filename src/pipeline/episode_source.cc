@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "core/random.h"
@@ -48,22 +49,30 @@ std::string EpisodeSource::describe_read(const EpisodeWork& work, int64_t row,
   return describe_sample(work, row) + ", camera '" + index_->cameras()[camera] + "'";
 }
 
-Status EpisodeSource::plan(BatchWork& base) {
-  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
+Status EpisodeSource::plan(BatchWork& work) {
   PooledBatch& batch = *work.batch;
-  const int64_t size = batch.size();
   const Clock::time_point start = Clock::now();
-  Status status = sampler_->fill(work.epoch, work.index * options_.batch_size,
-                                 std::span<int64_t>(batch.mutable_samples()));
+  std::vector<int64_t> rows(batch.size());
+  Status status = sampler_->fill(work.epoch, work.index * options_.batch_size, rows);
   sampling_ns_ += nanoseconds_since(start);
   STOKER_RETURN_IF_ERROR(status);
+  std::vector<int64_t> slots(batch.size());
+  std::iota(slots.begin(), slots.end(), 0);
+  return plan_samples(work, std::move(slots), rows);
+}
 
+Status EpisodeSource::plan_samples(BatchWork& base, std::vector<int64_t> slots,
+                                   std::span<const int64_t> rows) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
+  const int64_t size = work.batch->size();
   work.plans.resize(size);
   work.geometry.assign(size * index_->num_cameras(), FrameGeometry{});
   std::vector<Status> errors(size);
-  for (int64_t slot = 0; slot < size; ++slot) {
-    errors[slot] = plan_slot(work, slot, batch.samples()[slot]);
+  for (size_t k = 0; k < slots.size(); ++k) {
+    work.batch->mutable_samples()[slots[k]] = rows[k];
+    errors[slots[k]] = plan_slot(work, slots[k], rows[k]);
   }
+  work.slots = std::move(slots);
   core::MutexLock lock(&work.errors_mutex);
   work.slot_errors = std::move(errors);
   return Status();
@@ -418,6 +427,13 @@ Result<const VideoReader*> EpisodeSource::reader_of(int64_t video) {
                                                       VideoReaderOptions{.frame_table = table}));
   }
   return reader.get();
+}
+
+void EpisodeSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
+  auto fields = std::make_shared<std::vector<BatchField>>(*layout_.fields);
+  for (size_t f = 0; f < fields->size(); ++f) (*fields)[f].offset = offsets[f];
+  layout_.fields = std::move(fields);
+  layout_.batch_bytes = batch_bytes;
 }
 
 BuildStats EpisodeSource::stats() const {

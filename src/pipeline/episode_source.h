@@ -50,6 +50,8 @@ class EpisodeSource final : public BatchSource {
                 const LoaderOptions& options);
 
   const BatchLayout& layout() const { return layout_; }
+  int64_t num_samples() const override { return index_->num_rows(); }
+  void place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) override;
   const std::shared_ptr<const std::vector<BatchField>>& fields() const override {
     return layout_.fields;
   }
@@ -59,6 +61,8 @@ class EpisodeSource final : public BatchSource {
   std::unique_ptr<BatchWork> new_work(uint32_t epoch, int64_t index,
                                       std::shared_ptr<PooledBatch> batch) const override;
   Status plan(BatchWork& work) override;
+  Status plan_samples(BatchWork& work, std::vector<int64_t> slots,
+                      std::span<const int64_t> rows) override;
   /// A slot whose frames are not in their video (a damaged index) gets its error instead.
   std::vector<ReadGroup> group_reads(BatchWork& work) override;
   /// VideoReader::prefetch for every group whose file is remote.
@@ -83,7 +87,7 @@ class EpisodeSource final : public BatchSource {
   const std::unique_ptr<WindowPlanner> planner_;
   const std::shared_ptr<const sampling::Sampler> sampler_;
   const std::shared_ptr<const ImageTransform> transform_;
-  const BatchLayout layout_;
+  BatchLayout layout_;  // its fields placed by place_fields() before the first batch
   const LoaderOptions options_;
 
   core::Mutex readers_mutex_;
@@ -95,5 +99,12 @@ class EpisodeSource final : public BatchSource {
   DecodeStats decode_ GUARDED_BY(decode_mutex_);
   int64_t decode_calls_ GUARDED_BY(decode_mutex_) = 0;
 };
+
+/// The source Loader::create(index, ...) reads: the batch layout of `keys` made (the cameras'
+/// first frame tables read), the options checked. Errors: as that Loader::create's.
+Result<std::unique_ptr<BatchSource>> make_episode_source(
+    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
+    std::shared_ptr<const sampling::Sampler> sampler,
+    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options);
 
 }  // namespace stoker::pipeline

@@ -65,6 +65,7 @@ class Loader::Impl {
   }
   int depth() const { return options_.prefetch; }
   const std::vector<BatchField>& fields() const { return *source_->fields(); }
+  std::vector<std::string> column_names() const { return source_->column_names(); }
 
   Status start(uint32_t epoch, int64_t batch, int64_t epochs) EXCLUDES(mutex_) {
     const int64_t in_epoch = batches(epoch);
@@ -129,6 +130,7 @@ class Loader::Impl {
     for (SkipRecord& skip : job->work->skips) {
       if (skips_.size() < kMaxSkipRecords) skips_.push_back(std::move(skip));
     }
+    job->work->batch->mutable_columns() = std::move(job->work->columns);
     // The job may outlive delivery in a worker's last task: it must not keep the buffer.
     std::shared_ptr<const Batch> batch = std::move(job->work->batch);
     if (next_deliver_.epoch >= run_end_epoch_) end_run();  // the run's last: its threads can go
@@ -393,11 +395,10 @@ Result<std::unique_ptr<Loader>> Loader::create(std::unique_ptr<pipeline::BatchSo
       new Loader(std::make_unique<Impl>(std::move(source), options, std::move(pool), threads)));
 }
 
-Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeIndex> index,
-                                               std::vector<WindowKey> keys,
-                                               std::shared_ptr<const sampling::Sampler> sampler,
-                                               std::shared_ptr<const ImageTransform> transform,
-                                               const LoaderOptions& options) {
+Result<std::unique_ptr<pipeline::BatchSource>> pipeline::make_episode_source(
+    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
+    std::shared_ptr<const sampling::Sampler> sampler,
+    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options) {
   if (index == nullptr || sampler == nullptr || transform == nullptr) {
     return invalid_option("an index, a sampler and a transform are required");
   }
@@ -414,10 +415,21 @@ Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeInde
   Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
       *index, *planner, *transform, options.batch_size, options.depth_cameras);
   if (!layout.ok()) return layout.status().with_context("loader");
-  return create(std::make_unique<pipeline::EpisodeSource>(std::move(index), std::move(planner),
-                                                          std::move(sampler), std::move(transform),
-                                                          std::move(layout).value(), options),
-                options);
+  return std::unique_ptr<pipeline::BatchSource>(std::make_unique<pipeline::EpisodeSource>(
+      std::move(index), std::move(planner), std::move(sampler), std::move(transform),
+      std::move(layout).value(), options));
+}
+
+Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeIndex> index,
+                                               std::vector<WindowKey> keys,
+                                               std::shared_ptr<const sampling::Sampler> sampler,
+                                               std::shared_ptr<const ImageTransform> transform,
+                                               const LoaderOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(
+      std::unique_ptr<pipeline::BatchSource> source,
+      pipeline::make_episode_source(std::move(index), std::move(keys), std::move(sampler),
+                                    std::move(transform), options));
+  return create(std::move(source), options);
 }
 
 Loader::Loader(std::unique_ptr<Impl> impl)
@@ -440,6 +452,7 @@ Status Loader::refuse_if_forked() const {
 int64_t Loader::batches_per_epoch() const { return impl_->batches(0); }
 int64_t Loader::batches_in_epoch(uint32_t epoch) const { return impl_->batches(epoch); }
 const std::vector<BatchField>& Loader::fields() const { return impl_->fields(); }
+std::vector<std::string> Loader::column_names() const { return impl_->column_names(); }
 int Loader::pipeline_depth() const { return impl_->depth(); }
 Status Loader::start(uint32_t epoch, int64_t batch, int64_t epochs) {
   STOKER_RETURN_IF_ERROR(refuse_if_forked());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -231,23 +232,32 @@ Result<std::shared_ptr<const ByteSource>> ShardSource::source_of(int64_t shard) 
   return open_source(samples_->urls[shard]);
 }
 
-Status ShardSource::plan(BatchWork& base) {
-  auto& work = static_cast<ShardWork&>(base);  // made by new_work()
-  PooledBatch& batch = *work.batch;
+Status ShardSource::plan(BatchWork& work) {
   const Clock::time_point start = Clock::now();
-  Status status = sampler_->fill(work.epoch, work.index * options_.batch_size,
-                                 std::span<int64_t>(batch.mutable_samples()));
+  std::vector<int64_t> samples(work.batch->size());
+  Status status = sampler_->fill(work.epoch, work.index * options_.batch_size, samples);
   sampling_ns_ += nanoseconds_since(start);
   STOKER_RETURN_IF_ERROR(status);
-  const auto num_samples = static_cast<int64_t>(samples_->sample_shard.size());
+  std::vector<int64_t> slots(samples.size());
+  std::iota(slots.begin(), slots.end(), 0);
+  return plan_samples(work, std::move(slots), samples);
+}
+
+Status ShardSource::plan_samples(BatchWork& base, std::vector<int64_t> slots,
+                                 std::span<const int64_t> samples) {
+  auto& work = static_cast<ShardWork&>(base);  // made by new_work()
+  PooledBatch& batch = *work.batch;
+  const int64_t num_samples = this->num_samples();
   std::vector<Status> errors(batch.size());
   work.values.assign(batch.size(), std::vector<SlotValue>(fields_.size()));
-  for (int64_t slot = 0; slot < batch.size(); ++slot) {
-    const int64_t sample = batch.samples()[slot];
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const int64_t slot = slots[k];
+    const int64_t sample = samples[k];
     if (sample < 0 || sample >= num_samples) {
       return invalid("the sampler gave sample " + std::to_string(sample) +
                      ", outside the dataset's " + std::to_string(num_samples));
     }
+    batch.mutable_samples()[slot] = sample;
     batch.mutable_episodes()[slot] = samples_->sample_shard[sample];
     const auto& bad = samples_->bad_samples;
     const auto found =
@@ -264,6 +274,7 @@ Status ShardSource::plan(BatchWork& base) {
       }
     }
   }
+  work.slots = std::move(slots);
   core::MutexLock lock(&work.errors_mutex);
   work.slot_errors = std::move(errors);
   return Status();
@@ -274,7 +285,7 @@ std::vector<ReadGroup> ShardSource::group_reads(BatchWork& base) {
   std::vector<int64_t> slots;
   {
     core::MutexLock lock(&work.errors_mutex);
-    for (int64_t slot = 0; slot < work.batch->size(); ++slot) {
+    for (int64_t slot : work.slots) {
       if (work.slot_errors[slot].ok()) slots.push_back(slot);
     }
   }
@@ -539,7 +550,7 @@ void ShardSource::check_array_shapes(ShardWork& work, std::vector<Status>& error
   for (size_t f = 0; f < fields_.size(); ++f) {
     if (fields_[f].kind != ShardFieldKind::kArray) continue;
     const SlotValue* first = nullptr;
-    for (size_t slot = 0; slot < errors.size(); ++slot) {
+    for (int64_t slot : work.slots) {
       if (!errors[slot].ok()) continue;
       const SlotValue& value = work.values[slot][f];
       if (first == nullptr) {
@@ -590,7 +601,7 @@ Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure
   std::vector<const SlotValue*> reference(fields_.size(), nullptr);
   {
     core::MutexLock lock(&work.errors_mutex);
-    for (int64_t other = 0; other < batch.size(); ++other) {
+    for (int64_t other : work.slots) {
       if (other == slot || !work.slot_errors[other].ok()) continue;
       for (size_t f = 0; f < fields_.size(); ++f) {
         if (fields_[f].kind == ShardFieldKind::kArray) reference[f] = &work.values[other][f];
@@ -643,15 +654,15 @@ Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure
 }
 
 void ShardSource::gather_columns(ShardWork& work) const {
-  PooledBatch& batch = *work.batch;
-  const int64_t size = batch.size();
-  std::vector<BatchColumn>& columns = batch.mutable_columns();
+  const std::vector<int64_t>& slots = work.slots;  // the column's entries, in order
+  const auto size = static_cast<int64_t>(slots.size());
+  std::vector<BatchColumn>& columns = work.columns;
   columns.clear();
   auto strings_column = [&](std::string name, auto&& text_of) {
     BatchColumn column{.name = std::move(name), .strings = true};
     column.offsets.reserve(size + 1);
     column.offsets.push_back(0);
-    for (int64_t slot = 0; slot < size; ++slot) {
+    for (int64_t slot : slots) {
       const std::string_view text = text_of(slot);
       column.bytes.insert(column.bytes.end(), text.begin(), text.end());
       column.offsets.push_back(static_cast<int64_t>(column.bytes.size()));
@@ -681,7 +692,7 @@ void ShardSource::gather_columns(ShardWork& work) const {
       case ShardFieldKind::kTokens: {
         std::vector<std::string> dtypes;
         int64_t longest = 0;
-        for (int64_t slot = 0; slot < size; ++slot) {
+        for (int64_t slot : slots) {
           const SlotValue& value = work.values[slot][f];
           dtypes.push_back(value.dtype);
           longest = std::max<int64_t>(longest, static_cast<int64_t>(value.bytes.size() / 8));
@@ -691,10 +702,10 @@ void ShardSource::gather_columns(ShardWork& work) const {
         const size_t item = dtype_size(type);
         BatchColumn column{.name = field.name, .type = type, .shape = {size, longest}};
         column.bytes.resize(static_cast<size_t>(size * longest) * item);
-        for (int64_t slot = 0; slot < size; ++slot) {
-          const std::vector<uint8_t>& bytes = work.values[slot][f].bytes;
+        for (int64_t k = 0; k < size; ++k) {
+          const std::vector<uint8_t>& bytes = work.values[slots[k]][f].bytes;
           const auto length = static_cast<int64_t>(bytes.size() / 8);
-          uint8_t* row = column.bytes.data() + slot * longest * item;
+          uint8_t* row = column.bytes.data() + k * longest * item;
           for (int64_t t = 0; t < longest; ++t) {
             int64_t token = field.pad;
             if (t < length) std::memcpy(&token, bytes.data() + t * 8, 8);
@@ -705,13 +716,14 @@ void ShardSource::gather_columns(ShardWork& work) const {
         break;
       }
       case ShardFieldKind::kArray: {
-        const SlotValue& first = work.values[0][f];
+        const SlotValue empty;
+        const SlotValue& first = slots.empty() ? empty : work.values[slots[0]][f];
         DType type = DType::kUint8;
         dtype_from_name(first.dtype, &type);
         BatchColumn column{.name = field.name, .type = type, .shape = {size}};
         column.shape.insert(column.shape.end(), first.shape.begin(), first.shape.end());
         column.bytes.reserve(first.bytes.size() * size);
-        for (int64_t slot = 0; slot < size; ++slot) {
+        for (int64_t slot : slots) {
           const std::vector<uint8_t>& bytes = work.values[slot][f].bytes;
           column.bytes.insert(column.bytes.end(), bytes.begin(), bytes.end());
         }
@@ -724,9 +736,45 @@ void ShardSource::gather_columns(ShardWork& work) const {
         break;
     }
   }
-  std::vector<std::string> keys(size);
-  for (int64_t slot = 0; slot < size; ++slot) keys[slot] = key_of(batch.samples()[slot]);
+  std::vector<std::string> keys(work.batch->size());
+  for (int64_t slot : slots) keys[slot] = key_of(work.batch->samples()[slot]);
   strings_column("__key__", [&](int64_t slot) { return std::string_view(keys[slot]); });
+}
+
+std::vector<std::string> ShardSource::column_names() const {
+  std::vector<std::string> names;
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const ShardField& field = fields_[f];
+    switch (field.kind) {
+      case ShardFieldKind::kText:
+      case ShardFieldKind::kTokens:
+      case ShardFieldKind::kArray:
+        names.push_back(field.name);
+        break;
+      case ShardFieldKind::kJson:
+        for (size_t k = 0; k < field.json_keys.size(); ++k) {
+          if (plans_[f].json[k] < 0) names.push_back(field.json_keys[k].first);
+        }
+        break;
+      case ShardFieldKind::kImage:
+      case ShardFieldKind::kClip:
+      case ShardFieldKind::kLabel:
+        break;
+    }
+  }
+  names.push_back("__key__");
+  return names;
+}
+
+int64_t ShardSource::num_samples() const {
+  return static_cast<int64_t>(samples_->sample_shard.size());
+}
+
+void ShardSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
+  auto fields = std::make_shared<std::vector<BatchField>>(*batch_fields_);
+  for (size_t f = 0; f < fields->size(); ++f) (*fields)[f].offset = offsets[f];
+  batch_fields_ = std::move(fields);
+  batch_bytes_ = batch_bytes;
 }
 
 BuildStats ShardSource::stats() const {

@@ -59,10 +59,16 @@ class ShardSource final : public BatchSource {
   }
   size_t batch_bytes() const override { return batch_bytes_; }
   const sampling::Sampler& sampler() const override { return *sampler_; }
+  /// Text, json strings, tokens and arrays, by field name; then the samples' keys, __key__.
+  std::vector<std::string> column_names() const override;
+  int64_t num_samples() const override;
+  void place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) override;
 
   std::unique_ptr<BatchWork> new_work(uint32_t epoch, int64_t index,
                                       std::shared_ptr<PooledBatch> batch) const override;
   Status plan(BatchWork& work) override;
+  Status plan_samples(BatchWork& work, std::vector<int64_t> slots,
+                      std::span<const int64_t> samples) override;
   std::vector<ReadGroup> group_reads(BatchWork& work) override;
   void prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) override;
   void decode_group(BatchWork& work, const ReadGroup& group) override;
@@ -106,8 +112,9 @@ class ShardSource final : public BatchSource {
   const std::vector<FieldPlan> plans_;
   const std::shared_ptr<const sampling::Sampler> sampler_;
   const LoaderOptions options_;
-  const std::shared_ptr<const std::vector<BatchField>> batch_fields_;
-  const size_t batch_bytes_;
+  // Placed by place_fields() before the first batch.
+  std::shared_ptr<const std::vector<BatchField>> batch_fields_;
+  size_t batch_bytes_;
 
   std::atomic<int64_t> sampling_ns_{0}, read_ns_{0}, decode_ns_{0}, collate_ns_{0};
   std::atomic<int64_t> bytes_read_{0}, decode_calls_{0};

@@ -8,91 +8,24 @@
 #include <vector>
 
 #include "media/testing/test_videos.h"
+#include "pipeline/test_shard.h"
 #include "stoker/byte_source.h"
 
 namespace stoker {
 namespace {
 
+using testing::make_shard;
 using testing::run_command;
 using testing::test_media_dir;
+using testing::TestShard;
 
 namespace fs = std::filesystem;
-
-void write(const std::string& path, const std::string& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-// A shard of `samples` samples s0, s1, ...: each a JPEG (ffmpeg's test pattern, its size
-// varying), a caption, a label and a json object; sample `bad_label`'s label is no integer.
-struct TestShard {
-  std::string path;
-  std::shared_ptr<const ShardSamples> samples;
-};
-
-TestShard make_shard(const std::string& name, int samples, int bad_label = -1) {
-  const std::string folder = (fs::path(test_media_dir()) / (name + "-members")).string();
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  std::string list;
-  for (int k = 0; k < samples; ++k) {
-    const std::string key = folder + "/s" + std::to_string(k);
-    const Status encoded =
-        run_command("ffmpeg -nostdin -y -loglevel error -f lavfi -i testsrc2=size=" +
-                    std::to_string(64 + 8 * (k % 3)) + "x48 -frames:v 1 " + key + ".jpg");
-    EXPECT_TRUE(encoded.ok()) << encoded.message();
-    write(key + ".txt", "caption " + std::to_string(k) + " \xc3\xa9");
-    write(key + ".cls", k == bad_label ? "seven" : std::to_string(k % 5));
-    write(key + ".json",
-          "{\"w\": " + std::to_string(100 + k) + ", \"url\": \"u" + std::to_string(k) + "\"}");
-    for (const char* ext : {".cls", ".jpg", ".json", ".txt"}) {
-      list += " s" + std::to_string(k) + ext;
-    }
-  }
-  const std::string tar = (fs::path(test_media_dir()) / (name + ".tar")).string();
-  const Status made =
-      run_command("tar --format=gnu --mtime=@0 -C " + folder + " -cf " + tar + list);
-  EXPECT_TRUE(made.ok()) << made.message();
-
-  auto source = open_file_source(tar);
-  EXPECT_TRUE(source.ok());
-  auto index = ShardIndex::scan(**source);
-  EXPECT_TRUE(index.ok());
-  auto shard = std::make_shared<ShardSamples>();
-  shard->urls = {tar};
-  shard->indexes = {std::make_shared<const ShardIndex>(std::move(index).value())};
-  for (int k = 0; k < samples; ++k) {
-    shard->sample_shard.push_back(0);
-    shard->sample_first_member.push_back(4 * k);
-  }
-  return TestShard{tar, shard};
-}
-
-// The spec: image (jpg, 32x32 uint8 NCHW), caption, label and json (w int64, url str). Member
-// order per sample: cls, jpg, json, txt.
-std::vector<ShardField> spec(int samples) {
-  auto field = [&](std::string name, ShardFieldKind kind, std::string member, int offset) {
-    ShardField f;
-    f.name = std::move(name);
-    f.kind = kind;
-    f.alternatives = {std::move(member)};
-    for (int k = 0; k < samples; ++k) f.members.push_back(4 * k + offset);
-    return f;
-  };
-  ShardField image = field("image", ShardFieldKind::kImage, "jpg", 1);
-  image.transform.resize_height = image.transform.resize_width = 32;
-  image.height = image.width = 32;
-  ShardField json = field("meta", ShardFieldKind::kJson, "json", 2);
-  json.json_keys = {{"w", "int64"}, {"url", "str"}};
-  return {image, field("caption", ShardFieldKind::kText, "txt", 3),
-          field("label", ShardFieldKind::kLabel, "cls", 0), json};
-}
 
 std::unique_ptr<Loader> loader_of(const TestShard& shard, int samples, LoaderOptions options) {
   auto sampler = sampling::DistributedSampler::create(samples, {.shuffle = false});
   EXPECT_TRUE(sampler.ok());
-  auto loader =
-      create_shard_loader(shard.samples, spec(samples), std::move(sampler).value(), options);
+  auto loader = create_shard_loader(shard.samples, testing::shard_spec(samples),
+                                    std::move(sampler).value(), options);
   EXPECT_TRUE(loader.ok()) << loader.status().message();
   return std::move(loader).value();
 }
@@ -202,8 +135,8 @@ class GrowingSampler final : public sampling::Sampler {
 TEST(ShardSource, EpochsOfDifferentLengthsRunBackToBack) {
   const int n = 10;
   const TestShard shard = make_shard("growing", n);
-  auto loader = create_shard_loader(shard.samples, spec(n), std::make_shared<GrowingSampler>(),
-                                    {.batch_size = 2});
+  auto loader = create_shard_loader(shard.samples, testing::shard_spec(n),
+                                    std::make_shared<GrowingSampler>(), {.batch_size = 2});
   ASSERT_TRUE(loader.ok()) << loader.status().message();
   EXPECT_EQ((*loader)->batches_in_epoch(0), 3);  // 5 ids
   EXPECT_EQ((*loader)->batches_in_epoch(3), 4);  // 8 ids

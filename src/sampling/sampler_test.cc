@@ -24,6 +24,10 @@ std::vector<std::unique_ptr<Sampler>> samplers() {
   all.push_back(must(DistributedSampler::create(5000, {.seed = 1})));
   all.push_back(must(DistributedSampler::create(5000, {.seed = 1, .rank = 2, .world_size = 3})));
   all.push_back(must(WeightedSampler::create(costs, {.seed = 1, .rank = 1, .world_size = 2})));
+  const std::vector<double> mix_weights{1, 2};
+  const std::vector<int64_t> mix_sizes{40, static_cast<int64_t>(costs.size()) - 40};
+  all.push_back(
+      must(MixSampler::create(mix_weights, mix_sizes, {.seed = 3, .rank = 1, .world_size = 3})));
   all.push_back(must(LoadBalancedSampler::create(
       costs, {.batch_size = 16, .seed = 1, .rank = 1, .world_size = 4})));
   return all;

@@ -1,5 +1,5 @@
-"""One Loader, one behaviour: stoker.Loader over a LeRobot dataset and over a ShardDataset (the
-same class, the same native engine) answer the same misuse the same way. Iterated by two threads, the
+"""One Loader, one behaviour: stoker.Loader over a LeRobot dataset, over a ShardDataset and over
+a mix of both (the same class, the same native engine) answer the same misuse the same way. Iterated by two threads, the
 second gets an error naming the first; closed from another thread, the consumer gets an error
 saying so (never a raw executor error, never a finished epoch); a new iteration on the same
 thread ends the previous one; both are context managers that close on exit. Each test runs
@@ -22,7 +22,7 @@ import stoker
 from stoker import _core
 from stoker.lerobot import LeRobotDataset, WindowSpec
 
-KINDS = ["lerobot", "shards"]
+KINDS = ["lerobot", "shards", "mix"]
 
 
 def write_shards(folder, n, images=False):
@@ -52,16 +52,16 @@ def make_loader(request, tmp_path, monkeypatch):
     kind = request.param
     monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
 
-    def make(slow=False, **kwargs):
-        kwargs = {"batch_size": 2, "threads": 1, "prefetch": 1, "output": "numpy", **kwargs}
-        if kind == "lerobot":
-            written = request.getfixturevalue("lerobot_large" if slow else "lerobot_v21")
-            top = written.cameras[0]
-            spec = WindowSpec(
-                delta_timestamps={top: [-0.5, -0.2, 0.0] if slow else [0.0]},
-                size=(720, 960) if slow else None,
-            )
-            return stoker.Loader(LeRobotDataset(written.root, spec, progress=False), **kwargs)
+    def lerobot(slow):
+        written = request.getfixturevalue("lerobot_large" if slow else "lerobot_v21")
+        top = written.cameras[0]
+        spec = WindowSpec(
+            delta_timestamps={top: [-0.5, -0.2, 0.0] if slow else [0.0]},
+            size=(720, 960) if slow else None,
+        )
+        return LeRobotDataset(written.root, spec, progress=False)
+
+    def shards(slow, kwargs):
         if slow and not hasattr(_core, "decode_images"):
             pytest.skip("stoker built without the image decoder")
         url = write_shards(str(tmp_path), 160 if slow else 18, images=slow)
@@ -69,7 +69,17 @@ def make_loader(request, tmp_path, monkeypatch):
         if slow:
             spec["image"] = stoker.Image("jpg", size=(720, 960))
             kwargs["transforms"] = stoker.Transforms(dtype="float32")
-        loader = stoker.Loader(stoker.ShardDataset(url, spec), **kwargs)
+        return stoker.ShardDataset(url, spec)
+
+    def make(slow=False, **kwargs):
+        kwargs = {"batch_size": 2, "threads": 1, "prefetch": 1, "output": "numpy", **kwargs}
+        if kind == "lerobot":
+            dataset = lerobot(slow)
+        elif kind == "shards":
+            dataset = shards(slow, kwargs)
+        else:
+            dataset = stoker.MultiDataset([lerobot(slow), shards(slow, kwargs)])
+        loader = stoker.Loader(dataset, **kwargs)
         assert type(loader) is stoker.Loader  # one class for every dataset kind
         return loader
 
