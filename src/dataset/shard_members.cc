@@ -34,9 +34,11 @@ bool parse_int64(std::string_view digits, int64_t* out) {
   bool negative = false;
   size_t k = 0;
   if (k < digits.size() && (digits[k] == '-' || digits[k] == '+')) negative = digits[k++] == '-';
+  if (k == digits.size()) return false;
   uint64_t value = 0;
   const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
   for (; k < digits.size(); ++k) {
+    if (digits[k] < '0' || digits[k] > '9') return false;
     const uint64_t digit = static_cast<uint64_t>(digits[k] - '0');
     if (value > (limit - digit) / 10) return false;
     value = value * 10 + digit;
@@ -348,7 +350,10 @@ Result<NpyArray> parse_npy(MemberBytes member) {
   }
   if (array.dtype.empty()) return not_npy("dtype '" + std::string(descr) + "' is not supported");
   int64_t count = 0;
-  if (!parse_int64(descr.substr(1), &count) || count < 1) return not_npy("a bad dtype");
+  // numpy's item sizes fit in an int32; 2^40 bounds 4 * count far from overflow.
+  if (!parse_int64(descr.substr(1), &count) || count < 1 || count > (int64_t{1} << 40)) {
+    return not_npy("a bad dtype");
+  }
   array.item_bytes = static_cast<size_t>(descr[0] == 'U' ? 4 * count : count);
   array.byte_swapped = order == '>' && array.item_bytes > 1 && descr[0] != 'S';
   if (fortran == "True") {

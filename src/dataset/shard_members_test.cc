@@ -120,6 +120,14 @@ TEST(ShardMembers, WhatIsNoNpyArrayIsRefusedByName) {
   EXPECT_NE(message_of(parse_npy(bytes_of(short_values)).status()).find("not a .npy array"),
             std::string::npos);
   EXPECT_FALSE(parse_npy(bytes_of("not an array at all")).ok());
+  // A string dtype whose size is no number, or one whose bytes per item overflow (the fuzzer's
+  // find: '>U27PK...' read as 3042229962676667071 characters).
+  for (const char* descr : {">U27PK\x05\x06", "<U3042229962676667071", "|S0", "<U"}) {
+    const std::string bad =
+        npy("{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (1,), }",
+            std::string(8, '\0'));
+    EXPECT_FALSE(parse_npy(bytes_of(bad)).ok()) << descr;
+  }
 }
 
 TEST(ShardMembers, TokensAreOneDimensionalIntegersWithinInt64) {
