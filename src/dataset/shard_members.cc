@@ -385,8 +385,10 @@ Result<NpyArray> parse_npy(MemberBytes member) {
   for (int64_t dim : array.shape) total *= static_cast<long double>(dim);
   const size_t available = member.size() - data_start;
   if (total > static_cast<long double>(available)) {
-    return not_npy("its shape needs " + std::to_string(static_cast<uint64_t>(total)) +
-                   " bytes of values, the member holds " + std::to_string(available));
+    const std::string needed = total < 0x1p63L ? std::to_string(static_cast<uint64_t>(total))
+                                               : std::string("more than 2^63");
+    return not_npy("its shape needs " + needed + " bytes of values, the member holds " +
+                   std::to_string(available));
   }
   array.data = member.subspan(data_start, static_cast<size_t>(total));
   return array;
