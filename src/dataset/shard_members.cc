@@ -268,6 +268,9 @@ Status check_utf8(MemberBytes member) {
 }
 
 int64_t NpyArray::elements() const {
+  // A zero dimension first: parse_npy bounds the product of non-zero ones by the member's size,
+  // not the partial products of a shape such as (huge, huge, 0).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t dim : shape) n *= dim;
   return n;
