@@ -186,10 +186,11 @@ std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards
 
 MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
                      const TransformOptions& transform_options, const LoaderOptions& options,
-                     std::vector<int64_t> rows, std::vector<std::string> front_keys,
-                     std::string name) {
+                     std::vector<DepthCamera> depth_cameras, std::vector<int64_t> rows,
+                     std::vector<std::string> front_keys, std::string name) {
   auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
-  LoaderOptions part_options = options;
+  LoaderOptions part_options = options;  // the mix's, with this dataset's depth cameras and rows
+  part_options.depth_cameras = std::move(depth_cameras);
   part_options.replacement_rows = rows;
   Result<MixPart> part = [&] {
     nb::gil_scoped_release release;  // reads the cameras' first frame tables
@@ -292,8 +293,8 @@ void register_pipeline(nb::module_& m) {
                       "One dataset of a mix, as its source (stoker/mix_source.h); one loader "
                       "takes it.")
       .def_static("for_episodes", &episode_part, nb::arg("index"), nb::arg("keys"),
-                  nb::arg("transform"), nb::arg("options"), nb::arg("rows"), nb::arg("front_keys"),
-                  nb::arg("name"))
+                  nb::arg("transform"), nb::arg("options"), nb::arg("depth_cameras"),
+                  nb::arg("rows"), nb::arg("front_keys"), nb::arg("name"))
       .def_static("for_shards", &shard_part, nb::arg("shards"), nb::arg("sample_shard"),
                   nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
                   nb::arg("options"), nb::arg("front_keys"), nb::arg("name"));

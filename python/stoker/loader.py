@@ -286,10 +286,12 @@ def raise_if_iteration_ended(run: int, current: int, closed: tuple[int, str] | N
 
 
 class Loader:
-    """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`), built on native threads.
+    """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`, :class:`stoker.ShardDataset`
+    or a :class:`stoker.MultiDataset` of those), built on native threads by one native engine.
 
     Args:
-        dataset: the dataset; its ``spec`` gives the window.
+        dataset: the dataset; its ``spec`` gives the window (a LeRobot dataset) or the fields
+            (shards).
         batch_size: samples per batch.
         shuffle: a new random order each epoch (else dataset order). Default: True.
         seed: keys the order, the random transforms and the replacements of skipped samples.

@@ -223,10 +223,15 @@ class _Member:
                 front,
                 self.name,
             )
-        mine = _copy_options(options)
-        mine.depth_cameras = self.depth
         return _core.MixPart.for_episodes(
-            self.dataset.index.native, self.keys, self.transform, mine, self.rows, front, self.name
+            self.dataset.index.native,
+            self.keys,
+            self.transform,
+            options,
+            self.depth,
+            self.rows,
+            front,
+            self.name,
         )
 
     def extra_values(self, samples: np.ndarray, episodes: np.ndarray) -> dict[str, Any]:
@@ -241,15 +246,6 @@ def _name_of(dataset: Any) -> str:
     if root is None and isinstance(dataset, ShardDataset):
         root = dataset.urls[0] if len(dataset.urls) == 1 else f"{len(dataset.urls)} shards"
     return f"{type(dataset).__name__} {root}" if root is not None else type(dataset).__name__
-
-
-def _copy_options(options: Any) -> Any:
-    copy = _core.LoaderOptions()
-    for name in ("batch_size", "threads", "prefetch", "drop_last", "seed", "on_error"):
-        setattr(copy, name, getattr(options, name))
-    copy.max_replacements = options.max_replacements
-    copy.pinned_memory = options.pinned_memory
-    return copy
 
 
 class MixFront:

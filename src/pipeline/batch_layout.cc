@@ -3,16 +3,10 @@
 #include <algorithm>
 #include <tuple>
 
+#include "pipeline/batch_source.h"
 #include "stoker/image_decoder.h"
 
 namespace stoker::pipeline {
-namespace {
-
-constexpr size_t kAlignment = 64;
-
-size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-
-}  // namespace
 
 Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowPlanner& planner,
                                         const ImageTransform& transform, int64_t batch_size,
@@ -38,7 +32,7 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     size_t bytes = dtype_size(type);
     for (int64_t side : shape) bytes *= static_cast<size_t>(side);
     fields->push_back(BatchField{std::move(name), type, std::move(shape), offset, bytes});
-    offset += align_up(bytes);
+    offset += aligned(bytes);
     return fields->size() - 1;
   };
   layout.camera_sizes.assign(index.num_cameras(), {0, 0});

@@ -26,6 +26,7 @@
 // group), then finish() once every group is done.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -39,6 +40,23 @@
 #include "stoker/video_reader.h"
 
 namespace stoker::pipeline {
+
+/// Stage timers, summed over threads.
+using Clock = std::chrono::steady_clock;
+inline int64_t nanoseconds_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+/// `offset` rounded up to the 64-byte boundary every field of a batch buffer starts on.
+inline size_t aligned(size_t offset) { return (offset + 63) & ~size_t{63}; }
+
+/// `fields` moved to `offsets` (one per field), for BatchSource::place_fields.
+inline std::shared_ptr<const std::vector<BatchField>> placed_at(
+    const std::vector<BatchField>& fields, const std::vector<size_t>& offsets) {
+  auto placed = std::make_shared<std::vector<BatchField>>(fields);
+  for (size_t f = 0; f < placed->size(); ++f) (*placed)[f].offset = offsets[f];
+  return placed;
+}
 
 /// One batch being built. A source's new_work() returns its own subclass, holding its plans.
 struct BatchWork {

@@ -10,16 +10,6 @@
 #include "stoker/image_decoder.h"
 
 namespace stoker::pipeline {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
-
-}  // namespace
-
 EpisodeSource::EpisodeSource(std::shared_ptr<const EpisodeIndex> index,
                              std::unique_ptr<WindowPlanner> planner,
                              std::shared_ptr<const sampling::Sampler> sampler,
@@ -430,9 +420,7 @@ Result<const VideoReader*> EpisodeSource::reader_of(int64_t video) {
 }
 
 void EpisodeSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
-  auto fields = std::make_shared<std::vector<BatchField>>(*layout_.fields);
-  for (size_t f = 0; f < fields->size(); ++f) (*fields)[f].offset = offsets[f];
-  layout_.fields = std::move(fields);
+  layout_.fields = placed_at(*layout_.fields, offsets);
   layout_.batch_bytes = batch_bytes;
 }
 

@@ -23,7 +23,7 @@ using pipeline::BatchSource;
 using pipeline::BufferPool;
 using pipeline::PooledBatch;
 
-using Clock = std::chrono::steady_clock;
+using pipeline::Clock;
 constexpr size_t kMaxSkipRecords = 1000;
 constexpr int kMaxReplacements = 16;  // replacement streams: core/random.h
 

@@ -24,12 +24,6 @@ MixPart::~MixPart() = default;
 namespace stoker::pipeline {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
-
 constexpr const char* kDatasetIndex = "dataset_index";
 constexpr const char* kPadSuffix = "_is_pad";
 
@@ -45,8 +39,6 @@ std::string describe(const BatchField& field) {
   }
   return std::string(dtype_name(field.type)) + " [" + shape + "]";
 }
-
-size_t aligned(size_t offset) { return (offset + 63) / 64 * 64; }
 
 Status invalid(const std::string& why) {
   return Status(StatusCode::kInvalidArgument, "mix: " + why);
@@ -180,9 +172,7 @@ Status MixSource::lay_out() {
 }
 
 void MixSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
-  auto fields = std::make_shared<std::vector<BatchField>>(*fields_);
-  for (size_t f = 0; f < fields->size(); ++f) (*fields)[f].offset = offsets[f];
-  fields_ = std::move(fields);
+  fields_ = placed_at(*fields_, offsets);
   batch_bytes_ = batch_bytes;
   for (size_t k = 0; k < parts_.size(); ++k) {
     std::vector<size_t> placed;

@@ -16,14 +16,6 @@
 namespace stoker::pipeline {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
-
-size_t aligned(size_t offset) { return (offset + 63) & ~size_t{63}; }
-
 // Why an array does not go with the batch's first of its field.
 std::string unlike(const SlotValue& value, const SlotValue& first) {
   return "an array of shape " + python_shape(value.shape) + " and dtype " + value.dtype +
@@ -771,9 +763,7 @@ int64_t ShardSource::num_samples() const {
 }
 
 void ShardSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
-  auto fields = std::make_shared<std::vector<BatchField>>(*batch_fields_);
-  for (size_t f = 0; f < fields->size(); ++f) (*fields)[f].offset = offsets[f];
-  batch_fields_ = std::move(fields);
+  batch_fields_ = placed_at(*batch_fields_, offsets);
   batch_bytes_ = batch_bytes;
 }
 
