@@ -37,13 +37,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import compare_decoders
 import loader_bench
+import numpy as np
 
 import stoker
-from stoker import etl
+from stoker.writers import etl
 
 ROOT = Path(__file__).resolve().parent.parent
 EPISODES = [150] * 6

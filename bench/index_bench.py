@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stoker.dataset_index import load_index
+from stoker.datasets.lerobot.index import load_index
 
 CAMERA = "observation.images.top"
 LENGTH = 4

@@ -82,9 +82,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 import compare_decoders
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 20240601

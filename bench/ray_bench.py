@@ -16,10 +16,10 @@ Same dataset, same windows, same CPUs, one run:
 3. Starts a local Ray cluster with --cpus CPUs (default: the CPUs this process may use) and
    reports its start-up time and the memory (summed RSS) of its processes once idle.
 4. One epoch (every sample once) per reader, after a short read that starts the workers:
-     stoker.ray   stoker.ray.read_lerobot(root, spec, shuffle=True, threads_per_task=1,
+     stoker.integrations.ray   stoker.integrations.ray.read_lerobot(root, spec, shuffle=True, threads_per_task=1,
                   num_cpus=1, concurrency=cpus), samples in stoker's random order: every
                   window drawn from anywhere in the dataset (random access);
-     stoker.ray/b the same with shuffle="block" (the case study's block-level shuffle):
+     stoker.integrations.ray/b the same with shuffle="block" (the case study's block-level shuffle):
                   read tasks of 256 windows in dataset order, run in a random order, each
                   mixed by a local shuffle buffer;
      ray          ray.data.read_lerobot(root, delta_timestamps=..., num_cpus=1,
@@ -31,10 +31,10 @@ Same dataset, same windows, same CPUs, one run:
 5. Prints, per reader: samples/s over the whole epoch (from the call to the last row, Ray's
    per-execution start included), the time to the first batch, and the steady rate after it
    (samples/s and per CPU); then the targets:
-     >= 3x Ray's reader per CPU          stoker.ray/b against Ray's reader: both decode in
+     >= 3x Ray's reader per CPU          stoker.integrations.ray/b against Ray's reader: both decode in
                                          dataset order, where neighbouring windows share
                                          frames (whole-epoch rates: both pay Ray's start);
-                                         stoker.ray's random access is printed beside
+                                         stoker.integrations.ray's random access is printed beside
      <= 1/2 of its object-store bytes per sample
      stoker on Ray within 20% of the in-process Loader per CPU (steady rates: Ray's own start
        per epoch, measured and printed beside, is a fixed cost an epoch of a real dataset does
@@ -239,10 +239,10 @@ def main() -> int:
     print(f"Ray: ray.init {startup:.1f} s; its processes {idle_memory / 2**20:.0f} MiB RSS "
           "when idle (before any task)")
 
-    import stoker.ray
+    import stoker.integrations.ray
 
     def ours(epoch: int):
-        return stoker.ray.read_lerobot(ds, shuffle=True, seed=0, epoch=epoch,
+        return stoker.integrations.ray.read_lerobot(ds, shuffle=True, seed=0, epoch=epoch,
                                        transforms=transforms, threads_per_task=1, num_cpus=1,
                                        concurrency=cpus,
                                        samples_per_task=-(-n // (cpus * BATCH)) * BATCH,
@@ -250,7 +250,7 @@ def main() -> int:
 
     def ours_in_blocks(epoch: int):
         # The case study's block-level shuffle, with read_lerobot's defaults otherwise.
-        return stoker.ray.read_lerobot(ds, shuffle="block", seed=0, epoch=epoch,
+        return stoker.integrations.ray.read_lerobot(ds, shuffle="block", seed=0, epoch=epoch,
                                        transforms=transforms, threads_per_task=1, num_cpus=1,
                                        concurrency=cpus, rows_per_block=BATCH)
 
@@ -262,7 +262,7 @@ def main() -> int:
     if why_not_ray:
         failures["ray"] = why_not_ray
     peak_memory = idle_memory
-    for name, make in (("stoker.ray", ours), ("stoker.ray/b", ours_in_blocks), ("ray", theirs)):
+    for name, make in (("stoker.integrations.ray", ours), ("stoker.integrations.ray/b", ours_in_blocks), ("ray", theirs)):
         if name in failures:
             continue
         try:
@@ -290,24 +290,24 @@ def main() -> int:
         print(f"  {label}: {value:.2f} (target {goal}) {'met' if met else 'NOT met'}")
 
     print()
-    mine = results.get("stoker.ray")
-    blocks = results.get("stoker.ray/b")
+    mine = results.get("stoker.integrations.ray")
+    blocks = results.get("stoker.integrations.ray/b")
     if blocks and "ray" in results:
         theirs_ = results["ray"]
         speed = blocks.rate / theirs_.rate
-        target("stoker.ray/b / ray.data.read_lerobot, samples/s per CPU (whole epoch; both "
+        target("stoker.integrations.ray/b / ray.data.read_lerobot, samples/s per CPU (whole epoch; both "
                "decode in dataset order)", speed, ">= 3", speed >= 3)
         if mine:
-            print(f"  (stoker.ray, every window drawn at random from the whole dataset: "
+            print(f"  (stoker.integrations.ray, every window drawn at random from the whole dataset: "
                   f"{mine.rate / theirs_.rate:.2f}x Ray's reader's dataset-order read)")
     if mine and "ray" in results:
         theirs_ = results["ray"]
         share = (mine.nbytes / mine.rows) / (theirs_.nbytes / theirs_.rows)
-        target("stoker.ray / ray.data.read_lerobot, object-store bytes per sample", share,
+        target("stoker.integrations.ray / ray.data.read_lerobot, object-store bytes per sample", share,
                "<= 0.5", share <= 0.5)
     if mine:
         near = mine.steady / results["loader"].steady
-        target("stoker.ray / in-process Loader, samples/s per CPU (steady)", near, ">= 0.8",
+        target("stoker.integrations.ray / in-process Loader, samples/s per CPU (steady)", near, ">= 0.8",
                near >= 0.8)
         print(f"  (over the whole epoch, Ray's per-execution start of {mine.first_batch:.1f} s "
               f"included: {mine.rate / results['loader'].rate:.2f})")

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))  # the dataset w
 
 import lerobot_datasets  # noqa: E402
 import stoker  # noqa: E402
-from stoker.dataset_index import _ProgressBar  # noqa: E402
+from stoker.datasets.lerobot.index import _ProgressBar  # noqa: E402
 
 OUT_DIR = os.path.abspath(os.environ.get("STOKER_DEMO_DIR", "demo-out"))
 CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.images.side")

@@ -8,6 +8,11 @@ HTTPS with :class:`S3Options`), and the samplers
 :class:`LoadBalancedSampler`, ...) for deterministic, resumable sample orders.
 :class:`ShardDataset` reads images, clips, text and labels from tar shards (WebDataset's
 layout) for the same :class:`Loader`; :func:`write_shards` (``stoker shard``) writes them.
+
+The package, one concept per folder: ``loader``, ``sampling`` and ``transforms`` at the top;
+``datasets/`` (``lerobot/``, ``shards``, ``mix``), ``io/`` (storage, video, image),
+``writers/`` (``stoker etl``, ``stoker shard``, clips, typed columns), ``integrations/``
+(``ray``, ``torchdata``) and ``doctor/``. Every public name is re-exported here.
 """
 
 from stoker._core import (
@@ -20,12 +25,25 @@ from stoker._core import (
     ResourceError,
     usable_cores,
 )
-from stoker.dataset_index import EpisodeIndex, IndexReport, load_index
+from stoker.datasets.lerobot.dataset import ItemKey, LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.index import EpisodeIndex, IndexReport, load_index
+from stoker.datasets.mix import MultiDataset
+from stoker.datasets.shards import (
+    Array,
+    Clip,
+    Image,
+    Json,
+    Label,
+    ShardDataset,
+    ShardSpec,
+    Text,
+    Tokens,
+)
 from stoker.doctor import Diagnosis, diagnose, profile, synthetic_step
-from stoker.image import decode_image, decode_images, probe_image
-from stoker.lerobot import ItemKey, LeRobotDataset, WindowSpec
+from stoker.io.image import decode_image, decode_images, probe_image
+from stoker.io.storage import S3Options
+from stoker.io.video import VideoReader
 from stoker.loader import Loader, LoaderObserver
-from stoker.multi_dataset import MultiDataset
 from stoker.sampling import (
     DistributedSampler,
     EpisodeAwareSampler,
@@ -37,21 +55,9 @@ from stoker.sampling import (
     WeightedSampler,
     expand_group_weights,
 )
-from stoker.shard_writer import write_shards
-from stoker.shards import (
-    Array,
-    Clip,
-    Image,
-    Json,
-    Label,
-    ShardDataset,
-    ShardSpec,
-    Text,
-    Tokens,
-)
-from stoker.storage import S3Options
 from stoker.transforms import Transforms
-from stoker.video import VideoReader
+from stoker.version import __version__
+from stoker.writers.shards import write_shards
 
 __all__ = [
     "AccessDeniedError",
@@ -100,5 +106,5 @@ __all__ = [
     "synthetic_step",
     "usable_cores",
     "write_shards",
+    "__version__",
 ]
-__version__ = "0.1.0"

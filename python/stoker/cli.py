@@ -15,8 +15,11 @@ from collections.abc import Callable
 # subcommand -> (module, one-line help)
 COMMANDS = {
     "doctor": ("stoker.doctor", "measure which roofline bounds training, and say what to change"),
-    "etl": ("stoker.etl", "materialize a dataset at training resolution, with typed columns"),
-    "shard": ("stoker.shard_writer", "write samples into tar shards of equal bytes, shuffled"),
+    "etl": (
+        "stoker.writers.etl",
+        "materialize a dataset at training resolution, with typed columns",
+    ),
+    "shard": ("stoker.writers.shards", "write samples into tar shards of equal bytes, shuffled"),
 }
 
 
@@ -42,7 +45,7 @@ def report_errors(command: str, run: Callable[[], object]) -> int:
 
 
 def _version() -> str:
-    from stoker import __version__
+    from stoker.version import __version__
 
     return __version__
 

@@ -15,14 +15,21 @@ a buffer goes back to the loader's bounded pool when the batch's arrays are rele
 Tools that time the consumer's side (``stoker.profile``) plug in as a :class:`LoaderObserver`,
 told of every wait for a batch and every batch handed over.
 
-Sample ids are split between ranks as ``torch.utils.data.DistributedSampler`` splits them;
-``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialized, else to
-the ``RANK`` and ``WORLD_SIZE`` environment variables, else 0 of 1.
+Sample ids are split between ranks as ``torch.utils.data.DistributedSampler`` splits them.
+The ranks that split the data are the data-parallel ones: ``process_group=`` (Megatron's
+``parallel_state.get_data_parallel_group()``, a device mesh's ``mesh["dp"].get_group()``) gives
+their group, and the ranks of one model-parallel group, which share a data-parallel rank, read
+the same batches. ``rank=`` and ``world_size=`` give the same numbers by hand. With neither,
+they are ``torch.distributed``'s global rank and size when it is initialized, else the ``RANK``
+and ``WORLD_SIZE`` environment variables, else 0 of 1; when that world spans more than one node
+(``WORLD_SIZE`` > ``LOCAL_WORLD_SIZE``), the first batch logs which rank and size were used
+(logger ``stoker.loader``), since under tensor or pipeline parallelism they would be wrong.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -35,19 +42,18 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.multi_dataset import MixFront, MultiDataset
+from stoker.arguments import MAX_EPOCH, check_int, check_seed
+from stoker.datasets.mix import MixFront, MultiDataset
+from stoker.datasets.shards import DEFAULT_SHUFFLE_BUFFER, Json, ShardDataset, Tokens
 from stoker.sampling import (
-    _MAX_EPOCH,
     DistributedSampler,
     LoadBalancedSampler,
     MixSampler,
     Sampler,
-    _check_int,
-    _check_seed,
 )
-from stoker.shards import DEFAULT_SHUFFLE_BUFFER, Json, ShardDataset, Tokens
 from stoker.transforms import Transforms
 
+logger = logging.getLogger("stoker.loader")
 _STATE_VERSION = 1
 # The keys of a state_dict(), which load_state_dict() requires.
 _STATE_KEYS = (
@@ -82,22 +88,88 @@ def _import_torch():
     return torch
 
 
-def _distributed_defaults(rank, world_size):
-    if rank is not None and world_size is not None:
-        return int(rank), int(world_size)
-    found_rank, found_world = 0, 1
-    # torch.distributed is initialized only in a process that imported torch: one that did not
-    # (numpy batches, a JAX trainer, a Ray read task) is not made to import it (a second, and
-    # half a gigabyte with a CUDA build).
+def _torch_distributed():
+    """``torch.distributed`` when it is initialized, else None. It is initialized only in a
+    process that imported torch: one that did not (numpy batches, a JAX trainer, a Ray read
+    task) is not made to import it (a second, and half a gigabyte with a CUDA build)."""
     distributed = getattr(sys.modules.get("torch"), "distributed", None)
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        return distributed
+    return None
+
+
+def _group_partition(process_group, rank, world_size) -> tuple[int, int]:
+    """This process's (rank, size) in the data-parallel ``process_group``; ``rank`` and
+    ``world_size``, when given too, must be the same numbers."""
+    distributed = _torch_distributed()
+    if distributed is None:
+        raise InvalidArgumentError(
+            "process_group= needs torch.distributed initialized (init_process_group) in this "
+            "process; without it give rank= and world_size="
+        )
+    try:
+        group_rank = distributed.get_rank(group=process_group)
+        group_size = distributed.get_world_size(group=process_group)
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise InvalidArgumentError(
+            f"process_group must be a torch.distributed process group, got "
+            f"{type(process_group).__name__}: {error}"
+        ) from error
+    if group_rank < 0:
+        raise InvalidArgumentError(
+            f"this process (global rank {distributed.get_rank()}) is not in the process_group "
+            "given: pass the data-parallel group this rank belongs to"
+        )
+    for name, given, found in (("rank", rank, group_rank), ("world_size", world_size, group_size)):
+        if given is not None and int(given) != found:
+            raise InvalidArgumentError(
+                f"{name}={given}, but this process's {name} in process_group is {found}"
+            )
+    return group_rank, group_size
+
+
+def _distributed_defaults(rank, world_size):
+    """(rank, world size, where they came from) for the arguments, None where not given: the
+    global ``torch.distributed`` group, else ``RANK`` / ``WORLD_SIZE``, else 0 of 1."""
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size), "given"
+    found_rank, found_world, source = 0, 1, "default"
+    distributed = _torch_distributed()
+    if distributed is not None:
         found_rank, found_world = distributed.get_rank(), distributed.get_world_size()
+        source = "torch.distributed's global group"
     elif "WORLD_SIZE" in os.environ:
         found_rank = int(os.environ.get("RANK", "0"))
         found_world = int(os.environ["WORLD_SIZE"])
+        source = "the RANK and WORLD_SIZE environment variables"
     return (
         found_rank if rank is None else int(rank),
         found_world if world_size is None else int(world_size),
+        source if rank is None and world_size is None else "given",
+    )
+
+
+def _partition_notice(rank: int, world_size: int, source: str) -> str | None:
+    """What the first batch logs when the data-parallel rank and size were guessed from a
+    world spanning more than one node (``LOCAL_WORLD_SIZE``, as torchrun sets it, names a
+    node's ranks; unset, a world of several ranks is taken to span nodes)."""
+    if source not in (
+        "torch.distributed's global group",
+        "the RANK and WORLD_SIZE environment variables",
+    ):
+        return None
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        local = 1
+    if world_size <= max(1, local):
+        return None
+    return (
+        f"stoker.Loader reads as data-parallel rank {rank} of {world_size}, taken from "
+        f"{source} (no process_group= given). Under tensor or pipeline parallelism the "
+        "ranks of one model-parallel group must read the same batches: pass "
+        "process_group=<the data-parallel group> (Megatron: "
+        "parallel_state.get_data_parallel_group(); a device mesh: mesh['dp'].get_group())"
     )
 
 
@@ -302,6 +374,8 @@ class Loader:
             not divide evenly, as DistributedSampler does); else pad ranks by repeating samples
             and deliver the short batch.
         rank, world_size: this process's share of each epoch; see the module's notes.
+        process_group: the data-parallel ``torch.distributed`` group (see the module's notes):
+            this process's rank and size in it are ``rank`` and ``world_size``.
         transforms: a :class:`stoker.Transforms`; default: the dataset's ``image_transforms``
             when they are one, else the spec's size and layout, in the dataset's
             ``image_dtype`` (float32 in [0, 1] unless it says otherwise, as LeRobot). A dataset
@@ -359,6 +433,7 @@ class Loader:
         drop_last: bool = False,
         rank: int | None = None,
         world_size: int | None = None,
+        process_group: Any = None,
         transforms: Transforms | None = None,
         device=None,
         on_error: str = "raise",
@@ -424,6 +499,8 @@ class Loader:
         if transforms.resolved_dtype(image_dtype) == "bfloat16" and not self._torch:
             raise ValueError("bfloat16 batches need PyTorch (numpy has no bfloat16)")
         self.device = check_device(device)
+        if process_group is not None:
+            rank, world_size = _group_partition(process_group, rank, world_size)
 
         self._arguments = dict(
             shuffle=shuffle,
@@ -445,7 +522,7 @@ class Loader:
             self._arguments.update(shuffle_buffer=shuffle_buffer, equal_batches=equal_batches)
         self.dataset = dataset
         self.batch_size = int(batch_size)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.drop_last = bool(drop_last)
         self.balance = bool(balance)
         self.transforms = transforms
@@ -465,6 +542,7 @@ class Loader:
         self._native_arguments: tuple[Any, ...] = ()
         self.sampler: Sampler | _ShardStream
         self._squeezed: set[str] = set()
+        self._partition_notice: str | None = None  # logged with the first batch
         if self._shards:
             self._init_shards(
                 dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
@@ -546,7 +624,8 @@ class Loader:
                 "on_error='skip' reads the samples before the damage and names the shards in "
                 "stats()['damaged_shards'])"
             )
-        self.rank, self.world_size = _distributed_defaults(rank, world_size)
+        self.rank, self.world_size, source = _distributed_defaults(rank, world_size)
+        self._partition_notice = _partition_notice(self.rank, self.world_size, source)
         if not 0 <= self.rank < self.world_size:
             raise ValueError(
                 f"rank must be in [0, world_size), got {self.rank} of {self.world_size}"
@@ -573,7 +652,8 @@ class Loader:
     def _init_mix(self, dataset, transforms, rank, world_size, options):
         """The order and native parts of a mix: each slot an independent weighted draw
         (stoker.MixSampler), built by its dataset's source in one native loader."""
-        rank, world_size = _distributed_defaults(rank, world_size)
+        rank, world_size, source = _distributed_defaults(rank, world_size)
+        self._partition_notice = _partition_notice(rank, world_size, source)
         self.sampler = MixSampler(
             dataset.weights,
             dataset.sizes,
@@ -606,12 +686,12 @@ class Loader:
 
     def batches_in_epoch(self, epoch: int) -> int:
         """Batches of ``epoch`` for this rank."""
-        return self._batches_in(_check_int("epoch", epoch, 0, _MAX_EPOCH))
+        return self._batches_in(check_int("epoch", epoch, 0, MAX_EPOCH))
 
     def epoch_order(self, epoch: int | None = None) -> np.ndarray:
         """The sample ids this rank's batches take in ``epoch`` (default: the current one), in
         order, before any replacement of a skipped sample."""
-        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        epoch = self._epoch if epoch is None else check_int("epoch", epoch, 0, MAX_EPOCH)
         if self._shards:
             return self._stream.epoch_order(epoch)
         return cast(Sampler, self.sampler).indices(epoch)
@@ -658,7 +738,7 @@ class Loader:
         """Starts the next iteration at the beginning of ``epoch`` (0 <= epoch < 2**32;
         iteration otherwise moves to the next epoch by itself each time one is finished). An
         iteration going on ends at its next step."""
-        epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        epoch = check_int("epoch", epoch, 0, MAX_EPOCH)
         with self._guard:
             self._epoch, self._batch = epoch, 0
             self._position_generation += 1
@@ -668,8 +748,8 @@ class Loader:
         there restores, without one: a Ray read task's first block). An iteration going on
         ends at its next step. Raises :class:`stoker.InvalidArgumentError` for an epoch
         outside [0, 2**32) or a batch outside [0, batches_in_epoch(epoch)]."""
-        epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
-        batch = _check_int("batch", batch, 0, self._batches_in(epoch))
+        epoch = check_int("epoch", epoch, 0, MAX_EPOCH)
+        batch = check_int("batch", batch, 0, self._batches_in(epoch))
         with self._guard:
             self._epoch, self._batch = epoch, batch
             self._position_generation += 1
@@ -727,8 +807,8 @@ class Loader:
                 f"state['version'] is {state['version']!r}: this loader reads version "
                 f"{_STATE_VERSION}"
             )
-        epoch = _check_int("state['epoch']", state["epoch"], 0, _MAX_EPOCH)
-        batch = _check_int("state['batch']", state["batch"], 0, self._batches_in(epoch))
+        epoch = check_int("state['epoch']", state["epoch"], 0, MAX_EPOCH)
+        batch = check_int("state['batch']", state["batch"], 0, self._batches_in(epoch))
         mine = self.state_dict()
         # States saved before samplers were recorded have no "sampler": shuffle and balance
         # describe their order.
@@ -820,7 +900,8 @@ class Loader:
         """The order: the sampler given, checked against the dataset and the other arguments,
         or the one ``shuffle``, ``balance``, ``rank`` and ``world_size`` describe."""
         if sampler is None:
-            rank, world_size = _distributed_defaults(rank, world_size)
+            rank, world_size, source = _distributed_defaults(rank, world_size)
+            self._partition_notice = _partition_notice(rank, world_size, source)
             shuffle = True if shuffle is None else shuffle
             if self.balance:
                 return LoadBalancedSampler(
@@ -1013,6 +1094,9 @@ class Loader:
                         self._epoch, self._batch = (
                             (epoch + 1, 0) if delivered_all else (epoch, batch)
                         )
+                if self._partition_notice is not None:
+                    logger.warning(self._partition_notice)
+                    self._partition_notice = None
                 yield self._item(arrays, samples, episodes)
         finally:
             # After the epoch's last batch the run goes on: its threads build the next epoch's

@@ -17,7 +17,6 @@ An empty dataset gives an empty epoch for the samplers that only order samples; 
 from __future__ import annotations
 
 import hashlib
-import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -25,10 +24,18 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import InvalidArgumentError
+from stoker.arguments import (
+    MAX_EPOCH,
+    MAX_INT64,
+    check_bool,
+    check_indices,
+    check_int,
+    check_partition,
+    check_seed,
+    check_size,
+    check_values,
+)
 
-_MAX_EPOCH = 2**32 - 1
-_MAX_SEED = 2**64 - 1
-_MAX_INT64 = 2**63 - 1
 _CHUNK = 8192  # ids fetched per call while iterating
 
 __all__ = [
@@ -96,7 +103,7 @@ class Sampler:
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch ``epoch`` (0 <= epoch < 2**32) from its beginning."""
-        self._epoch = _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        self._epoch = check_int("epoch", epoch, 0, MAX_EPOCH)
         self._position = 0
         self._generation += 1
 
@@ -114,8 +121,8 @@ class Sampler:
             raise InvalidArgumentError(
                 f"a sampler state is a dict with keys 'epoch' and 'position', got {state!r}"
             )
-        epoch = _check_int("state['epoch']", state["epoch"], 0, _MAX_EPOCH)
-        position = _check_int("state['position']", state["position"], 0, len(self))
+        epoch = check_int("state['epoch']", state["epoch"], 0, MAX_EPOCH)
+        position = check_int("state['position']", state["position"], 0, len(self))
         self._epoch, self._position = epoch, position
         self._generation += 1
 
@@ -125,10 +132,10 @@ class Sampler:
         """The ids at positions [start, start + count) of an epoch (default: the current
         epoch, all of it) for this rank, as int64, in order. Computed in C++ with the GIL
         released; does not change the sampler's state."""
-        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
-        start = _check_int("start", start, 0, len(self))
+        epoch = self._epoch if epoch is None else check_int("epoch", epoch, 0, MAX_EPOCH)
+        start = check_int("start", start, 0, len(self))
         count = (
-            len(self) - start if count is None else _check_int("count", count, 0, len(self) - start)
+            len(self) - start if count is None else check_int("count", count, 0, len(self) - start)
         )
         return self._core.fill(epoch, start, count)
 
@@ -141,7 +148,7 @@ class Sampler:
                     return  # the state was reset under this iterator
                 self._position += 1
                 yield sample_id
-        if self._generation == generation and self._epoch < _MAX_EPOCH:
+        if self._generation == generation and self._epoch < MAX_EPOCH:
             self._epoch += 1
             self._position = 0
 
@@ -176,10 +183,10 @@ class DistributedSampler(Sampler):
         seed: int = 0,
         drop_last: bool = False,
     ):
-        n = _check_size(num_samples)
-        world_size, rank = _check_partition(rank, world_size)
-        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
-        drop_last = _check_bool("drop_last", drop_last)
+        n = check_size(num_samples)
+        world_size, rank = check_partition(rank, world_size)
+        shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
+        drop_last = check_bool("drop_last", drop_last)
         super().__init__(
             _core.DistributedSampler(n, shuffle, seed, rank, world_size, drop_last),
             dataset_size=n,
@@ -245,8 +252,8 @@ class EpisodeAwareSampler(Sampler):
         else:
             if dataset_to_indices is None:
                 raise ValueError("dataset_to_indices is required with dataset_from_indices")
-            starts = _check_indices("dataset_from_indices", dataset_from_indices)
-            ends = _check_indices("dataset_to_indices", dataset_to_indices)
+            starts = check_indices("dataset_from_indices", dataset_from_indices)
+            ends = check_indices("dataset_to_indices", dataset_to_indices)
             if len(starts) != len(ends) or bool((ends < starts).any()):
                 raise ValueError(
                     "dataset_from_indices and dataset_to_indices must pair up, each start "
@@ -254,11 +261,11 @@ class EpisodeAwareSampler(Sampler):
                 )
             names = np.arange(len(starts), dtype=np.int64)
             dataset_size = int(ends.max()) if len(ends) else 0
-        first = _check_int("drop_n_first_frames", drop_n_first_frames, 0, _MAX_INT64)
-        last = _check_int("drop_n_last_frames", drop_n_last_frames, 0, _MAX_INT64)
+        first = check_int("drop_n_first_frames", drop_n_first_frames, 0, MAX_INT64)
+        last = check_int("drop_n_last_frames", drop_n_last_frames, 0, MAX_INT64)
         keep = np.ones(len(names), bool)
         if episode_indices_to_use is not None:
-            wanted = _check_indices("episode_indices_to_use", episode_indices_to_use)
+            wanted = check_indices("episode_indices_to_use", episode_indices_to_use)
             unknown = sorted(set(wanted.tolist()) - set(np.asarray(names).tolist()))
             if unknown:
                 raise ValueError(f"episode_indices_to_use names unknown episodes {unknown}")
@@ -272,9 +279,9 @@ class EpisodeAwareSampler(Sampler):
         ]
         self.ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
         self.ids.flags.writeable = False
-        world_size, rank = _check_partition(rank, world_size)
-        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
-        drop_last = _check_bool("drop_last", drop_last)
+        world_size, rank = check_partition(rank, world_size)
+        shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
+        drop_last = check_bool("drop_last", drop_last)
         inner = _core.DistributedSampler(len(self.ids), shuffle, seed, rank, world_size, drop_last)
         super().__init__(
             _core.MappedSampler(inner, self.ids),
@@ -314,7 +321,7 @@ class WeightedSampler(Sampler):
         world_size: int = 1,
         drop_last: bool = False,
     ):
-        weights = _check_values("weights", weights)
+        weights = check_values("weights", weights)
         if weights.size == 0:
             raise ValueError("weights is empty: cannot draw from an empty dataset")
         if not weights.sum() > 0:
@@ -322,9 +329,9 @@ class WeightedSampler(Sampler):
         if not np.isfinite(weights.sum()):
             raise ValueError("weights sum to infinity")
         if num_samples is not None:
-            num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
-        world_size, rank = _check_partition(rank, world_size)
-        seed, drop_last = _check_seed(seed), _check_bool("drop_last", drop_last)
+            num_samples = check_int("num_samples", num_samples, 0, MAX_INT64)
+        world_size, rank = check_partition(rank, world_size)
+        seed, drop_last = check_seed(seed), check_bool("drop_last", drop_last)
         super().__init__(
             _core.WeightedSampler(weights, num_samples, seed, rank, world_size, drop_last),
             dataset_size=len(weights),
@@ -364,16 +371,16 @@ class MixSampler(Sampler):
         world_size: int = 1,
         drop_last: bool = False,
     ):
-        weights = _check_values("weights", weights)
+        weights = check_values("weights", weights)
         sizes = np.ascontiguousarray(sizes, dtype=np.int64)
         if sizes.ndim != 1 or len(sizes) != len(weights):
             raise ValueError(
                 f"{len(weights)} weights for {sizes.size} dataset sizes: give one per dataset"
             )
         if num_samples is not None:
-            num_samples = _check_int("num_samples", num_samples, 0, _MAX_INT64)
-        world_size, rank = _check_partition(rank, world_size)
-        seed, drop_last = _check_seed(seed), _check_bool("drop_last", drop_last)
+            num_samples = check_int("num_samples", num_samples, 0, MAX_INT64)
+        world_size, rank = check_partition(rank, world_size)
+        seed, drop_last = check_seed(seed), check_bool("drop_last", drop_last)
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         super().__init__(
             _core.MixSampler(weights, sizes, num_samples, seed, rank, world_size, drop_last),
@@ -415,11 +422,11 @@ class LoadBalancedSampler(Sampler):
         seed: int = 0,
         drop_last: bool = False,
     ):
-        costs = _check_values("costs", costs)
-        batch_size = _check_int("batch_size", batch_size, 1, _MAX_INT64)
-        world_size, rank = _check_partition(rank, world_size)
-        shuffle, seed = _check_bool("shuffle", shuffle), _check_seed(seed)
-        drop_last = _check_bool("drop_last", drop_last)
+        costs = check_values("costs", costs)
+        batch_size = check_int("batch_size", batch_size, 1, MAX_INT64)
+        world_size, rank = check_partition(rank, world_size)
+        shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
+        drop_last = check_bool("drop_last", drop_last)
         self.batch_size = batch_size
         super().__init__(
             _core.LoadBalancedSampler(
@@ -446,7 +453,7 @@ class LoadBalancedSampler(Sampler):
         of the steps' max rank cost / sum of their mean: how much longer synchronous steps take
         than perfectly balanced ones). 1.0 is perfect balance.
         """
-        epoch = self._epoch if epoch is None else _check_int("epoch", epoch, 0, _MAX_EPOCH)
+        epoch = self._epoch if epoch is None else check_int("epoch", epoch, 0, MAX_EPOCH)
         return cast(_core.LoadBalancedSampler, self._core).report(epoch)
 
 
@@ -462,7 +469,7 @@ def expand_group_weights(
     """
     if mode not in ("total", "per_sample"):
         raise ValueError(f"mode must be 'total' or 'per_sample', got {mode!r}")
-    weights = _check_values("weights", weights)
+    weights = check_values("weights", weights)
     sizes_array = np.asarray(sizes)
     if sizes_array.ndim != 1 or (sizes_array.size and sizes_array.dtype.kind not in "iu"):
         raise ValueError("sizes must be a one-dimensional array of integers")
@@ -480,60 +487,3 @@ def expand_group_weights(
 
 def _digest(values: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(values, dtype=np.float64).tobytes()).hexdigest()
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    """``value`` as an int, or :class:`stoker.InvalidArgumentError` naming ``name``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise InvalidArgumentError(
-            f"{name} must be an integer, got {value!r} ({type(value).__name__})"
-        )
-    value = int(value)
-    if not low <= value <= high:
-        raise InvalidArgumentError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _check_seed(seed: Any) -> int:
-    return _check_int("seed", seed, 0, _MAX_SEED)
-
-
-def _check_size(num_samples: Any) -> int:
-    if not isinstance(num_samples, numbers.Integral) and hasattr(num_samples, "__len__"):
-        num_samples = len(num_samples)
-    return _check_int("num_samples", num_samples, 0, _MAX_INT64)
-
-
-def _check_partition(rank: Any, world_size: Any):
-    world_size = _check_int("world_size", world_size, 1, _MAX_INT64)
-    rank = _check_int("rank", rank, 0, world_size - 1)
-    return world_size, rank
-
-
-def _check_indices(name: str, values: Any) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise ValueError(f"{name} must be a one-dimensional list of integers")
-    if array.size and array.min() < 0:
-        raise ValueError(f"{name} must be non-negative")
-    return np.ascontiguousarray(array, dtype=np.int64)
-
-
-def _check_values(name: str, values: Any) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if array.size and array.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must be numbers, got dtype {array.dtype}")
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    bad = ~(np.isfinite(array) & (array >= 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name}[{i}] must be finite and non-negative, got {array[i]}")
-    return array

@@ -1,8 +1,8 @@
 """Writers of tiny but real LeRobot datasets (v2.1 and v3.0) for the tests.
 
-v3.0 datasets are written with stoker's own writer (:mod:`stoker.lerobot_format`, which
+v3.0 datasets are written with stoker's own writer (:mod:`stoker.datasets.lerobot.format`, which
 ``stoker etl`` uses); stoker writes no v2.1, so v2.1 sources are written here, at the paths
-:mod:`stoker.lerobot_format` reads. Videos are encoded with the ffmpeg program using LeRobot's
+:mod:`stoker.datasets.lerobot.format` reads. Videos are encoded with the ffmpeg program using LeRobot's
 settings (libsvtav1, g=2, crf 30, yuv420p, or libx264 with the same g / crf), with a fast preset
 and tiny frames.
 
@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stoker import lerobot_format
+from stoker.datasets.lerobot import format as lerobot_format
 
 DEFAULT_CAMERA = "observation.images.top"
 TASKS = ("pick up the cube", "push the cube to the left")

@@ -6,14 +6,14 @@ import os
 import shutil
 import stat
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
 from stoker import _core
-from stoker.dataset_index import EpisodeIndex, index_paths, load_index
-from stoker.lerobot_meta import DatasetError, read_columns, read_lerobot_metadata
+from stoker.datasets.lerobot.index import EpisodeIndex, index_paths, load_index
+from stoker.datasets.lerobot.metadata import DatasetError, read_columns, read_lerobot_metadata
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 

@@ -7,12 +7,12 @@ import io
 import os
 import shutil
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 FPS = 30
 IMAGE = "observation.images.wrist"

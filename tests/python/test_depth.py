@@ -7,12 +7,12 @@ import json
 import os
 import tarfile
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 FPS = 30
 VIDEO = "observation.images.top"
@@ -217,7 +217,7 @@ def test_a_colour_stream_marked_as_depth_is_refused_by_name(depth_datasets, tmp_
 def test_etl_refuses_depth_cameras_and_materializes_the_others(depth_datasets, tmp_path):
     """`stoker etl` writes 8-bit colour: a depth camera would lose its samples, so it is
     refused by name, and left out with --cameras the colour camera is materialized."""
-    from stoker import etl
+    from stoker.writers import etl
 
     written = depth_datasets["v21"][0]
     with pytest.raises(ValueError, match=f"'{DEPTH}'.* is a depth camera") as raised:

@@ -9,10 +9,10 @@ import json
 import os
 import socket
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
 
 torch = pytest.importorskip("torch")
@@ -129,3 +129,78 @@ def test_ranks_split_an_epoch_balance_it_and_resume_it(world, dataset_root, tmp_
     resumed = spawn(world, dataset_root, "resume", out)
     for rank in range(world):
         assert resumed[rank]["resumed"] == ranks[rank]["rest"], rank
+
+
+# ---- Data-parallel groups: a 2 x 2 (tensor x data) grid --------------------------------------
+
+
+def _grid_rank(rank, world, port, root, out):
+    """Ranks 2d and 2d + 1 form tensor-parallel group d (adjacent, as Megatron lays them out);
+    the data-parallel groups are {0, 2} and {1, 3}."""
+    import logging
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        data_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+        data_group = data_groups[rank % 2]
+        ds = open_dataset(root)
+        loader = stoker.Loader(ds, batch_size=BATCH, seed=5, threads=1, output="numpy",
+                               process_group=data_group)
+        batches = list(loader)
+        result = {
+            "partition": [loader.rank, loader.world_size],
+            "epoch": indices(batches),
+            "frames": [float(b["observation.images.top"].sum()) for b in batches],
+        }
+        try:
+            stoker.Loader(ds, batch_size=BATCH, process_group=data_group, world_size=4)
+        except stoker.InvalidArgumentError as e:
+            result["mismatch"] = str(e)
+        # No group given, in a world said to span two nodes: the first batch says what it used.
+        os.environ["LOCAL_WORLD_SIZE"] = "2"
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("stoker.loader").addHandler(handler)
+        guessed = stoker.Loader(ds, batch_size=BATCH, seed=5, threads=1, output="numpy")
+        result["guessed"] = [guessed.rank, guessed.world_size]
+        iterator = iter(guessed)
+        next(iterator)
+        next(iterator)
+        iterator.close()
+        result["logged"] = [r.getMessage() for r in records]
+        gathered = [None] * world
+        dist.all_gather_object(gathered, result)
+        if rank == 0:
+            with open(os.path.join(out, "grid.json"), "w") as f:
+                json.dump(gathered, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_ranks_of_a_tensor_group_read_the_same_batches(dataset_root, tmp_path):
+    mp.spawn(_grid_rank, args=(4, free_port(), dataset_root, str(tmp_path)), nprocs=4, join=True)
+    with open(tmp_path / "grid.json") as f:
+        ranks = json.load(f)
+    # Global rank r's data-parallel rank is its place in {0, 2} or {1, 3}: r // 2.
+    assert [r["partition"] for r in ranks] == [[0, 2], [0, 2], [1, 2], [1, 2]]
+    assert ranks[0]["epoch"] == ranks[1]["epoch"] and ranks[0]["frames"] == ranks[1]["frames"]
+    assert ranks[2]["epoch"] == ranks[3]["epoch"] and ranks[2]["frames"] == ranks[3]["frames"]
+    n = sum(LENGTHS)
+    per_rank = -(-n // 2)
+    seen = np.bincount(np.concatenate(ranks[0]["epoch"] + ranks[2]["epoch"]), minlength=n)
+    assert (seen >= 1).all() and seen.sum() == 2 * per_rank  # every sample, plus the padding
+    assert (seen > 1).sum() == 2 * per_rank - n
+    for rank, r in enumerate(ranks):
+        assert "world_size=4, but this process's world_size in process_group is 2" in r["mismatch"]
+        assert r["guessed"] == [rank, 4]
+        assert len(r["logged"]) == 1, r["logged"]  # once, with the first batch
+        assert f"data-parallel rank {rank} of 4" in r["logged"][0]
+        assert "process_group=" in r["logged"][0]
+
+
+def test_a_process_group_needs_torch_distributed(dataset_root):
+    assert not dist.is_initialized()
+    with pytest.raises(stoker.InvalidArgumentError, match="needs torch.distributed initialized"):
+        stoker.Loader(open_dataset(dataset_root), batch_size=BATCH, process_group=object())

@@ -7,10 +7,10 @@ import subprocess
 import sys
 import time
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
 from stoker.doctor import SweepPoint
 
@@ -265,7 +265,7 @@ def test_command_line(camera_dataset, tmp_path):
 
 
 def test_a_dataset_written_by_stoker_etl_is_recognized(camera_dataset, tmp_path):
-    from stoker.etl import materialize
+    from stoker.writers.etl import materialize
     dst = str(tmp_path / "etl")
     materialize(camera_dataset.root, dst, size=(96, 96), progress=False)
     ds = stoker.LeRobotDataset(dst, spec(), progress=False)

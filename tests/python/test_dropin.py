@@ -8,14 +8,14 @@ import json
 import os
 import shutil
 
+import lerobot_datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker import lerobot_format
+from stoker.datasets.lerobot import format as lerobot_format
 
 torch = pytest.importorskip("torch")
 FPS = 30
@@ -374,7 +374,7 @@ def test_threads_default_to_the_cores_shared_by_the_local_ranks(lerobot_v21, mon
 
 def test_the_loader_is_a_torchdata_node_whose_state_is_the_loaders(lerobot_v21):
     nodes = pytest.importorskip("torchdata.nodes")
-    from stoker.adapters import loader_node
+    from stoker.integrations.torchdata import loader_node
 
     ds = open_ds(lerobot_v21.root)
     reference = [b["index"].tolist() for b in stoker.Loader(ds, batch_size=4, seed=3)]

@@ -9,15 +9,16 @@ import subprocess
 import sys
 import time
 
+import lerobot_datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker import etl, lerobot_format
-from stoker.typed_columns import TypedColumnError, convert_json_columns
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.writers import etl
+from stoker.writers.typed_columns import TypedColumnError, convert_json_columns
 
 SIZE = (32, 48)  # (height, width) of the materialized frames
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,7 +58,7 @@ def test_round_trip_keeps_frames_times_and_rows(written, tmp_path):
         assert feature["shape"] == [*SIZE, 3]
         assert feature["info"]["video.codec"] == "h264"
         assert (feature["info"]["video.height"], feature["info"]["video.width"]) == SIZE
-    meta = stoker.lerobot_meta.read_lerobot_metadata(dst)
+    meta = stoker.datasets.lerobot.metadata.read_lerobot_metadata(dst)
     assert meta.codebase_version == "v3.0" and list(meta.length) == written.lengths
     assert os.path.exists(os.path.join(dst, etl.REPORT_PATH))
     assert json.load(open(os.path.join(dst, etl.REPORT_PATH)))["verified"] is True
@@ -133,7 +134,7 @@ def test_av1_and_a_camera_subset(lerobot_v21, tmp_path):
     report = materialize(lerobot_v21.root, dst, size=(64, 64), codec="av1", gop=3,
                          cameras=[top])
     assert report.units_total == len(lerobot_v21.lengths)
-    meta = stoker.lerobot_meta.read_lerobot_metadata(dst)
+    meta = stoker.datasets.lerobot.metadata.read_lerobot_metadata(dst)
     assert meta.cameras == (top,)
     assert not os.path.exists(os.path.join(dst, "videos", lerobot_v21.cameras[1]))
     reader = stoker.VideoReader(meta.videos[top].paths[1])

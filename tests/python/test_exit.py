@@ -3,7 +3,6 @@ native code (which aborts the process), no native object left alive (which nanob
 as "leaked instances")."""
 
 import pytest
-
 from child import describe, run_python
 
 pytest.importorskip("torch")
@@ -73,7 +72,7 @@ def test_a_typical_workload_exits_cleanly(lerobot_v30):
 CLOSED_FROM_A_DAEMON_THREAD = """
     import sys, threading, time
     import stoker
-    from stoker.lerobot import LeRobotDataset, WindowSpec
+    from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
     root, top = sys.argv[1], sys.argv[2]
     # Big frames: the loader's threads are inside a decode pass when close() stops them, so

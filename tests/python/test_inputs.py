@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import stoker
-import stoker.etl
+import stoker.writers.etl
 from stoker import (
     DistributedSampler,
     InvalidArgumentError,
@@ -16,8 +16,8 @@ from stoker import (
     VideoReader,
     WeightedSampler,
 )
-from stoker.dataset_index import EpisodeIndex, load_index
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.index import EpisodeIndex, load_index
 
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
 
@@ -31,7 +31,7 @@ def test_a_path_holding_a_nul_is_refused_naming_it(lerobot_v21, tmp_path):
         (lambda: load_index(lerobot_v21.root + "\0x", progress=False), "dataset folder"),
         (lambda: load_index(lerobot_v21.root, cache_dir=str(tmp_path) + "\0"), "cache_dir"),
         (lambda: EpisodeIndex.open(index + "\0"), "index file"),
-        (lambda: stoker.etl.materialize(lerobot_v21.root, str(tmp_path) + "\0out",
+        (lambda: stoker.writers.etl.materialize(lerobot_v21.root, str(tmp_path) + "\0out",
                                         size=(32, 32)), "destination folder"),
     ]
     for call, what in cases:

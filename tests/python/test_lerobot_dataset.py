@@ -1,12 +1,12 @@
 """stoker.LeRobotDataset: windows of frames and rows, pad masks and output shapes, on real v2.1
 and v3.0 datasets written by the tests (frames and rows encode their (episode, frame))."""
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 FPS = 30
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stoker import etl, lerobot_format
-from stoker.lerobot_meta import DatasetError, read_lerobot_metadata
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.metadata import DatasetError, read_lerobot_metadata
+from stoker.writers import etl
 
 STATE = "observation.state"
 

@@ -3,14 +3,14 @@
 import json
 import os
 
+import lerobot_datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker.lerobot_meta import DatasetError, read_columns, read_lerobot_metadata
+from stoker.datasets.lerobot.metadata import DatasetError, read_columns, read_lerobot_metadata
 
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 ROW_COLUMNS = ["observation.state", "action", "timestamp", "frame_index", "episode_index",

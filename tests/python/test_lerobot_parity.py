@@ -8,10 +8,10 @@ rounding of the two colour conversions (FFmpeg's swscale in both, at the same si
 
 import os
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
 
 lerobot_dataset = pytest.importorskip("lerobot.datasets.lerobot_dataset")
@@ -117,7 +117,7 @@ def materialized(dataset, tmp_path_factory):
     """`dataset` with a JSON annotation column, and its `stoker etl` output at 64x64 H.264."""
     import shutil
 
-    from stoker import etl
+    from stoker.writers import etl
 
     folder = tmp_path_factory.mktemp("etl")
     src = str(folder / "src")

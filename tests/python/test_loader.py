@@ -5,13 +5,13 @@ import gc
 import os
 import time
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
 from stoker import Loader, Transforms
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 torch = pytest.importorskip("torch")
 FPS = 30

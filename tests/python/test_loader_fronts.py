@@ -20,7 +20,7 @@ from PIL import Image as PILImage
 
 import stoker
 from stoker import _core
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 KINDS = ["lerobot", "shards", "mix"]
 

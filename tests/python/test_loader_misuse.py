@@ -9,14 +9,14 @@ import os
 import shutil
 import struct
 
+import lerobot_datasets
 import numpy as np
 import pytest
-
-import lerobot_datasets
-import stoker
 from child import describe, run_python
+
+import stoker
 from stoker import Loader, WeightedSampler
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 torch = pytest.importorskip("torch")
 FPS = 30
@@ -42,7 +42,7 @@ def rows_of(batches):
 TWO_THREADS = """
     import sys, threading, time
     import stoker
-    from stoker.lerobot import LeRobotDataset, WindowSpec
+    from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
     root, top = sys.argv[1], sys.argv[2]
     ds = LeRobotDataset(root, WindowSpec(delta_timestamps={top: [-0.1, 0.0]}), progress=False)
@@ -171,7 +171,7 @@ def test_every_loop_after_an_epoch_taken_exactly_gets_a_whole_epoch(lerobot_v21)
 THREADS_UNDER_A_LIMIT = """
     import os, resource, sys
     import stoker
-    from stoker.lerobot import LeRobotDataset, WindowSpec
+    from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
     root, top = sys.argv[1], sys.argv[2]
     ds = LeRobotDataset(root, WindowSpec(delta_timestamps={top: [0.0]}), progress=False)

@@ -5,11 +5,11 @@ Loader over it."""
 import io
 import tarfile
 
+import lerobot_datasets
 import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-import lerobot_datasets
 import stoker
 
 torch = pytest.importorskip("torch")

@@ -14,7 +14,6 @@ import time
 from collections import Counter
 
 import pytest
-
 from conftest import X264, encode
 from mutant_worker import mutate
 

@@ -25,7 +25,7 @@ import pytest
 from images import encode, photo
 
 import stoker
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 
 POISONS = ("0", "255")
 

@@ -11,8 +11,8 @@ import pytest
 
 import stoker
 from stoker import Loader, VideoReader
-from stoker.dataset_index import EpisodeIndex, load_index
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.index import EpisodeIndex, load_index
 
 torch = pytest.importorskip("torch")
 FPS = 30

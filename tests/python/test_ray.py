@@ -1,4 +1,4 @@
-"""stoker on Ray Data: stoker.ray.read_lerobot's rows are the Loader's (as multisets per epoch
+"""stoker on Ray Data: stoker.integrations.ray.read_lerobot's rows are the Loader's (as multisets per epoch
 and row for row per read task), bad episodes raise or are skipped as in the Loader, and
 stoker etl on Ray tasks writes the same bytes as a local run. One local cluster of 2 CPUs for
 the module."""
@@ -7,15 +7,15 @@ import collections
 import glob
 import os
 
+import lerobot_datasets
 import numpy as np
 import pytest
 
-import lerobot_datasets
 import stoker
-from stoker import etl
+from stoker.writers import etl
 
 ray = pytest.importorskip("ray")
-stoker_ray = pytest.importorskip("stoker.ray")
+stoker_ray = pytest.importorskip("stoker.integrations.ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -167,7 +167,7 @@ def test_doctor_sweeps_the_cpus_of_read_tasks_and_names_a_line_of_the_table(lero
 
 
 def test_shards_are_read_by_the_same_read_tasks_row_for_row(tmp_path):
-    """stoker.ray reads a ShardDataset through the read tasks of read_lerobot: the rows of a
+    """stoker.integrations.ray reads a ShardDataset through the read tasks of read_lerobot: the rows of a
     one-rank Loader of the same seed and epoch, block for block, every sample once."""
     import io
     import tarfile

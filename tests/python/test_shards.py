@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 import stoker
 import stoker.cli
 from stoker import _core
-from stoker.shards import member_field
+from stoker.datasets.shards import member_field
 
 # The C++ image decoder comes with the image layer (branch wt-media2); until it is merged the
 # image tests cannot run.

@@ -14,16 +14,16 @@ import threading
 import time
 
 import botocore.exceptions
+import lerobot_datasets
 import numpy as np
 import pytest
+from s3_server import FaultProxy, Faults, HttpFileServer
 
-import lerobot_datasets
 import stoker
-from s3_server import HttpFileServer, Faults, FaultProxy
 from stoker import _core
-from stoker.dataset_index import remote_index_path
-from stoker.lerobot_meta import read_columns, read_lerobot_metadata
-from stoker.storage import S3Options, as_s3_options, is_url, join, open_dataset_root
+from stoker.datasets.lerobot.index import remote_index_path
+from stoker.datasets.lerobot.metadata import read_columns, read_lerobot_metadata
+from stoker.io.storage import S3Options, as_s3_options, is_url, join, open_dataset_root
 
 CAMERAS = ("observation.images.top", "observation.images.wrist")
 BUCKET = "stoker-data"
@@ -591,9 +591,9 @@ def test_a_wrong_region_is_named_with_the_buckets_region():
 def test_etl_and_doctor_take_the_aws_cli_flags():
     import argparse
 
-    from stoker import etl
     from stoker.doctor import command
-    from stoker.storage import storage_options_from_args
+    from stoker.io.storage import storage_options_from_args
+    from stoker.writers import etl
 
     for module in (etl, command):
         parser = argparse.ArgumentParser()
@@ -612,7 +612,7 @@ def test_etl_and_doctor_take_the_aws_cli_flags():
 
 
 def test_etl_from_s3_equals_etl_from_the_local_copy(s3_env, tiny, tmp_path):
-    from stoker.etl import materialize
+    from stoker.writers.etl import materialize
 
     local = materialize(
         tiny["v21"].root, str(tmp_path / "local"), size=(32, 48), progress=False, workers=1

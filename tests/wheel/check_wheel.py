@@ -25,7 +25,7 @@ CHECK = r"""
 import sys
 import numpy as np
 import stoker
-from stoker.video import VideoReader
+from stoker.io.video import VideoReader
 
 reader = VideoReader(sys.argv[1])
 assert (reader.width, reader.height) == (64, 48), (reader.width, reader.height)

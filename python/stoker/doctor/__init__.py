@@ -29,7 +29,8 @@ The package's modules: :mod:`~stoker.doctor.measure` runs the measurements,
 :mod:`~stoker.doctor.report` shows them (summary text, JSON, HTML with plots), and
 :mod:`~stoker.doctor.command` is ``stoker doctor`` on the command line.
 :mod:`~stoker.doctor.shard_mix` checks a shard loader's first batches' label mix
-(:func:`check_batch_mix`).
+(:func:`check_batch_mix`), and :mod:`~stoker.doctor.ray_sweep` is ``stoker doctor --ray``:
+the same method on a Ray cluster.
 """
 
 from stoker.doctor.command import add_arguments, default_spec, main

@@ -9,12 +9,12 @@ import sys
 import time
 
 from stoker._core import Error
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
+from stoker.datasets.lerobot.metadata import image_cameras, read_lerobot_metadata
+from stoker.datasets.shards import FOLDER_INDEX, Image, ShardDataset
 from stoker.doctor.measure import diagnose, synthetic_step
-from stoker.lerobot import LeRobotDataset, WindowSpec
-from stoker.lerobot_meta import image_cameras, read_lerobot_metadata
+from stoker.io.storage import S3Options, add_storage_arguments, storage_options_from_args
 from stoker.loader import Loader
-from stoker.shards import FOLDER_INDEX, Image, ShardDataset
-from stoker.storage import S3Options, add_storage_arguments, storage_options_from_args
 
 
 def _load_spec(path: str | None) -> WindowSpec | None:

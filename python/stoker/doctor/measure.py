@@ -16,12 +16,12 @@ from typing import Any, Callable
 import numpy as np
 
 from stoker import _core
+from stoker.datasets.shards import Image, ShardDataset
 from stoker.doctor.report import Diagnosis, SweepPoint
 from stoker.doctor.verdict import conclude
+from stoker.io.video import VideoReader
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import LoadBalancedSampler
-from stoker.shards import Image, ShardDataset
-from stoker.video import VideoReader
 
 
 def synthetic_step(milliseconds: float) -> Callable[[Any], None]:
@@ -658,7 +658,7 @@ def _configuration(loader: Loader, given: dict[str, Any] | None) -> dict[str, An
     """The run's configuration as the report states it."""
     import datetime
 
-    from stoker import __version__
+    from stoker.version import __version__
 
     ds = loader.dataset
     config: dict[str, Any] = {"dataset": getattr(ds, "root", type(ds).__name__)}
@@ -701,8 +701,8 @@ def _plain(value: Any) -> Any:
 def _materialized(loader: Loader) -> dict[str, Any] | None:
     """The options of ``stoker etl`` when it wrote the loader's dataset (its report), else
     None: the advice then does not send the dataset through the ETL again."""
-    from stoker.etl import REPORT_PATH
-    from stoker.storage import open_dataset_root
+    from stoker.io.storage import open_dataset_root
+    from stoker.writers.etl import REPORT_PATH
 
     ds = loader.dataset
     root = getattr(ds, "root", None)

@@ -1,10 +1,10 @@
 """``stoker doctor DATASET --ray ADDRESS|local``: the doctor's method on a Ray cluster.
 
-Decode runs in stoker read tasks (:func:`stoker.ray.read_lerobot`) on the cluster's CPUs; the
-trainer is a Ray Train-style consumer in this process: ``iter_torch_batches`` and a synthetic
-step. For each point of a sweep of the CPUs given to the read tasks (tasks at once times CPUs
-per task), it measures the consumer's ``data_wait`` (time blocked for the next batch) and the
-achieved rate, then says which line of the decision table applies (docs/scale-out.md):
+Decode runs in stoker read tasks (:func:`stoker.integrations.ray.read_lerobot`) on the cluster's
+CPUs; the trainer is a Ray Train-style consumer in this process: ``iter_torch_batches`` and a
+synthetic step. For each point of a sweep of the CPUs given to the read tasks (tasks at once
+times CPUs per task), it measures the consumer's ``data_wait`` (time blocked for the next batch) and
+the achieved rate, then says which line of the decision table applies (docs/scale-out.md):
 
 * ``scale-pool``: data_wait is high and the last step of the sweep still helped: adding CPU
   helps, the data-supply roofline was too low; give the read tasks more CPUs.
@@ -173,7 +173,7 @@ def _concurrencies(cluster_cpus: int, cpus_per_task: int) -> list[int]:
 
 
 def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, epoch, seed):
-    from stoker.ray import read_lerobot
+    from stoker.integrations.ray import read_lerobot
 
     rd = read_lerobot(
         dataset,
@@ -227,7 +227,7 @@ def sweep(
     ``dataset`` (a :class:`stoker.LeRobotDataset`), ``steps`` steps per point."""
     import ray
 
-    from stoker.ray import tasks
+    from stoker.integrations.ray import tasks
 
     tasks.connect(address)
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -2,7 +2,7 @@
 
 ``torchdata.nodes`` (torchdata >= 0.10)::
 
-    node = stoker.adapters.loader_node(loader)          # a torchdata.nodes.BaseNode
+    node = stoker.integrations.torchdata.loader_node(loader)          # a torchdata.nodes.BaseNode
     pipeline = torchdata.nodes.Loader(torchdata.nodes.Prefetcher(node, 2))
     for batch in pipeline: ...
     state = pipeline.state_dict()                       # holds the stoker Loader's state
@@ -38,7 +38,7 @@ def _node_class():
         from torchdata.nodes import BaseNode  # type: ignore[import-untyped]
     except ImportError as error:
         raise ImportError(
-            "stoker.adapters.loader_node needs torchdata (pip install torchdata)"
+            "stoker.integrations.torchdata.loader_node needs torchdata (pip install torchdata)"
         ) from error
 
     class LoaderNode(BaseNode):

@@ -15,7 +15,7 @@ SRC is one of:
   sample's ``json`` member;
 * a LeRobot dataset (a folder holding ``meta/info.json``, or its URL): each episode, or each
   window of ``--clip-seconds``, becomes a clip sample (``<camera>.mp4`` per camera, ``json``,
-  ``<feature>.npy``); see :mod:`stoker.shard_clips`.
+  ``<feature>.npy``); see :mod:`stoker.writers.clips`.
 
 The samples are shuffled with ``--shuffle-seed`` (write-time shuffle: shards hold a mix, so a
 reader's shuffle buffer need not be large), images are optionally resized so their shorter
@@ -24,7 +24,7 @@ side is ``--resize`` (Pillow, quality 95 for JPEG; never enlarged), and cut into
 sample. Next to the shards go a sidecar index per shard (``<shard>.index``, which
 :class:`stoker.ShardDataset` reads instead of scanning), ``index.json`` (the shards, their
 sizes and sample counts) and ``columns.parquet``: per sample its key and shard, its label and
-its json members as typed columns (:mod:`stoker.typed_columns`).
+its json members as typed columns (:mod:`stoker.writers.typed_columns`).
 
 The run is resumable and atomic: its plan (which sample goes where) is saved in
 ``DST/.stoker_shard/`` first; each shard is written to a temporary file and renamed into place,
@@ -61,10 +61,7 @@ import pyarrow.parquet as pq
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import FolderLock, remove_file, write_json, write_parquet
-from stoker.dataset_index import _ProgressBar
-from stoker.shard_clips import ClipCut, is_lerobot_dataset, lerobot_clip_samples
-from stoker.shards import (
+from stoker.datasets.shards import (
     FOLDER_FORMAT,
     FOLDER_INDEX,
     IMAGE_EXTENSIONS,
@@ -73,8 +70,11 @@ from stoker.shards import (
     folder_shards,
     member_field,
 )
-from stoker.storage import add_storage_arguments, storage_options_from_args
-from stoker.typed_columns import convert_json_columns
+from stoker.io.files import FolderLock, remove_file, write_json, write_parquet
+from stoker.io.storage import add_storage_arguments, storage_options_from_args
+from stoker.progress import ProgressBar
+from stoker.writers.clips import ClipCut, is_lerobot_dataset, lerobot_clip_samples
+from stoker.writers.typed_columns import convert_json_columns
 
 __all__ = ["ShardReport", "write_shards"]
 
@@ -283,10 +283,10 @@ def write_shards(
         progress: True draws a progress bar on stderr; a callable gets (done, total) shards.
         clip_seconds: for a LeRobot ``src``: each window of this many seconds of an episode is
             one clip sample (a tail shorter than a window is left out); None: whole episodes.
-            See :mod:`stoker.shard_clips`.
+            See :mod:`stoker.writers.clips`.
         cameras: for a LeRobot ``src``: the cameras given as clips (default: all).
         storage_options: for a LeRobot ``src`` given by URL (``s3://``), see
-            :mod:`stoker.storage`.
+            :mod:`stoker.io.storage`.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     target = parse_bytes(shard_bytes)
@@ -338,7 +338,7 @@ def write_shards(
         order = plan["order"]
         starts = plan["starts"] + [len(order)]
         names = [f"{prefix}-{k:06d}.tar" for k in range(len(starts) - 1)]
-        bar = _ProgressBar("writing shards") if progress is True else None
+        bar = ProgressBar("writing shards") if progress is True else None
         callback = bar if bar is not None else (progress if callable(progress) else None)
         resumed = 0
         sizes = []

@@ -1,7 +1,7 @@
 """The persistent episode index of a LeRobot dataset: build once, memory-map afterwards.
 
 :func:`load_index` reads the dataset's metadata and Parquet columns with pyarrow
-(:mod:`stoker.lerobot_meta`), scans every video once in C++ (in parallel, with the GIL
+(:mod:`stoker.datasets.lerobot.metadata`), scans every video once in C++ (in parallel, with the GIL
 released) and writes one versioned binary file, ``index-v1.bin``:
 
 * in ``<root>/.stoker/`` when the dataset folder is writable;
@@ -31,20 +31,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Union, cast
 
 import numpy as np
 
-from stoker import _core, lerobot_format
+from stoker import _core
 from stoker._core import DatasetError
-from stoker._files import checked_path
-from stoker.lerobot_meta import (
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.metadata import (
     LeRobotMetadata,
     image_cameras,
     read_columns,
@@ -52,7 +50,9 @@ from stoker.lerobot_meta import (
     read_lerobot_metadata,
     readable_columns,
 )
-from stoker.storage import Root, S3Options, is_url, open_dataset_root
+from stoker.io.files import checked_path
+from stoker.io.storage import Root, S3Options, is_url, open_dataset_root
+from stoker.progress import ProgressBar
 
 __all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -238,7 +238,8 @@ class EpisodeIndex:
         """A low-dimensional column as a read-only, zero-copy view of the mapped file.
 
         [rows] for a scalar column, [rows, dim] for a vector feature, as
-        :func:`stoker.lerobot_meta.read_columns` returns it. The view keeps the index mapped.
+        :func:`stoker.datasets.lerobot.metadata.read_columns` returns it. The view keeps the
+        index mapped.
         """
         shape = self.column_shape(name)
         view = cast(np.ndarray, self._core.column(name))
@@ -322,16 +323,17 @@ def load_index(
             ``~/.cache/stoker``; each dataset gets a subfolder named after its path's hash.
         tolerance_s: how far a frame's pts may sit from the time its row states (after
             snapping each episode's start), in seconds.
-        storage_options: for a URL, see :mod:`stoker.storage`.
+        storage_options: for a URL, see :mod:`stoker.io.storage`.
 
     Returns:
         The mapped :class:`EpisodeIndex`; its :attr:`~EpisodeIndex.report` tells what the
         build found when this call built it.
 
     Raises:
-        stoker.DatasetError: a bad dataset (see :mod:`stoker.lerobot_meta`), or videos that do
-            not match the rows: missing or unreadable files, fewer frames than rows, or frame
-            times that do not match the row timestamps, naming the episode, camera and file.
+        stoker.DatasetError: a bad dataset (see :mod:`stoker.datasets.lerobot.metadata`), or
+            videos that do not match the rows: missing or unreadable files, fewer frames than
+            rows, or frame times that do not match the row timestamps, naming the episode,
+            camera and file.
     """
     if threads is None:
         threads = 0
@@ -564,7 +566,7 @@ def _build(
 
     if progress is True:
         callback: Callable[[int, int], None] | None = (
-            _ProgressBar("indexing videos") if video_files else None
+            ProgressBar("indexing videos") if video_files else None
         )
     elif progress is False:
         callback = None
@@ -591,7 +593,7 @@ def _build(
             image_file,
         )
     finally:
-        if isinstance(callback, _ProgressBar):
+        if isinstance(callback, ProgressBar):
             callback.close()
     return IndexReport(
         seconds=result["seconds"], video_files=tuple(video_files), max_drift_s=result["max_drift_s"]
@@ -621,48 +623,6 @@ def _writable_folder(folder: str) -> bool:
         return True
     except OSError:
         return False
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr: count, rate, ETA. Redrawn at most 10 times a second."""
-
-    def __init__(self, label: str, stream=None):
-        self._label = label
-        self._stream = stream if stream is not None else sys.stderr
-        self._started = time.monotonic()
-        self._last_draw = 0.0
-        self._drawn = False
-        self._tty = getattr(self._stream, "isatty", lambda: False)()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self._last_draw < (0.1 if self._tty else 5.0):
-            return
-        self._last_draw = now
-        elapsed = max(now - self._started, 1e-9)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else math.inf
-        width = 24
-        filled = int(width * done / total) if total else width
-        line = (
-            f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{rate:.1f}/s ETA {_clock(eta)}"
-        )
-        self._stream.write(("\r" if self._tty else "") + line + ("" if self._tty else "\n"))
-        self._stream.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn and self._tty:
-            self._stream.write("\n")
-            self._stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def _rows(rows) -> np.ndarray:

@@ -41,17 +41,18 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
-from stoker.lerobot_meta import (
+from stoker.datasets.lerobot.index import EpisodeIndex, load_index, load_remote_index
+from stoker.datasets.lerobot.metadata import (
     DEFAULT_COLUMNS,
     LeRobotMetadata,
     depth_cameras,
     read_columns,
     read_lerobot_metadata,
     readable_columns,
+    source_fingerprint,
 )
-from stoker.storage import open_dataset_root
-from stoker.video import VideoReader
+from stoker.io.storage import open_dataset_root
+from stoker.io.video import VideoReader
 
 __all__ = ["CLIP_FORMAT", "REENCODE_CRF", "ClipCut", "is_lerobot_dataset", "lerobot_clip_samples"]
 
@@ -175,7 +176,6 @@ def lerobot_clip_samples(
 ) -> tuple[list[tuple[str, list[tuple[str, Any]]]], str]:
     """The clip samples of the LeRobot dataset ``src`` (see the module) and a fingerprint of
     the source and the options (files' sizes and versions, cameras, clip length)."""
-    from stoker.etl import _source_fingerprint
 
     source = open_dataset_root(src, storage_options)
     meta: LeRobotMetadata = read_lerobot_metadata(source)
@@ -259,6 +259,6 @@ def lerobot_clip_samples(
             else f"{src}: every episode is empty"
         )
     fingerprint = "|".join(
-        [_source_fingerprint(meta), ",".join(chosen), str(window), str(REENCODE_CRF)]
+        [source_fingerprint(meta), ",".join(chosen), str(window), str(REENCODE_CRF)]
     )
     return samples, fingerprint

@@ -7,7 +7,7 @@
     item = ds[123]   # dict of numpy arrays, keyed and shaped as LeRobotDataset's items
 
 The index (episodes, frame tables, columns) is built once per dataset and memory-mapped on later
-opens; see :func:`stoker.dataset_index.load_index`.
+opens; see :func:`stoker.datasets.lerobot.index.load_index`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pyarrow as pa
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import checked_path
-from stoker.dataset_index import EpisodeIndex, load_index, load_remote_index
-from stoker.dataset_meta import DatasetMeta, looks_like_repo_id, resolve_repo_id
-from stoker.lerobot_meta import LeRobotMetadata, depth_cameras, read_lerobot_metadata
-from stoker.storage import S3Options, is_url, open_dataset_root
+from stoker.datasets.lerobot.index import EpisodeIndex, load_index, load_remote_index
+from stoker.datasets.lerobot.meta_view import DatasetMeta, looks_like_repo_id, resolve_repo_id
+from stoker.datasets.lerobot.metadata import LeRobotMetadata, depth_cameras, read_lerobot_metadata
+from stoker.io.files import checked_path
+from stoker.io.storage import S3Options, is_url, open_dataset_root
+from stoker.io.video import VideoReader
 from stoker.transforms import Transforms, dtype_name
-from stoker.video import VideoReader
 
 # LeRobotDataset arguments that only concern downloading or LeRobot's own decoding: accepted so
 # that LeRobot's calls run unchanged, without effect (stoker reads the local copy itself).
@@ -262,12 +262,13 @@ class LeRobotDataset:
             decoders).
         storage_options: for a URL, :class:`stoker.S3Options` or a dict of its fields (fsspec
             spellings too); default: the environment's (AWS_* variables, ~/.aws), as the AWS CLI.
-        cache_dir, rebuild, threads, progress: passed to :func:`stoker.dataset_index.load_index`.
+        cache_dir, rebuild, threads, progress: passed to
+            :func:`stoker.datasets.lerobot.index.load_index`.
 
-    Attributes: ``meta`` (a :class:`stoker.dataset_meta.DatasetMeta`: ``fps``, ``features``,
-    ``camera_keys``, ``stats``, ``episodes``, ``tasks``, ``total_frames``, ... as LeRobot's
-    metadata), ``repo_id``, ``root``, ``episodes`` (the episode_index values read, or None),
-    ``spec``, ``index``, ``metadata`` (stoker's checked :class:`LeRobotMetadata`).
+    Attributes: ``meta`` (a :class:`stoker.datasets.lerobot.meta_view.DatasetMeta`: ``fps``,
+    ``features``, ``camera_keys``, ``stats``, ``episodes``, ``tasks``, ``total_frames``, ...
+    as LeRobot's metadata), ``repo_id``, ``root``, ``episodes`` (the episode_index values read, or
+    None), ``spec``, ``index``, ``metadata`` (stoker's checked :class:`LeRobotMetadata`).
 
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
 

@@ -5,7 +5,7 @@
     stoker etl s3://bucket/prefix/src path/to/dst --size 224x224 [--endpoint-url URL]
         [--profile NAME] [--region NAME]
 
-    report = stoker.etl.materialize("src", "dst", size=(224, 224))
+    report = stoker.writers.etl.materialize("src", "dst", size=(224, 224))
 
 DST is a LeRobot v3.0 dataset (whatever SRC's version, v2.1 or v3.0), so every tool that reads
 LeRobot reads it. What changes:
@@ -17,7 +17,7 @@ LeRobot reads it. What changes:
   frame's pts is its pts in SRC minus the episode's first (checked to 1 microsecond, per file as
   it is written and for the whole dataset at the end).
 * Rows are copied into ``data/chunk-XXX/file-XXX.parquet``. String columns holding JSON (e.g.
-  per-frame annotations) become typed columns (see :mod:`stoker.typed_columns`).
+  per-frame annotations) become typed columns (see :mod:`stoker.writers.typed_columns`).
 * Episodes that cannot be decoded stop the run (``on_error="raise"``) or are left out
   (``"skip"``) and listed in the report; the remaining episodes are renumbered 0, 1, ... so DST
   is a valid dataset.
@@ -33,7 +33,7 @@ until it exists, DST is not a dataset. ``DST/meta/stoker_etl_report.json`` holds
 
 This module owns the run: the journal that makes it resumable, the scheduling of the units,
 the rows' conversion and the final verification. What it reads and writes on disk is
-:mod:`stoker.lerobot_format`'s: SRC through the checked metadata, DST with its v3.0 writer.
+:mod:`stoker.datasets.lerobot.format`'s: SRC through the checked metadata, DST with its v3.0 writer.
 """
 
 from __future__ import annotations
@@ -54,9 +54,17 @@ from typing import Any, Callable, Union
 import numpy as np
 import pyarrow as pa
 
-from stoker import _core, lerobot_format
+from stoker import _core
 from stoker._core import DatasetError, DecodeError, Error
-from stoker._files import (
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.index import load_index, load_remote_index
+from stoker.datasets.lerobot.metadata import (
+    LeRobotMetadata,
+    depth_cameras,
+    read_lerobot_metadata,
+    source_fingerprint,
+)
+from stoker.io.files import (
     FolderLock,
     checked_path,
     copy_file,
@@ -65,20 +73,19 @@ from stoker._files import (
     write_bytes,
     write_json,
 )
-from stoker.dataset_index import _ProgressBar, load_index, load_remote_index
-from stoker.lerobot_meta import LeRobotMetadata, depth_cameras, read_lerobot_metadata
-from stoker.storage import (
+from stoker.io.storage import (
     S3Options,
     add_storage_arguments,
     open_dataset_root,
     storage_options_from_args,
 )
-from stoker.typed_columns import convert_json_columns, json_candidates
-from stoker.video import VideoReader
+from stoker.io.video import VideoReader
+from stoker.progress import ProgressBar
+from stoker.writers.encoding import CODECS, encoder_options, transcode_options
+from stoker.writers.typed_columns import convert_json_columns, json_candidates
 
 __all__ = ["EtlReport", "materialize", "add_arguments", "main"]
 
-CODECS = ("h264", "av1")
 # The encoder's defaults are C++'s (stoker/video_encoder.h).
 DEFAULT_GOP = _core.EncoderOptions().gop
 TIME_TOLERANCE_S = 1e-6  # how far an output frame's time may be from its source frame's
@@ -197,11 +204,11 @@ def materialize(
         progress: True shows progress bars with ETA on stderr and a summary at the end; False
             is silent; a callable is called with (units done, units to do) after each unit of
             this run (an exception it raises stops the run as Ctrl-C would).
-        storage_options: for a URL SRC, see :mod:`stoker.storage`.
-        ray: run the units as Ray tasks (:mod:`stoker.ray.tasks`): ``True`` or ``"auto"``
-            joins the cluster ``RAY_ADDRESS`` names (else starts a local one), ``"local"``
-            starts a local one, another string is a cluster address; the run's process stays
-            the driver (journal, rows, verification). DST must be seen by every node at the
+        storage_options: for a URL SRC, see :mod:`stoker.io.storage`.
+        ray: run the units as Ray tasks (:mod:`stoker.integrations.ray.tasks`): ``True`` or
+            ``"auto"`` joins the cluster ``RAY_ADDRESS`` names (else starts a local one),
+            ``"local"`` starts a local one, another string is a cluster address; the run's process
+            stays the driver (journal, rows, verification). DST must be seen by every node at the
             same path. ``workers`` then defaults to the cluster's CPUs. Needs ``ray[data]``.
 
     Raises:
@@ -211,11 +218,12 @@ def materialize(
         stoker.DecodeError: an episode could not be decoded (``on_error="raise"``), naming the
             episode, camera and file.
         stoker.DatasetError: a bad source dataset, a JSON column whose rows differ in structure
-            (:class:`stoker.typed_columns.TypedColumnError`), or a failed final verification.
+            (:class:`stoker.writers.typed_columns.TypedColumnError`), or a failed final
+            verification.
     """
     started = time.monotonic()
     height, width = _parse_size(size)
-    encoder = _encoder_options(codec, gop, crf, preset, fast_decode)
+    encoder = encoder_options(codec, gop, crf, preset, fast_decode)
     encoder.check(height, width)
     if on_error not in ("raise", "skip"):
         raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
@@ -274,12 +282,12 @@ def materialize(
     }
     report = EtlReport(source=src, destination=dst, options=options)
 
-    with _RunState(dst, src, options, _source_fingerprint(meta)) as state:
+    with _RunState(dst, src, options, source_fingerprint(meta)) as state:
         units = _plan_units(meta, index, cameras, dst)
         report.units_total = len(units)
         ray_tasks = None
         if ray:
-            from stoker.ray import tasks
+            from stoker.integrations.ray import tasks
 
             tasks.connect(ray)
             ray_tasks = tasks.TranscodeTasks(
@@ -358,24 +366,6 @@ def _parse_size(size) -> tuple[int, int]:
             f"{width}x{height} (width x height)"
         )
     return height, width
-
-
-def _encoder_options(codec, gop, crf, preset, fast_decode) -> _core.EncoderOptions:
-    """The C++ encoder options of the arguments; None leaves C++'s default."""
-    if codec not in CODECS:
-        raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
-    for name, value in (("gop", gop), ("crf", crf)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-    encoder = _core.EncoderOptions()
-    encoder.codec = getattr(_core.VideoCodec, codec)
-    if gop is not None:
-        encoder.gop = gop
-    if crf is not None:
-        encoder.crf = crf
-    encoder.preset = preset or ""
-    encoder.fast_decode = bool(fast_decode)
-    return encoder
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,21 +498,6 @@ def _file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _source_fingerprint(meta: LeRobotMetadata) -> str:
-    """Hash of the size and modification time of the source's info.json, data and videos."""
-    files = [meta.source.url(lerobot_format.INFO_PATH), *(str(p) for p in meta.data_files)]
-    for videos in meta.videos.values():
-        files += [str(p) for p in videos.files]
-    digest = hashlib.sha256()
-    # Local files: size and mtime in ns; remote objects: size and ETag (or modification time).
-    for path, (size, version) in zip(files, meta.source.versions(files)):
-        name = (
-            path[len(meta.root) + 1 :] if meta.source.remote else os.path.relpath(path, meta.root)
-        )
-        digest.update(f"{name}\0{size}\0{version}\n".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
 # ---------------------------------------------------------------------------------------------
 # Videos
 
@@ -562,17 +537,6 @@ def _plan_units(meta: LeRobotMetadata, index, cameras: Sequence[str], dst: str) 
     return units
 
 
-def _transcode_options(options: dict) -> _core.TranscodeOptions:
-    """The native transcode options of a run's ``options`` (the same in a Ray task)."""
-    transcode = _core.TranscodeOptions()
-    transcode.height, transcode.width = options["size"]
-    transcode.encoder = _encoder_options(
-        options["codec"], options["gop"], options["crf"], options["preset"], options["fast_decode"]
-    )
-    transcode.interpolation = getattr(_core.Interpolation, options["interpolation"])
-    return transcode
-
-
 def _run_units(
     units: list[_Unit],
     index,
@@ -596,7 +560,7 @@ def _run_units(
     report.units_redone = len(damaged)
     todo = [u for u in units if not os.path.exists(u.target)]
     report.units_resumed = len(units) - len(todo)
-    transcode = _transcode_options(options)
+    transcode = transcode_options(options)
     tables: dict[int, bytes] = {}
 
     def table_of(unit: _Unit) -> bytes:
@@ -625,7 +589,7 @@ def _run_units(
         label = "encoding videos"
         if report.units_resumed:
             label += f" ({report.units_resumed} of {len(units)} done before)"
-        callback = _ProgressBar(label)
+        callback = ProgressBar(label)
     elif callable(progress):
         callback = progress
     failures: dict[_Unit, str] = {}
@@ -675,7 +639,7 @@ def _run_units(
         wait(pending)
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        if isinstance(callback, _ProgressBar):
+        if isinstance(callback, ProgressBar):
             callback.close()
     if error is not None:
         raise error
@@ -705,8 +669,8 @@ def _write_dataset(
     report: EtlReport,
 ) -> None:
     """Writes DST's rows and metadata around the videos already there (see
-    :mod:`stoker.lerobot_format`): the kept episodes renumbered 0, 1, ..., JSON columns typed,
-    per-episode statistics kept, and ``meta/info.json`` last."""
+    :mod:`stoker.datasets.lerobot.format`): the kept episodes renumbered 0, 1, ..., JSON columns
+    typed, per-episode statistics kept, and ``meta/info.json`` last."""
     rows, json_names, typed_features = _kept_rows(meta, kept, options, report)
     lengths = meta.length[kept]
     chunks_size = meta.chunks_size

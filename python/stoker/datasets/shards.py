@@ -48,9 +48,9 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import checked_path
-from stoker.dataset_index import default_cache_dir
-from stoker.storage import S3Options, as_s3_options, is_url, open_dataset_root
+from stoker.datasets.lerobot.index import default_cache_dir
+from stoker.io.files import checked_path
+from stoker.io.storage import S3Options, as_s3_options, is_url, open_dataset_root
 from stoker.transforms import Transforms
 
 __all__ = [

@@ -2,8 +2,8 @@
 tables, statistics.
 
 Reads codebase versions v2.0 / v2.1 and v3.0; writes v3.0 (what ``stoker etl`` produces). This
-module knows where each file is and what it holds; :mod:`stoker.lerobot_meta` builds on it and
-checks that the files agree with each other, and with the data files.
+module knows where each file is and what it holds; :mod:`stoker.datasets.lerobot.metadata`
+builds on it and checks that the files agree with each other, and with the data files.
 
 Layouts (facts from LeRobot's ``lerobot.datasets.utils``):
 
@@ -43,8 +43,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from stoker._core import DatasetError
-from stoker._files import remove_file, write_json, write_parquet
-from stoker.storage import Root, RootLike, open_dataset_root
+from stoker.io.files import remove_file, write_json, write_parquet
+from stoker.io.storage import Root, RootLike, open_dataset_root
 
 SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
 
@@ -112,7 +112,7 @@ class Info:
 
 def read_info(root: RootLike) -> Info:
     """Reads and checks ``meta/info.json`` of the dataset in folder ``root`` (a path, or a
-    :class:`stoker.storage.Root` for remote ones, as every reader here): a known
+    :class:`stoker.io.storage.Root` for remote ones, as every reader here): a known
     ``codebase_version``, a positive ``fps``, ``features`` with dtypes and integer shapes, a
     ``data_path``, a ``video_path`` when there are video features, and a positive integer
     ``chunks_size`` (default 1000)."""

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from stoker.lerobot import LeRobotDataset, WindowSpec
+from stoker.arguments import check_int, check_seed
+from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
+from stoker.datasets.shards import Clip, Image, Label, ShardDataset
+from stoker.io.storage import S3Options
 from stoker.loader import Loader
-from stoker.sampling import _check_int, _check_seed
-from stoker.shards import Clip, Image, Label, ShardDataset
-from stoker.storage import S3Options
 from stoker.transforms import Transforms
 
 try:
@@ -48,10 +48,11 @@ try:
     from ray.data.block import BlockAccessor, BlockMetadata
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "stoker.ray needs Ray Data: pip install 'ray[data]' (stoker itself does not need it)"
+        "stoker.integrations.ray needs Ray Data: pip install 'ray[data]' "
+        "(stoker itself does not need it)"
     ) from error
 
-logger = logging.getLogger("stoker.ray")
+logger = logging.getLogger("stoker.integrations.ray")
 
 _SHUFFLES = (True, False, "block")
 
@@ -201,8 +202,8 @@ class LoaderDatasource(Datasource):
                     f"sample {s['sample']}: {s['reason']}" for s in stats["skips"][:5]
                 )
                 logger.warning(
-                    "stoker.ray: read task %d (epoch %d) skipped %d samples, replaced by others "
-                    "drawn from the seed: %s",
+                    "stoker.integrations.ray: read task %d (epoch %d) skipped %d samples, "
+                    "replaced by others drawn from the seed: %s",
                     task,
                     self.epoch,
                     stats["skipped"],
@@ -297,7 +298,7 @@ def read_lerobot(
     Args:
         root: the dataset folder or URL (``s3://...``), or an open :class:`stoker.LeRobotDataset`.
         spec: the window (ignored when ``root`` is a dataset, which has its own).
-        shuffle: ``True``, ``"block"`` or ``False``; see :mod:`stoker.ray.datasource`.
+        shuffle: ``True``, ``"block"`` or ``False``; see :mod:`stoker.integrations.ray.datasource`.
         seed, epoch: fix the order (and the random transforms): the same pair gives the same
             rows in the same tasks, whatever the cluster. Build one dataset per epoch.
         storage_options: for a URL, as :class:`stoker.LeRobotDataset`'s.
@@ -420,26 +421,26 @@ def _read(
     """The arguments checked, and the dataset's read tasks handed to Ray."""
     if shuffle not in _SHUFFLES or not isinstance(shuffle, (bool, str)):
         raise ValueError(f"shuffle must be True, False or 'block', got {shuffle!r}")
-    seed = _check_seed(seed)
-    epoch = _check_int("epoch", epoch, 0, 2**32 - 1)
-    samples_per_task = _check_int("samples_per_task", samples_per_task, 1, 2**40)
+    seed = check_seed(seed)
+    epoch = check_int("epoch", epoch, 0, 2**32 - 1)
+    samples_per_task = check_int("samples_per_task", samples_per_task, 1, 2**40)
     if rows_per_block is None:
         rows_per_block = min(64, samples_per_task)
-    rows_per_block = _check_int("rows_per_block", rows_per_block, 1, samples_per_task)
+    rows_per_block = check_int("rows_per_block", rows_per_block, 1, samples_per_task)
     if samples_per_task % rows_per_block:
         raise ValueError(
             f"samples_per_task ({samples_per_task}) must be a multiple of rows_per_block "
             f"({rows_per_block}): a task delivers whole blocks"
         )
-    threads_per_task = _check_int("threads_per_task", threads_per_task, 1, 4096)
+    threads_per_task = check_int("threads_per_task", threads_per_task, 1, 4096)
     if num_cpus is None:
         num_cpus = float(threads_per_task)
     elif not num_cpus > 0:
         raise ValueError(f"num_cpus must be positive, got {num_cpus!r}")
     if concurrency is not None:
-        concurrency = _check_int("concurrency", concurrency, 1, 2**31)
+        concurrency = check_int("concurrency", concurrency, 1, 2**31)
     if local_shuffle_buffer_size is not None:
-        local_shuffle_buffer_size = _check_int(
+        local_shuffle_buffer_size = check_int(
             "local_shuffle_buffer_size", local_shuffle_buffer_size, 1, 2**40
         )
     if transforms is not None and getattr(transforms, "dtype", None) == "bfloat16":

@@ -1,10 +1,11 @@
 """The metadata of a LeRobot dataset (codebase versions v2.1 and v3.0), checked, and its Parquet
 columns as numpy arrays.
 
-:func:`read_lerobot_metadata` reads the meta files (through :mod:`stoker.lerobot_format`, which
-knows the layout of each version) and checks that they agree with each other and with the files
-on disk; :func:`read_columns` loads whole columns of the data files and checks the rows. Both
-hand whole numpy columns onward, never per-row Python objects.
+:func:`read_lerobot_metadata` reads the meta files (through
+:mod:`stoker.datasets.lerobot.format`, which knows the layout of each version) and checks
+that they agree with each other and with the files on disk; :func:`read_columns` loads whole
+columns of the data files and checks the rows. Both hand whole numpy columns onward, never
+per-row Python objects.
 
 Every problem with the dataset raises :class:`stoker.DatasetError` naming the offending
 episodes and files (all of them, when a check covers many).
@@ -13,6 +14,7 @@ episodes and files (all of them, when a check covers many).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,16 +25,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stoker import _core, lerobot_format
+from stoker import _core
 from stoker._core import DatasetError
-from stoker.lerobot_format import (
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.format import (
     DEFAULT_COLUMNS,
     Feature,
     float_column,
     format_paths,
     int_column,
 )
-from stoker.storage import LocalRoot, Root, RootLike, S3Options, open_dataset_root
+from stoker.io.storage import LocalRoot, Root, RootLike, S3Options, open_dataset_root
 
 __all__ = [
     "CameraVideos",
@@ -117,7 +120,7 @@ def read_lerobot_metadata(
 ) -> LeRobotMetadata:
     """Reads the metadata of the LeRobot dataset in folder ``root``: a path, an
     ``s3://bucket/prefix`` or ``https://`` URL (with ``storage_options``, see
-    :mod:`stoker.storage`), or a :class:`stoker.storage.Root`.
+    :mod:`stoker.io.storage`), or a :class:`stoker.io.storage.Root`.
 
     Checks that the meta files exist and agree: a known ``codebase_version``, at least one
     episode with frames, episode row ranges that are contiguous and match the lengths, every
@@ -847,3 +850,18 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
                 "frame_index does not count 0, 1, ... within episodes: "
                 + describe(bad, lambda e: "wrong frame_index")
             )
+
+
+def source_fingerprint(meta: LeRobotMetadata) -> str:
+    """Hash of the size and modification time of the source's info.json, data and videos."""
+    files = [meta.source.url(lerobot_format.INFO_PATH), *(str(p) for p in meta.data_files)]
+    for videos in meta.videos.values():
+        files += [str(p) for p in videos.files]
+    digest = hashlib.sha256()
+    # Local files: size and mtime in ns; remote objects: size and ETag (or modification time).
+    for path, (size, version) in zip(files, meta.source.versions(files)):
+        name = (
+            path[len(meta.root) + 1 :] if meta.source.remote else os.path.relpath(path, meta.root)
+        )
+        digest.update(f"{name}\0{size}\0{version}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from stoker import lerobot_format
 from stoker._core import DatasetError
-from stoker.lerobot_meta import LeRobotMetadata
+from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.metadata import LeRobotMetadata
 
 __all__ = ["DatasetMeta", "EpisodeTable", "lerobot_home", "resolve_repo_id"]
 

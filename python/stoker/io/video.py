@@ -11,8 +11,8 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import InvalidArgumentError
-from stoker._files import checked_path
-from stoker.storage import (
+from stoker.io.files import checked_path
+from stoker.io.storage import (
     S3Options,
     as_s3_options,
     is_url,
@@ -28,7 +28,7 @@ class VideoReader:
     """Reads frames of one video (MP4, MKV, WebM, MOV) by index or by time.
 
     The video is a file, a URL (``s3://bucket/key``, ``https://...``, a presigned URL
-    included; read by ranged requests, see :mod:`stoker.storage` for credentials and
+    included; read by ranged requests, see :mod:`stoker.io.storage` for credentials and
     ``storage_options``), or its bytes in memory (``bytes``, ``bytearray`` or ``memoryview``,
     e.g. a member of a tar shard), decoded by the same code; bytes are copied once, and
     ``name=`` names them in error messages.

@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker._files import checked_path
+from stoker.io.files import checked_path
 
 __all__ = [
     "Root",

@@ -29,9 +29,10 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.lerobot import LeRobotDataset
-from stoker.sampling import MixSampler, _check_values, expand_group_weights
-from stoker.shards import ShardDataset
+from stoker.arguments import check_values
+from stoker.datasets.lerobot.dataset import LeRobotDataset
+from stoker.datasets.shards import ShardDataset
+from stoker.sampling import MixSampler, expand_group_weights
 from stoker.transforms import Transforms
 
 __all__ = ["MixFront", "MultiDataset"]
@@ -67,7 +68,7 @@ class MultiDataset:
         sizes = np.array([len(ds) for ds in self.datasets], np.int64)
         self.sizes = sizes
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        values = _check_values("weights", sizes if weights is None else weights)
+        values = check_values("weights", sizes if weights is None else weights)
         if len(values) != len(self.datasets):
             raise InvalidArgumentError(
                 f"{len(values)} weights for {len(self.datasets)} datasets: give one per dataset"

@@ -1,7 +1,7 @@
 """stoker etl's units of work, (episode, camera) transcodes, run as Ray tasks.
 
-:func:`stoker.etl.materialize` keeps the run (journal, resumption, rows, verification) on the
-driver and hands each unit to :meth:`TranscodeTasks.submit`, which returns a
+:func:`stoker.writers.etl.materialize` keeps the run (journal, resumption, rows, verification) on
+the driver and hands each unit to :meth:`TranscodeTasks.submit`, which returns a
 ``concurrent.futures.Future`` as a thread pool's ``submit`` does. The task transcodes with the
 same native call and options as a local run, so the files are the same bytes; DST must be a
 folder every node sees at the same path (a local cluster, or shared storage).
@@ -13,7 +13,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from stoker import _core
-from stoker.storage import S3Options, open_dataset_root
+from stoker.io.storage import S3Options, open_dataset_root
+from stoker.writers.encoding import transcode_options
 
 try:
     import ray
@@ -56,14 +57,12 @@ def _transcode(
     the driver raises it as the same :class:`stoker.Error` subclass with the same words."""
     import os
 
-    from stoker.etl import _transcode_options
-
     if source_root is not None:
         open_dataset_root(source_root, storage_options)  # registers the options in this worker
     os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
         return _core.transcode(
-            source, frame_table, first_frame, frames, target, _transcode_options(options)
+            source, frame_table, first_frame, frames, target, transcode_options(options)
         )
     except _core.Error as error:
         return {"error": (type(error).__name__, str(error))}
