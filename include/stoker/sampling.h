@@ -5,6 +5,9 @@
 // stored, and is the same whichever thread asks, in whatever order, whenever. Consequences:
 //   - a random order over a huge dataset needs no stored permutation (Permutation below);
 //   - resuming is exact from a two-number state (SamplerState): the epoch and the next position;
+//   - a run saved on W ranks resumes on W' ranks (ElasticStart): the epoch's global order is
+//     known to every rank, so the part the W ranks had consumed is a prefix of it, and the rest
+//     is dealt over the W' ranks with nothing stored;
 //   - results do not depend on the number of threads that read them.
 //
 // Ownership: create() returns a sampler the caller owns; it copies what it needs from its
@@ -67,25 +70,41 @@ struct SamplerState {
   int64_t position = 0;
 };
 
+/// An epoch resumed on another world size (elastic resume). Every rank r of a run of W ranks
+/// visits the global positions r, r + W, r + 2W, ... of the epoch's global order (for
+/// DistributedSampler and LoadBalancedSampler the shuffled samples, for WeightedSampler and
+/// MixSampler the draws), so after p positions per rank the run has consumed the global
+/// positions [0, p * W), whatever W. A sampler given an ElasticStart deals the global positions
+/// [start, total) of `epoch` over its own ranks as it deals a whole epoch (padded, or cut with
+/// drop_last, to equal counts per rank), and every other epoch as usual. `start` past the end
+/// gives an empty epoch.
+struct ElasticStart {
+  uint32_t epoch = 0;
+  int64_t start = 0;
+};
+
 /// What every sampler answers. Positions are this rank's: 0 .. epoch_size(epoch) - 1.
 class Sampler {
  public:
   virtual ~Sampler() = default;
 
-  /// The number of ids this rank visits per epoch (the same for every rank and epoch), or for
-  /// a sampler whose epochs differ (a stream of shards dealt by bytes), its first epoch's.
+  /// The number of ids this rank visits in a whole epoch (the same for every rank and epoch),
+  /// or for a sampler whose epochs differ (a stream of shards dealt by bytes), its first
+  /// epoch's.
   virtual int64_t size() const = 0;
 
-  /// The number of ids this rank visits in `epoch`: size(), but for a stream of shards dealt
-  /// by bytes, whose ranks and epochs get different counts.
+  /// The number of ids this rank visits in `epoch`: size(), but for the epoch an ElasticStart
+  /// resumes and for a stream of shards dealt by bytes, whose ranks and epochs get different
+  /// counts.
   virtual int64_t epoch_size(uint32_t /*epoch*/) const { return size(); }
 
   /// The sample id at `position` of `epoch`. O(1) for DistributedSampler and WeightedSampler;
-  /// LoadBalancedSampler solves the position's whole step. REQUIRES: 0 <= position < size().
+  /// LoadBalancedSampler solves the position's whole step.
+  /// REQUIRES: 0 <= position < epoch_size(epoch).
   virtual int64_t at(uint32_t epoch, int64_t position) const = 0;
 
   /// out[k] = at(epoch, start + k), at less cost per id than at(). Errors (kInvalidArgument):
-  /// the range [start, start + out.size()) leaves [0, size()].
+  /// the range [start, start + out.size()) leaves [0, epoch_size(epoch)].
   virtual Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const;
 
   /// Fills out with the ids from *state onward, stopping at the end of its epoch, and advances
@@ -94,7 +113,7 @@ class Sampler {
   Result<int64_t> next(SamplerState* state, std::span<int64_t> out) const;
 
  protected:
-  Status check_range(int64_t start, size_t count) const;
+  Status check_range(uint32_t epoch, int64_t start, size_t count) const;
 };
 
 /// Sequential, random and distributed order, as torch's SequentialSampler, RandomSampler and
@@ -111,6 +130,8 @@ struct DistributedOptions {
   /// repeating the epoch's order from its start; true drops the order's tail, giving
   /// floor(n / world_size) per rank. Default: false.
   bool drop_last = false;
+  /// Resumes an epoch a run of another world size had partly consumed. Default: none.
+  std::optional<ElasticStart> resume;
 };
 
 /// Rank r visits positions r, r + world_size, ... of the epoch's (padded or cut) order.
@@ -120,6 +141,7 @@ class DistributedSampler final : public Sampler {
   static Result<std::unique_ptr<DistributedSampler>> create(int64_t n,
                                                             DistributedOptions options = {});
   int64_t size() const override { return per_rank_; }
+  int64_t epoch_size(uint32_t epoch) const override;
   int64_t at(uint32_t epoch, int64_t position) const override;
   Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
 
@@ -141,6 +163,7 @@ class MappedSampler final : public Sampler {
   static Result<std::unique_ptr<MappedSampler>> create(std::shared_ptr<const Sampler> inner,
                                                        std::span<const int64_t> ids);
   int64_t size() const override { return inner_->size(); }
+  int64_t epoch_size(uint32_t epoch) const override { return inner_->epoch_size(epoch); }
   /// -1 when the inner sampler gives an id outside [0, ids.size()) (fill() says so instead).
   int64_t at(uint32_t epoch, int64_t position) const override;
   /// Errors (kInvalidArgument): the range leaves [0, size()], or the inner sampler gives an id
@@ -163,6 +186,8 @@ struct WeightedOptions {
   int64_t rank = 0;
   int64_t world_size = 1;
   bool drop_last = false;
+  /// As DistributedOptions: global position g is draw g. Default: none.
+  std::optional<ElasticStart> resume;
 };
 
 /// Draws with replacement, sample i with probability weights[i] / sum(weights), by Walker's
@@ -174,7 +199,10 @@ class WeightedSampler final : public Sampler {
   static Result<std::unique_ptr<WeightedSampler>> create(std::span<const double> weights,
                                                          WeightedOptions options = {});
   int64_t size() const override { return per_rank_; }
+  int64_t epoch_size(uint32_t epoch) const override;
   int64_t at(uint32_t epoch, int64_t position) const override;
+  /// The draw (global position) this rank makes at `position` of `epoch`.
+  int64_t draw(uint32_t epoch, int64_t position) const;
 
  private:
   WeightedSampler(WeightedOptions options, int64_t per_rank)
@@ -199,6 +227,7 @@ class MixSampler final : public Sampler {
                                                     std::span<const int64_t> sizes,
                                                     WeightedOptions options = {});
   int64_t size() const override { return datasets_->size(); }
+  int64_t epoch_size(uint32_t epoch) const override { return datasets_->epoch_size(epoch); }
   int64_t at(uint32_t epoch, int64_t position) const override;
   /// The first id of each dataset, and the total: datasets + 1 values.
   const std::vector<int64_t>& offsets() const { return offsets_; }
@@ -236,6 +265,9 @@ struct LoadBalancedOptions {
   int64_t rank = 0;
   int64_t world_size = 1;
   bool drop_last = false;
+  /// As DistributedOptions: the resumed epoch's remaining samples, in their order, are cut
+  /// into steps of this run's world_size * batch_size and balanced. Default: none.
+  std::optional<ElasticStart> resume;
 };
 
 /// max / mean of the ranks' summed costs in a step, summarized over an epoch's steps.
@@ -271,6 +303,7 @@ class LoadBalancedSampler final : public Sampler {
   static Result<std::unique_ptr<LoadBalancedSampler>> create(std::span<const double> costs,
                                                              LoadBalancedOptions options = {});
   int64_t size() const override { return per_rank_; }
+  int64_t epoch_size(uint32_t epoch) const override;
   /// O(s log s) for a step of s = world_size * batch_size samples.
   int64_t at(uint32_t epoch, int64_t position) const override;
   Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;

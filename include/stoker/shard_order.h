@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -54,6 +55,27 @@ Result<ShuffleBufferState> shuffle_buffer_state(std::span<const int64_t> stream,
                                                 int64_t buffer_size, uint64_t seed, uint32_t epoch,
                                                 int64_t rank, int64_t emitted);
 
+/// Positions [begin, end) of rank `rank`'s order in an epoch of a shard stream.
+struct StreamPiece {
+  int64_t rank = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool operator==(const StreamPiece&) const = default;
+};
+
+/// An epoch of a shard stream resumed on another world size (elastic resume): what a run of
+/// `world_size` ranks, with these options otherwise, had not delivered of `epoch`, as pieces
+/// of its ranks' orders (ShardStreamSampler::remainder(): each rank's rest, its shuffle
+/// buffer's held ids included). The pieces are laid end to end and cut into this run's
+/// world_size contiguous blocks, rank 0's first (the first ones one id longer when they do not
+/// divide evenly), so each rank carries on one or a few saving ranks' streams; the cuts
+/// (equal_batches, drop_last) then apply to the blocks. Every other epoch is as usual.
+struct ElasticStream {
+  uint32_t epoch = 0;
+  int64_t world_size = 1;
+  std::vector<StreamPiece> pieces;
+};
+
 struct ShardStreamOptions {
   /// Shards permuted per epoch and a shuffle buffer over the stream; false reads the shards in
   /// the given order, with no buffer (whatever shuffle_buffer says). Default: true.
@@ -72,6 +94,8 @@ struct ShardStreamOptions {
   bool drop_last = false;
   /// REQUIRES: >= 1; only drop_last reads it. Default: 1.
   int64_t batch_size = 1;
+  /// Resumes an epoch a run of another world size had partly delivered. Default: none.
+  std::optional<ElasticStream> resume;
 };
 
 /// One rank's epoch of a sharded dataset as a Sampler: the shards deal_shards() gives the rank,
@@ -111,7 +135,7 @@ class ShardStreamSampler final : public Sampler {
   /// `shard_samples[s]`, `shard_bytes[s]`: shard s's sample count and size in bytes.
   /// Errors (kInvalidArgument): the two lengths differ, a negative count or size, counts
   /// summing past int64, shuffle_buffer < 0, batch_size < 1, world_size < 1, rank outside
-  /// [0, world_size).
+  /// [0, world_size); a resume whose world size is < 1 or whose piece leaves its rank's order.
   static Result<std::unique_ptr<ShardStreamSampler>> create(std::span<const int64_t> shard_samples,
                                                             std::span<const int64_t> shard_bytes,
                                                             ShardStreamOptions options = {});
@@ -125,18 +149,37 @@ class ShardStreamSampler final : public Sampler {
   /// [0, epoch_size(epoch)].
   Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
 
-  /// The epoch's stream and order (computed, or the kept one). Never null.
+  /// The epoch's stream and order (computed, or the kept one). Never null. In the epoch a
+  /// resume names, the stream is the rank's block of the pieces, which is also its order.
   std::shared_ptr<const EpochOrder> epoch_order(uint32_t epoch) const;
+
+  /// What the ranks of this sampler's run had not delivered of `epoch` when rank r had
+  /// delivered delivered[r] positions (clamped to its epoch_size()): each rank's rest of its
+  /// order before the cuts, rank by rank, as pieces of the orders an ElasticStream names — this
+  /// run's, or in a resumed epoch the saving run's. O(shards log shards + world_size) plus the
+  /// pieces; computes no order. The rank this sampler was made for does not matter.
+  /// Errors (kInvalidArgument): delivered has another length than world_size, or a negative
+  /// count.
+  Result<ElasticStream> remainder(uint32_t epoch, std::span<const int64_t> delivered) const;
 
  private:
   class Cache;
   ShardStreamSampler(std::vector<int64_t> shard_samples, std::vector<int64_t> shard_bytes,
                      ShardStreamOptions options);
-  /// The sample count of each rank's shards in `epoch`, and the shards dealt to this rank.
-  void deal(uint32_t epoch, std::vector<int64_t>* rank_samples, std::vector<int64_t>* shards) const;
-  /// The ids this rank takes of a stream of `rank_samples[rank]`: the cuts.
-  int64_t cut_size(const std::vector<int64_t>& rank_samples) const;
+  /// The sample count of each of `world_size` ranks' shards in `epoch`, and the shards dealt
+  /// to rank `rank`.
+  void deal(uint32_t epoch, int64_t world_size, int64_t rank, std::vector<int64_t>* rank_samples,
+            std::vector<int64_t>* shards) const;
+  /// The ids rank `rank` takes of `rank_samples` (each rank's uncut count): the cuts.
+  int64_t cut_size(const std::vector<int64_t>& rank_samples, int64_t rank) const;
+  /// Each rank's uncut count in `epoch`: its shards' samples, or its block of the resume.
+  std::vector<int64_t> uncut_sizes(uint32_t epoch) const;
+  /// Rank `rank`'s block of a resume's pieces: the pieces, clipped, in order.
+  std::vector<StreamPiece> block(const ElasticStream& resume, int64_t rank) const;
   std::shared_ptr<const EpochOrder> compute(uint32_t epoch) const;
+  /// The uncut order of rank `rank` of `world_size` in an epoch no resume names.
+  std::vector<int64_t> whole_order(uint32_t epoch, int64_t world_size, int64_t rank,
+                                   std::vector<int64_t>* stream) const;
 
   std::vector<int64_t> shard_samples_;
   std::vector<int64_t> shard_bytes_;

@@ -4,7 +4,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -59,6 +61,26 @@ nb::ndarray<nb::numpy, const int64_t> epoch_array(
   return nb::ndarray<nb::numpy, const int64_t>(ids.data(), {ids.size()}, owner);
 }
 
+// An elastic resume as Python passes it: (epoch, start), or None.
+using ElasticPair = std::optional<std::pair<uint32_t, int64_t>>;
+std::optional<ElasticStart> elastic_start(const ElasticPair& resume) {
+  if (!resume) return std::nullopt;
+  return ElasticStart{.epoch = resume->first, .start = resume->second};
+}
+
+// A shard stream's elastic resume as Python passes it: (epoch, world_size, [(rank, begin,
+// end), ...]), or None.
+using PieceTuple = std::tuple<int64_t, int64_t, int64_t>;
+using StreamTuple = std::tuple<uint32_t, int64_t, std::vector<PieceTuple>>;
+std::optional<ElasticStream> elastic_stream(const std::optional<StreamTuple>& resume) {
+  if (!resume) return std::nullopt;
+  ElasticStream stream{.epoch = std::get<0>(*resume), .world_size = std::get<1>(*resume)};
+  for (const auto& [rank, begin, end] : std::get<2>(*resume)) {
+    stream.pieces.push_back({.rank = rank, .begin = begin, .end = end});
+  }
+  return stream;
+}
+
 nb::dict imbalance_dict(const Imbalance& imbalance) {
   nb::dict d;
   d["mean"] = imbalance.mean;
@@ -79,16 +101,18 @@ void register_sampling(nb::module_& m) {
       .def("fill", &fill, nb::arg("epoch"), nb::arg("start"), nb::arg("count"));
 
   nb::class_<DistributedSampler, Sampler>(m, "DistributedSampler")
-      .def(nb::new_([](int64_t n, bool shuffle, uint64_t seed, int64_t rank, int64_t world_size,
-                       bool drop_last) {
-             return value_or_raise(DistributedSampler::create(n, {.shuffle = shuffle,
-                                                                  .seed = seed,
-                                                                  .rank = rank,
-                                                                  .world_size = world_size,
-                                                                  .drop_last = drop_last}));
-           }),
-           nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"),
-           nb::arg("world_size"), nb::arg("drop_last"));
+      .def(
+          nb::new_([](int64_t n, bool shuffle, uint64_t seed, int64_t rank, int64_t world_size,
+                      bool drop_last, ElasticPair resume) {
+            return value_or_raise(DistributedSampler::create(n, {.shuffle = shuffle,
+                                                                 .seed = seed,
+                                                                 .rank = rank,
+                                                                 .world_size = world_size,
+                                                                 .drop_last = drop_last,
+                                                                 .resume = elastic_start(resume)}));
+          }),
+          nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"), nb::arg("world_size"),
+          nb::arg("drop_last"), nb::arg("resume").none() = nb::none());
 
   nb::class_<MappedSampler, Sampler>(m, "MappedSampler")
       .def(nb::new_([](std::shared_ptr<const Sampler> inner, Int64s ids) {
@@ -99,7 +123,7 @@ void register_sampling(nb::module_& m) {
 
   nb::class_<WeightedSampler, Sampler>(m, "WeightedSampler")
       .def(nb::new_([](Doubles weights, std::optional<int64_t> num_samples, uint64_t seed,
-                       int64_t rank, int64_t world_size, bool drop_last) {
+                       int64_t rank, int64_t world_size, bool drop_last, ElasticPair resume) {
              Result<std::unique_ptr<WeightedSampler>> sampler = [&] {
                nb::gil_scoped_release release;
                return WeightedSampler::create(std::span(weights.data(), weights.shape(0)),
@@ -107,16 +131,18 @@ void register_sampling(nb::module_& m) {
                                                .seed = seed,
                                                .rank = rank,
                                                .world_size = world_size,
-                                               .drop_last = drop_last});
+                                               .drop_last = drop_last,
+                                               .resume = elastic_start(resume)});
              }();
              return value_or_raise(std::move(sampler));
            }),
            nb::arg("weights"), nb::arg("num_samples").none(), nb::arg("seed"), nb::arg("rank"),
-           nb::arg("world_size"), nb::arg("drop_last"));
+           nb::arg("world_size"), nb::arg("drop_last"), nb::arg("resume").none() = nb::none());
 
   nb::class_<MixSampler, Sampler>(m, "MixSampler")
       .def(nb::new_([](Doubles weights, Int64s sizes, std::optional<int64_t> num_samples,
-                       uint64_t seed, int64_t rank, int64_t world_size, bool drop_last) {
+                       uint64_t seed, int64_t rank, int64_t world_size, bool drop_last,
+                       ElasticPair resume) {
              Result<std::unique_ptr<MixSampler>> sampler = [&] {
                nb::gil_scoped_release release;
                return MixSampler::create(std::span(weights.data(), weights.shape(0)),
@@ -125,17 +151,19 @@ void register_sampling(nb::module_& m) {
                                           .seed = seed,
                                           .rank = rank,
                                           .world_size = world_size,
-                                          .drop_last = drop_last});
+                                          .drop_last = drop_last,
+                                          .resume = elastic_start(resume)});
              }();
              return value_or_raise(std::move(sampler));
            }),
            nb::arg("weights"), nb::arg("sizes"), nb::arg("num_samples").none(), nb::arg("seed"),
            nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+           nb::arg("resume").none() = nb::none(),
            "Draws over datasets laid end to end: a dataset by weight, then one of its samples.");
 
   nb::class_<LoadBalancedSampler, Sampler>(m, "LoadBalancedSampler")
       .def(nb::new_([](Doubles costs, int64_t batch_size, bool shuffle, uint64_t seed, int64_t rank,
-                       int64_t world_size, bool drop_last) {
+                       int64_t world_size, bool drop_last, ElasticPair resume) {
              Result<std::unique_ptr<LoadBalancedSampler>> sampler = [&] {
                nb::gil_scoped_release release;
                return LoadBalancedSampler::create(std::span(costs.data(), costs.shape(0)),
@@ -144,12 +172,14 @@ void register_sampling(nb::module_& m) {
                                                    .seed = seed,
                                                    .rank = rank,
                                                    .world_size = world_size,
-                                                   .drop_last = drop_last});
+                                                   .drop_last = drop_last,
+                                                   .resume = elastic_start(resume)});
              }();
              return value_or_raise(std::move(sampler));
            }),
            nb::arg("costs"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
-           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"))
+           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+           nb::arg("resume").none() = nb::none())
       .def(
           "report",
           [](const LoadBalancedSampler& sampler, uint32_t epoch) {
@@ -169,7 +199,7 @@ void register_sampling(nb::module_& m) {
   nb::class_<ShardStreamSampler, Sampler>(m, "ShardStreamSampler")
       .def(nb::new_([](Int64s shard_samples, Int64s shard_bytes, bool shuffle, uint64_t seed,
                        int64_t shuffle_buffer, int64_t rank, int64_t world_size, bool equal_batches,
-                       bool drop_last, int64_t batch_size) {
+                       bool drop_last, int64_t batch_size, std::optional<StreamTuple> resume) {
              Result<std::unique_ptr<ShardStreamSampler>> sampler = [&] {
                nb::gil_scoped_release release;
                return ShardStreamSampler::create(
@@ -182,14 +212,29 @@ void register_sampling(nb::module_& m) {
                     .world_size = world_size,
                     .equal_batches = equal_batches,
                     .drop_last = drop_last,
-                    .batch_size = batch_size});
+                    .batch_size = batch_size,
+                    .resume = elastic_stream(resume)});
              }();
              return value_or_raise(std::move(sampler));
            }),
            nb::arg("counts"), nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"),
            nb::arg("shuffle_buffer"), nb::arg("rank"), nb::arg("world_size"),
            nb::arg("equal_batches"), nb::arg("drop_last"), nb::arg("batch_size"),
-           "A shard dataset's order for one rank (see stoker/shard_order.h).")
+           nb::arg("resume").none() = nb::none(),
+           "A shard dataset's order for one rank (see stoker/shard_order.h); `resume`: an "
+           "elastic resume, (epoch, world_size, [(rank, begin, end), ...]).")
+      .def(
+          "remainder",
+          [](const ShardStreamSampler& sampler, uint32_t epoch,
+             const std::vector<int64_t>& delivered) {
+            ElasticStream rest = value_or_raise(sampler.remainder(epoch, delivered));
+            std::vector<PieceTuple> pieces;
+            for (const StreamPiece& p : rest.pieces) pieces.emplace_back(p.rank, p.begin, p.end);
+            return StreamTuple(rest.epoch, rest.world_size, std::move(pieces));
+          },
+          nb::arg("epoch"), nb::arg("delivered"),
+          "What the run's ranks had not delivered of `epoch` after delivered[r] positions each, "
+          "as an elastic resume (epoch, world_size, pieces).")
       .def(
           "epoch_stream",
           [](const ShardStreamSampler& sampler, uint32_t epoch) {

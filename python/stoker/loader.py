@@ -24,6 +24,12 @@ they are ``torch.distributed``'s global rank and size when it is initialized, el
 and ``WORLD_SIZE`` environment variables, else 0 of 1; when that world spans more than one node
 (``WORLD_SIZE`` > ``LOCAL_WORLD_SIZE``), the first batch logs which rank and size were used
 (logger ``stoker.loader``), since under tensor or pipeline parallelism they would be wrong.
+
+A state saved by W ranks loads into a loader of W' ranks (an elastic resume): every rank r of W
+had read the global positions r, r + W, ... of the epoch's global order (the shard stream: its
+own order), so what they had not read is known from one state (or from every rank's, when they
+stood at different batches), and is dealt to the W' ranks, each sample once plus the padding
+equal batches need; the next epochs are those of a W'-rank run. See docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
-from stoker.arguments import MAX_EPOCH, check_int, check_seed
+from stoker.arguments import MAX_EPOCH, MAX_INT64, check_int, check_seed
 from stoker.datasets.mix import MixFront, MultiDataset
 from stoker.datasets.shards import DEFAULT_SHUFFLE_BUFFER, Json, ShardDataset, Tokens
 from stoker.sampling import (
@@ -540,6 +546,10 @@ class Loader:
         # arguments: again in a forked child, where the parent's cannot run.
         self._native_factory = cast(Callable[..., Any], _core.Loader)
         self._native_arguments: tuple[Any, ...] = ()
+        # Where the order's C++ sampler is among the native arguments, and what the order gives
+        # there (a dataset of some episodes maps the sampler's ids to its rows).
+        self._order_slot = 0
+        self._native_order: Callable[[Any], Any] = lambda order: order.native
         self.sampler: Sampler | _ShardStream
         self._squeezed: set[str] = set()
         self._partition_notice: str | None = None  # logged with the first batch
@@ -591,14 +601,14 @@ class Loader:
         # A dataset of some episodes: the sampler draws its samples, the native loader reads
         # their rows (and replaces a skipped sample by one of them).
         rows = getattr(dataset, "rows", None)
-        native_sampler = self.sampler.native
         if rows is not None:
-            native_sampler = _core.MappedSampler(native_sampler, rows)
+            self._native_order = lambda order: _core.MappedSampler(order.native, rows)
             options.replacement_rows = rows.tolist()
+        self._order_slot = 2
         self._native_arguments = (
             dataset.index.native,
             [key.native for key in keys],
-            native_sampler,
+            self._native_order(self.sampler),
             self.transforms.core_options(spec.size, spec.layout, image_dtype),
             options,
         )
@@ -639,6 +649,7 @@ class Loader:
         self.sampler = _ShardStream(self, dataset)
         self._check_shards_make_a_batch()
         self._native_factory = _core.Loader.for_shards
+        self._order_slot = 5
         self._native_arguments = (
             dataset.indexes,
             dataset.sample_shard,
@@ -764,7 +775,7 @@ class Loader:
         process) continues with exactly the batches that had not been delivered. For a
         ShardDataset it also holds the shard cursor and the shuffle buffer at that point (the
         next shard to read from and its next sample, the ids held), which loading checks."""
-        state = {
+        state: dict[str, Any] = {
             "version": _STATE_VERSION,
             "epoch": self._epoch,
             "batch": self._batch,
@@ -780,47 +791,36 @@ class Loader:
         }
         if self._shards:
             state["cursor"] = self._stream.cursor(self._epoch, self._batch * self.batch_size)
+        state["elastic"] = _elastic_entry(self.sampler.resume, self._epoch, self._shards)
         return state
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continues from a :meth:`state_dict` (of a loader with the same dataset, batch size,
-        seed, order and world size): the next iteration delivers exactly the batches that had
-        not been delivered. An iteration going on ends at its next step.
+        seed and order): the next iteration delivers exactly the batches that had not been
+        delivered. An iteration going on ends at its next step.
 
-        Raises :class:`stoker.InvalidArgumentError` (a ``ValueError``) naming the field, for a
-        state that is not one (missing keys, wrong types, an epoch outside [0, 2**32) or a batch
-        outside [0, len(self)]) or that another configuration saved.
+        A state saved on another world size resumes elastically: the samples the saving ranks
+        had not delivered in that epoch are dealt over this loader's ranks (each once, plus
+        the padding equal batches need), and the next epochs are this world size's. One rank's
+        state is enough when every rank saved at the same batch (synchronous data-parallel
+        training); otherwise pass every rank's states as a list (e.g. from
+        ``torch.distributed.all_gather_object``), which a shard stream's ranks may need.
+
+        Raises :class:`stoker.InvalidArgumentError` (a ``ValueError``) naming the field, for
+        a state that is not one (missing keys, wrong types, an epoch outside [0, 2**32) or a
+        batch outside the epoch) or that another configuration saved (dataset, seed, batch
+        size, order), and :class:`stoker.DatasetError` when the shards changed since.
         """
-        if not isinstance(state, Mapping):
-            raise InvalidArgumentError(
-                "a loader state is the dict Loader.state_dict() returns, got "
-                f"{type(state).__name__}"
-            )
-        missing = [key for key in _STATE_KEYS if key not in state]
-        if missing:
-            raise InvalidArgumentError(
-                f"the loader state lacks {', '.join(repr(k) for k in missing)}: it is not a "
-                "Loader.state_dict()"
-            )
-        if state["version"] != _STATE_VERSION:
-            raise InvalidArgumentError(
-                f"state['version'] is {state['version']!r}: this loader reads version "
-                f"{_STATE_VERSION}"
-            )
-        epoch = check_int("state['epoch']", state["epoch"], 0, MAX_EPOCH)
-        batch = check_int("state['batch']", state["batch"], 0, self._batches_in(epoch))
-        mine = self.state_dict()
-        # States saved before samplers were recorded have no "sampler": shuffle and balance
-        # describe their order.
-        keys = ["seed", "shuffle", "balance", "batch_size", "drop_last", "world_size"]
-        keys += ["num_samples"] + (["sampler"] if "sampler" in state else [])
-        for key in keys:
-            if state[key] != mine[key]:
-                raise InvalidArgumentError(
-                    f"the state was saved with {key}={state[key]!r}, this loader "
-                    f"has {key}={mine[key]!r}; the remaining batches would differ"
-                )
-        if self._shards and self._stream.cursor(epoch, batch * self.batch_size) != state.get(
+        states = self._checked_states(state)
+        first = states[0]
+        epoch = check_int("state['epoch']", first["epoch"], 0, MAX_EPOCH)
+        if first["world_size"] != self.world_size:
+            self._resume_elastically(states, epoch)
+            return
+        mine = states[self.rank] if len(states) > 1 else first
+        self._use_order(self._order_resumed(mine.get("elastic"), epoch, self.rank, self.world_size))
+        batch = check_int("state['batch']", mine["batch"], 0, self._batches_in(epoch))
+        if self._shards and self._stream.cursor(epoch, batch * self.batch_size) != mine.get(
             "cursor"
         ):
             raise DatasetError(
@@ -828,6 +828,157 @@ class Loader:
                 "the saved ones: the shards changed since the state was saved"
             )
         self.set_position(epoch, batch)
+
+    def _checked_states(self, state) -> list[Mapping[str, Any]]:
+        """A state, or every rank's, checked against this loader's configuration: a list
+        ordered by rank."""
+        if isinstance(state, Mapping):
+            states = [state]
+        elif isinstance(state, Sequence) and not isinstance(state, (str, bytes)) and state:
+            states = list(state)
+        else:
+            raise InvalidArgumentError(
+                "a loader state is the dict Loader.state_dict() returns (or a list of every "
+                f"rank's), got {type(state).__name__}"
+            )
+        mine = self.state_dict()
+        # States saved before samplers were recorded have no "sampler": shuffle and balance
+        # describe their order.
+        keys = ["seed", "shuffle", "balance", "batch_size", "drop_last", "num_samples"]
+        for one in states:
+            if not isinstance(one, Mapping):
+                raise InvalidArgumentError(
+                    f"a loader state is a dict, got {type(one).__name__} in the list of states"
+                )
+            missing = [key for key in _STATE_KEYS if key not in one]
+            if missing:
+                raise InvalidArgumentError(
+                    f"the loader state lacks {', '.join(repr(k) for k in missing)}: it is not a "
+                    "Loader.state_dict()"
+                )
+            if one["version"] != _STATE_VERSION:
+                raise InvalidArgumentError(
+                    f"state['version'] is {one['version']!r}: this loader reads version "
+                    f"{_STATE_VERSION}"
+                )
+            check_int("state['world_size']", one["world_size"], 1, MAX_INT64)
+            for key in keys + (["sampler"] if "sampler" in one else []):
+                if one[key] != mine[key]:
+                    raise InvalidArgumentError(
+                        f"the state was saved with {key}={one[key]!r}, this loader "
+                        f"has {key}={mine[key]!r}; the remaining batches would differ"
+                    )
+        if len(states) == 1:
+            return states
+        world = states[0]["world_size"]
+        ranks = sorted(one["rank"] for one in states)
+        if any(one["world_size"] != world for one in states) or ranks != list(range(world)):
+            raise InvalidArgumentError(
+                f"a list of states holds every rank's state once; got ranks {ranks} of "
+                f"world_size {sorted({one['world_size'] for one in states})}"
+            )
+        for key in ("epoch", "elastic"):
+            if len({repr(one.get(key)) for one in states}) > 1:
+                raise InvalidArgumentError(
+                    f"the ranks' states differ in {key!r}: they were not saved at the same step"
+                )
+        return sorted(states, key=lambda one: one["rank"])
+
+    def _order_resumed(self, elastic, epoch: int, rank: int, world_size: int):
+        """This loader's order for rank ``rank`` of ``world_size``, resuming as a state's
+        ``"elastic"`` entry says (None: whole epochs)."""
+        resume = _resume_of(elastic, epoch, self._shards)
+        if (rank, world_size, resume) == (self.rank, self.world_size, self.sampler.resume):
+            return self.sampler
+        return self.sampler.repartitioned(rank, world_size, resume=resume)
+
+    def _resume_elastically(self, states: list[Mapping[str, Any]], epoch: int) -> None:
+        """Loads states saved on another world size: deals what their ranks had not
+        delivered of ``epoch`` over this loader's ranks."""
+        b = self.batch_size
+        world = int(states[0]["world_size"])
+        elastic = states[0].get("elastic")
+        batches = [one["batch"] for one in states] if len(states) > 1 else [states[0]["batch"]]
+        batches = batches * (world if len(states) == 1 else 1)
+        if not self._shards:
+            if len(set(batches)) > 1:
+                raise InvalidArgumentError(
+                    f"the ranks' states stand at batches {sorted(set(batches))}: resuming on "
+                    "another world size needs every rank at the same batch, as synchronous "
+                    "data-parallel training saves them"
+                )
+            saved = cast(Sampler, self._order_resumed(elastic, epoch, 0, world))
+            in_epoch = saved.native.epoch_size(epoch)
+            saved_batches = in_epoch // b if self.drop_last else -(-in_epoch // b)
+            batch = check_int("state['batch']", batches[0], 0, saved_batches)
+            step = getattr(saved, "batch_size", 1)  # a load-balanced order's step
+            if (batch * b) % step:
+                raise InvalidArgumentError(
+                    f"the state stands at batch {batch} of {b} samples, inside a step of the "
+                    f"load-balanced order ({step} samples per rank): it resumes on another world "
+                    "size only at a step's end"
+                )
+            if batch == saved_batches:
+                self._finish_epoch(epoch)
+                return
+            start = (saved.resume[1] if saved.resume else 0) + batch * b * world
+            self._use_order(
+                self.sampler.repartitioned(self.rank, self.world_size, resume=(epoch, start))
+            )
+            self.set_position(epoch, 0)
+            return
+        streams = [
+            cast(_ShardStream, self._order_resumed(elastic, epoch, k, world)) for k in range(world)
+        ]
+        done = True
+        for k, stream in enumerate(streams):
+            in_epoch = stream.native.epoch_size(epoch)
+            rank_batches = in_epoch // b if self.drop_last else -(-in_epoch // b)
+            check_int(f"state['batch'] of rank {k}", batches[k], 0, rank_batches)
+            done = done and batches[k] == rank_batches
+        for one in states:
+            k = int(one["rank"]) if len(states) > 1 else int(states[0]["rank"])
+            if streams[k].cursor(epoch, batches[k] * b) != one.get("cursor"):
+                raise DatasetError(
+                    f"the shard cursor and shuffle buffer of rank {k} recomputed for its saved "
+                    "position differ from the saved ones: the shards changed since the state "
+                    "was saved"
+                )
+        if done:
+            self._finish_epoch(epoch)
+            return
+        rest = streams[0].native.remainder(epoch, [batch * b for batch in batches])
+        self._use_order(self._stream.repartitioned(self.rank, self.world_size, resume=rest))
+        self.set_position(epoch, 0)
+
+    def _finish_epoch(self, epoch: int) -> None:
+        """Loads a state saved at the end of ``epoch``: the next iteration starts the next."""
+        self._use_order(self._order_resumed(None, epoch, self.rank, self.world_size))
+        if epoch < MAX_EPOCH:
+            self.set_position(epoch + 1, 0)
+        else:
+            self.set_position(epoch, self._batches_in(epoch))
+
+    def _use_order(self, order) -> None:
+        """Draws from ``order`` from now on (a sampler, or a shard stream): the native loader
+        is built again with it. An iteration going on ends at its next step."""
+        if order is self.sampler:
+            return
+        self._adopt_process()
+        with self._guard:
+            if not self._guard.wait_for(lambda: self._waiting is None, timeout=60):
+                raise RuntimeError(
+                    f"thread {getattr(self._waiting, 'name', '?')!r} did not leave this "
+                    "Loader's next() within 60 s"
+                )
+            self._position_generation += 1
+            old, self._core = self._core, None
+            self.sampler = order
+            arguments = list(self._native_arguments)
+            arguments[self._order_slot] = self._native_order(order)
+            self._native_arguments = tuple(arguments)
+        if old is not None:
+            _stop_native(old)
 
     def stats(self) -> dict[str, Any]:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
@@ -1218,8 +1369,19 @@ class _ShardStream:
     """The order of a ShardDataset's epochs for one rank: the native ShardStreamSampler
     (stoker/shard_order.h) the loader draws its ids from, with what a state_dict records."""
 
-    def __init__(self, loader: Loader, dataset: ShardDataset):
-        self.rank, self.world_size = loader.rank, loader.world_size
+    def __init__(
+        self,
+        loader: Loader,
+        dataset: ShardDataset,
+        rank: int | None = None,
+        world_size: int | None = None,
+        resume: tuple[int, int, list[tuple[int, int, int]]] | None = None,
+    ):
+        self.rank = loader.rank if rank is None else rank
+        self.world_size = loader.world_size if world_size is None else world_size
+        # An elastic resume: (epoch, saving world size, [(rank, begin, end), ...]), or None.
+        self.resume = resume
+        self._loader = loader
         self._dataset = dataset
         self._buffer = loader.shuffle_buffer if loader.shuffle else 0
         self._seed = loader.seed
@@ -1229,13 +1391,13 @@ class _ShardStream:
             loader.shuffle,
             loader.seed,
             self._buffer,
-            loader.rank,
-            loader.world_size,
+            self.rank,
+            self.world_size,
             loader.equal_batches,
             loader.drop_last,
             loader.batch_size,
         )
-        self.native = _core.ShardStreamSampler(*self._arguments)
+        self.native = _core.ShardStreamSampler(*self._arguments, resume)
         self.config = {
             "kind": "ShardStream",
             "shuffle": loader.shuffle,
@@ -1243,6 +1405,11 @@ class _ShardStream:
             "equal_batches": loader.equal_batches,
             "num_shards": len(dataset.urls),
         }
+
+    def repartitioned(self, rank: int, world_size: int, *, resume=None) -> _ShardStream:
+        """The same stream for rank ``rank`` of ``world_size``, resuming as ``resume`` says
+        (what :meth:`_core.ShardStreamSampler.remainder` gives, or None)."""
+        return _ShardStream(self._loader, self._dataset, rank, world_size, resume)
 
     def rank_lengths(self, epoch: int) -> list[int]:
         """Samples each rank's shards hold in ``epoch``."""
@@ -1259,8 +1426,10 @@ class _ShardStream:
         """After ``emitted`` ids of ``epoch``: the next shard to read from and its next
         sample, and the ids the shuffle buffer holds."""
         stream = self.native.epoch_stream(epoch)
+        # A resumed epoch's stream is its order: the buffers had shuffled it already.
+        buffer = 0 if self.resume is not None and self.resume[0] == epoch else self._buffer
         consumed, held = _core.shuffle_buffer_state(
-            stream, self._buffer, self._seed, epoch, self.rank, min(emitted, len(stream))
+            stream, buffer, self._seed, epoch, self.rank, min(emitted, len(stream))
         )
         ds = self._dataset
         shard: str | None = None
@@ -1276,6 +1445,39 @@ class _ShardStream:
             "sample_in_shard": in_shard,
             "buffer": [int(i) for i in held],
         }
+
+
+def _elastic_entry(resume, epoch: int, shards: bool) -> dict[str, Any] | None:
+    """What a state_dict records of an elastic resume that cut ``epoch``, as plain values."""
+    if resume is None or resume[0] != epoch:
+        return None
+    if shards:
+        return {
+            "epoch": int(resume[0]),
+            "world_size": int(resume[1]),
+            "pieces": [[int(v) for v in piece] for piece in resume[2]],
+        }
+    return {"epoch": int(resume[0]), "start": int(resume[1])}
+
+
+def _resume_of(elastic, epoch: int, shards: bool):
+    """The resume a state's ``"elastic"`` entry describes (for its epoch), or None."""
+    if elastic is None:
+        return None
+    try:
+        if int(elastic["epoch"]) != epoch:
+            raise ValueError("another epoch")
+        if shards:
+            return (
+                epoch,
+                int(elastic["world_size"]),
+                [(int(r), int(b), int(e)) for r, b, e in elastic["pieces"]],
+            )
+        return (epoch, int(elastic["start"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise InvalidArgumentError(
+            f"state['elastic'] is not an elastic resume of epoch {epoch}: {elastic!r} ({error})"
+        ) from None
 
 
 def check_device(device):

@@ -4,6 +4,12 @@ Every sampler is a pure function of (seed, epoch, position) computed in C++ by a
 RNG (Philox4x32-10): nothing is stored per sample, any thread may ask, and the order resumes
 exactly from :meth:`Sampler.state_dict` (two numbers: the epoch and the next position).
 
+Every rank r of W visits the global positions r, r + W, ... of the epoch's global order, so what
+W ranks had consumed is a prefix of that order whatever W: :meth:`Sampler.repartitioned` makes
+the same order for other ranks, and with ``resume=(epoch, start)`` deals only the rest of that
+epoch, from global position ``start`` on, over them (an elastic resume: :class:`stoker.Loader`
+does this when a state saved on another world size is loaded).
+
 Samplers follow torch's protocol (iterable of ints, ``len()``, ``set_epoch()``) and can be
 passed to a ``torch.utils.data.DataLoader`` as ``sampler=``. Iterating hands out the ids from
 the current (epoch, position) to the end of the epoch, advancing the position as it goes; an
@@ -16,8 +22,9 @@ An empty dataset gives an empty epoch for the samplers that only order samples; 
 
 from __future__ import annotations
 
+import copy
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -37,6 +44,10 @@ from stoker.arguments import (
 )
 
 _CHUNK = 8192  # ids fetched per call while iterating
+# An elastic resume: (epoch, global start), or None.
+Resume = tuple[int, int] | None
+# Builds a sampler's C++ order for (rank, world_size, resume).
+_MakeCore = Callable[[int, int, Resume], _core.Sampler]
 
 __all__ = [
     "DistributedSampler",
@@ -61,14 +72,18 @@ class Sampler:
 
     def __init__(
         self,
-        core: _core.Sampler,
+        make_core: _MakeCore,
         *,
         dataset_size: int,
+        global_size: int,
         rank: int,
         world_size: int,
         config: dict[str, Any],
     ):
-        self._core = core
+        self._make_core = make_core
+        self._core = make_core(rank, world_size, None)
+        self.resume: Resume = None
+        self.global_size = global_size
         self._epoch = 0
         self._position = 0
         self._generation = 0  # bumped by set_epoch / load_state_dict: running iterators stop
@@ -89,8 +104,29 @@ class Sampler:
         return dict(self._config)
 
     def __len__(self) -> int:
-        """Ids this rank visits per epoch."""
-        return self._core.size
+        """Ids this rank visits in the current epoch (every epoch's count but the one an
+        elastic resume cuts)."""
+        return self._core.epoch_size(self._epoch)
+
+    def repartitioned(self, rank: int, world_size: int, *, resume: Resume = None) -> Sampler:
+        """The same order for rank ``rank`` of ``world_size``, at epoch 0. With ``resume=(epoch,
+        start)``, that epoch deals only the global positions from ``start`` on (what a run of
+        any world size had not consumed: ``start`` = positions per rank x its world size),
+        padded or cut as a whole epoch is; the other epochs are whole.
+
+        Raises :class:`stoker.InvalidArgumentError` for a rank outside [0, world_size), an
+        epoch outside [0, 2**32) or a negative start."""
+        world_size, rank = check_partition(rank, world_size)
+        if resume is not None:
+            resume = (
+                check_int("resume epoch", resume[0], 0, MAX_EPOCH),
+                check_int("resume start", resume[1], 0, MAX_INT64),
+            )
+        other = copy.copy(self)
+        other._core = self._make_core(rank, world_size, resume)
+        other.rank, other.world_size, other.resume = rank, world_size, resume
+        other._epoch = other._position = other._generation = 0
+        return other
 
     @property
     def epoch(self) -> int:
@@ -133,10 +169,9 @@ class Sampler:
         epoch, all of it) for this rank, as int64, in order. Computed in C++ with the GIL
         released; does not change the sampler's state."""
         epoch = self._epoch if epoch is None else check_int("epoch", epoch, 0, MAX_EPOCH)
-        start = check_int("start", start, 0, len(self))
-        count = (
-            len(self) - start if count is None else check_int("count", count, 0, len(self) - start)
-        )
+        size = self._core.epoch_size(epoch)
+        start = check_int("start", start, 0, size)
+        count = size - start if count is None else check_int("count", count, 0, size - start)
         return self._core.fill(epoch, start, count)
 
     def __iter__(self) -> Iterator[int]:
@@ -188,8 +223,11 @@ class DistributedSampler(Sampler):
         shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
         drop_last = check_bool("drop_last", drop_last)
         super().__init__(
-            _core.DistributedSampler(n, shuffle, seed, rank, world_size, drop_last),
+            lambda rank, world, resume: _core.DistributedSampler(
+                n, shuffle, seed, rank, world, drop_last, resume
+            ),
             dataset_size=n,
+            global_size=n,
             rank=rank,
             world_size=world_size,
             config={"shuffle": shuffle, "seed": seed, "drop_last": drop_last},
@@ -282,10 +320,14 @@ class EpisodeAwareSampler(Sampler):
         world_size, rank = check_partition(rank, world_size)
         shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
         drop_last = check_bool("drop_last", drop_last)
-        inner = _core.DistributedSampler(len(self.ids), shuffle, seed, rank, world_size, drop_last)
+        kept: np.ndarray = self.ids
         super().__init__(
-            _core.MappedSampler(inner, self.ids),
+            lambda rank, world, resume: _core.MappedSampler(
+                _core.DistributedSampler(len(kept), shuffle, seed, rank, world, drop_last, resume),
+                kept,
+            ),
             dataset_size=dataset_size,
+            global_size=len(kept),
             rank=rank,
             world_size=world_size,
             config={
@@ -333,8 +375,11 @@ class WeightedSampler(Sampler):
         world_size, rank = check_partition(rank, world_size)
         seed, drop_last = check_seed(seed), check_bool("drop_last", drop_last)
         super().__init__(
-            _core.WeightedSampler(weights, num_samples, seed, rank, world_size, drop_last),
+            lambda rank, world, resume: _core.WeightedSampler(
+                weights, num_samples, seed, rank, world, drop_last, resume
+            ),
             dataset_size=len(weights),
+            global_size=len(weights) if num_samples is None else num_samples,
             rank=rank,
             world_size=world_size,
             config={
@@ -383,8 +428,11 @@ class MixSampler(Sampler):
         seed, drop_last = check_seed(seed), check_bool("drop_last", drop_last)
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         super().__init__(
-            _core.MixSampler(weights, sizes, num_samples, seed, rank, world_size, drop_last),
+            lambda rank, world, resume: _core.MixSampler(
+                weights, sizes, num_samples, seed, rank, world, drop_last, resume
+            ),
             dataset_size=int(self.offsets[-1]),
+            global_size=int(self.offsets[-1]) if num_samples is None else num_samples,
             rank=rank,
             world_size=world_size,
             config={
@@ -429,10 +477,11 @@ class LoadBalancedSampler(Sampler):
         drop_last = check_bool("drop_last", drop_last)
         self.batch_size = batch_size
         super().__init__(
-            _core.LoadBalancedSampler(
-                costs, batch_size, shuffle, seed, rank, world_size, drop_last
+            lambda rank, world, resume: _core.LoadBalancedSampler(
+                costs, batch_size, shuffle, seed, rank, world, drop_last, resume
             ),
             dataset_size=len(costs),
+            global_size=len(costs),
             rank=rank,
             world_size=world_size,
             config={

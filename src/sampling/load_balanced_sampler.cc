@@ -26,13 +26,15 @@ struct StepPlan {
 
 class Balancer {
  public:
+  // `per_rank`: the epoch's (epoch_size()).
   Balancer(std::span<const double> costs, const LoadBalancedOptions& options, int64_t per_rank,
            uint32_t epoch)
       : costs_(costs),
         options_(options),
         per_rank_(per_rank),
         epoch_(epoch),
-        order_(static_cast<int64_t>(costs.size()), options.shuffle, options.seed, epoch) {}
+        order_(static_cast<int64_t>(costs.size()), options.shuffle, options.seed, epoch,
+               detail::epoch_span(static_cast<int64_t>(costs.size()), options.resume, epoch)) {}
 
   int64_t steps() const { return (per_rank_ + options_.batch_size - 1) / options_.batch_size; }
 
@@ -143,10 +145,18 @@ Result<std::unique_ptr<LoadBalancedSampler>> LoadBalancedSampler::create(
                   "batch_size must be at least 1, got " + std::to_string(options.batch_size));
   }
   STOKER_RETURN_IF_ERROR(detail::check_partition(options.rank, options.world_size));
+  STOKER_RETURN_IF_ERROR(detail::check_resume(options.resume));
   const int64_t per_rank = detail::per_rank_count(static_cast<int64_t>(costs.size()),
                                                   options.world_size, options.drop_last);
   return std::unique_ptr<LoadBalancedSampler>(
       new LoadBalancedSampler(std::vector<double>(costs.begin(), costs.end()), options, per_rank));
+}
+
+int64_t LoadBalancedSampler::epoch_size(uint32_t epoch) const {
+  const auto n = static_cast<int64_t>(costs_.size());
+  const detail::EpochSpan span = detail::epoch_span(n, options_.resume, epoch);
+  if (span.count == n) return per_rank_;
+  return detail::per_rank_count(span.count, options_.world_size, options_.drop_last);
 }
 
 int64_t LoadBalancedSampler::at(uint32_t epoch, int64_t position) const {
@@ -157,9 +167,9 @@ int64_t LoadBalancedSampler::at(uint32_t epoch, int64_t position) const {
 }
 
 Status LoadBalancedSampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const {
-  STOKER_RETURN_IF_ERROR(check_range(start, out.size()));
+  STOKER_RETURN_IF_ERROR(check_range(epoch, start, out.size()));
   if (out.empty()) return ok_status();
-  const Balancer balancer(costs_, options_, per_rank_, epoch);
+  const Balancer balancer(costs_, options_, epoch_size(epoch), epoch);
   StepPlan plan;
   const int64_t batch = options_.batch_size;
   int64_t position = start;
@@ -178,7 +188,7 @@ Status LoadBalancedSampler::fill(uint32_t epoch, int64_t start, std::span<int64_
 }
 
 BalanceReport LoadBalancedSampler::report(uint32_t epoch) const {
-  const Balancer balancer(costs_, options_, per_rank_, epoch);
+  const Balancer balancer(costs_, options_, epoch_size(epoch), epoch);
   StepPlan plan;
   ImbalanceSum before, after;
   const int64_t steps = balancer.steps();

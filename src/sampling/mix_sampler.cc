@@ -39,7 +39,7 @@ Result<std::unique_ptr<MixSampler>> MixSampler::create(std::span<const double> w
 
 int64_t MixSampler::at(uint32_t epoch, int64_t position) const {
   const int64_t dataset = datasets_->at(epoch, position);
-  const auto g = static_cast<uint64_t>(options_.rank + position * options_.world_size);
+  const auto g = static_cast<uint64_t>(datasets_->draw(epoch, position));
   const std::array<uint32_t, 4> w =
       core::random_words(options_.seed, epoch, g, core::kMixSampleStream);
   const int64_t size = offsets_[dataset + 1] - offsets_[dataset];

@@ -21,20 +21,30 @@ Status check_partition(int64_t rank, int64_t world_size) {
   return ok_status();
 }
 
+Status check_resume(const std::optional<ElasticStart>& resume) {
+  if (resume && resume->start < 0) {
+    return Status(
+        StatusCode::kInvalidArgument,
+        "an elastic resume starts at a global position >= 0, got " + std::to_string(resume->start));
+  }
+  return ok_status();
+}
+
 }  // namespace detail
 
-Status Sampler::check_range(int64_t start, size_t count) const {
-  if (start < 0 || start > size() || count > static_cast<uint64_t>(size() - start)) {
+Status Sampler::check_range(uint32_t epoch, int64_t start, size_t count) const {
+  const int64_t positions = epoch_size(epoch);
+  if (start < 0 || start > positions || count > static_cast<uint64_t>(positions - start)) {
     return Status(StatusCode::kInvalidArgument,
                   "positions [" + std::to_string(start) + ", " +
-                      std::to_string(start + static_cast<int64_t>(count)) +
-                      ") are outside the epoch's " + std::to_string(size()) + " positions");
+                      std::to_string(start + static_cast<int64_t>(count)) + ") are outside epoch " +
+                      std::to_string(epoch) + "'s " + std::to_string(positions) + " positions");
   }
   return ok_status();
 }
 
 Status Sampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const {
-  STOKER_RETURN_IF_ERROR(check_range(start, out.size()));
+  STOKER_RETURN_IF_ERROR(check_range(epoch, start, out.size()));
   for (size_t k = 0; k < out.size(); ++k) out[k] = at(epoch, start + static_cast<int64_t>(k));
   return ok_status();
 }

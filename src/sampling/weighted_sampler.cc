@@ -41,6 +41,7 @@ Result<std::unique_ptr<WeightedSampler>> WeightedSampler::create(std::span<const
                   "num_samples must be non-negative, got " + std::to_string(num_samples));
   }
   STOKER_RETURN_IF_ERROR(detail::check_partition(options.rank, options.world_size));
+  STOKER_RETURN_IF_ERROR(detail::check_resume(options.resume));
   options.num_samples = num_samples;
   std::unique_ptr<WeightedSampler> sampler(new WeightedSampler(
       options, detail::per_rank_count(num_samples, options.world_size, options.drop_last)));
@@ -79,8 +80,20 @@ Result<std::unique_ptr<WeightedSampler>> WeightedSampler::create(std::span<const
   return sampler;
 }
 
+int64_t WeightedSampler::epoch_size(uint32_t epoch) const {
+  const int64_t draws = *options_.num_samples;
+  const detail::EpochSpan span = detail::epoch_span(draws, options_.resume, epoch);
+  if (span.count == draws) return per_rank_;
+  return detail::per_rank_count(span.count, options_.world_size, options_.drop_last);
+}
+
+int64_t WeightedSampler::draw(uint32_t epoch, int64_t position) const {
+  const detail::EpochSpan span = detail::epoch_span(*options_.num_samples, options_.resume, epoch);
+  return span.first + options_.rank + position * options_.world_size;
+}
+
 int64_t WeightedSampler::at(uint32_t epoch, int64_t position) const {
-  const auto g = static_cast<uint64_t>(options_.rank + position * options_.world_size);
+  const auto g = static_cast<uint64_t>(draw(epoch, position));
   const std::array<uint32_t, 4> w =
       core::random_words(options_.seed, epoch, g, core::kWeightedStream);
   const int64_t column = core::uniform_below(w[0], w[1], static_cast<int64_t>(accept_.size()));
