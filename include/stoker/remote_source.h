@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stoker/byte_source.h"
 #include "stoker/status.h"
@@ -55,6 +56,8 @@ struct RemoteOptions {
   // Reads.
   int64_t read_through_gap_bytes = -1;  // default 64 KiB: ranges closer than this, one request
   int64_t min_request_bytes = 0;        // default 256 KiB: a small read fetches this much ahead
+
+  bool operator==(const RemoteOptions&) const = default;
 };
 
 /// Counters of the whole process's remote reads since it started; the Loader reports the
@@ -91,7 +94,8 @@ Result<RemoteOptions> resolve_remote_options(const RemoteOptions& options);
 
 /// Options that open_source() uses for every URL starting with `prefix` (the longest matching
 /// prefix wins; URLs matching none use the environment's). What a dataset over s3://bucket/ds
-/// registers, so that the videos its index names are opened with its options.
+/// registers, so that the videos its index names are opened with its options. New options
+/// for a prefix open its sources again; the same options again change nothing.
 void set_remote_options(const std::string& prefix, const RemoteOptions& options);
 
 /// The process's range cache: at most `memory_bytes` of fetched ranges in memory (default
@@ -99,6 +103,22 @@ void set_remote_options(const std::string& prefix, const RemoteOptions& options)
 /// `disk_bytes` of them kept on local disk across processes for repeated epochs.
 void configure_remote_cache(int64_t memory_bytes, const std::string& disk_folder,
                             int64_t disk_bytes);
+
+/// An object of a listing: its URL, size and ETag (quotes included, as S3 sends it).
+struct ListedObject {
+  std::string url;
+  int64_t size = 0;
+  std::string etag;
+};
+
+/// Every object whose URL starts with `prefix_url` ("s3://bucket/datasets/pusht/"; "s3://bucket"
+/// lists the whole bucket), by ListObjectsV2: one request per 1,000 objects, each retried as
+/// reads are, with the options registered for the prefix (set_remote_options). What tells a
+/// dataset's object sizes and versions at the cost of one request per thousand objects instead
+/// of a HEAD each. In key order. Errors as open_remote_source()'s (a missing bucket:
+/// kNotFound; refused credentials: kPermissionDenied), naming the prefix; kInvalidArgument for
+/// a URL that is not s3://.
+Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_url);
 
 /// A local path opens open_file_source(); a URL opens open_remote_source() with the options
 /// registered for it. Remote sources are opened once per process and URL and shared.

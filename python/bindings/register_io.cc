@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <string>
@@ -129,6 +130,23 @@ void register_io(nb::module_& m) {
         return d;
       },
       "Counters of this process's remote reads since it started.");
+
+  m.def(
+      "list_objects",
+      [](const std::string& prefix_url) {
+        Result<std::vector<ListedObject>> listed = [&] {
+          nb::gil_scoped_release release;  // one request per 1,000 objects
+          return list_remote_objects(prefix_url);
+        }();
+        std::vector<std::tuple<std::string, int64_t, std::string>> objects;
+        for (ListedObject& object : value_or_raise(std::move(listed), Area::kDataset)) {
+          objects.emplace_back(std::move(object.url), object.size, std::move(object.etag));
+        }
+        return objects;
+      },
+      nb::arg("prefix_url"),
+      "(url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 "
+      "request per 1,000 objects.");
 
   m.def(
       "stat_source",

@@ -205,6 +205,11 @@ def configure_remote_cache(memory_bytes: int, disk_folder: str = '', disk_bytes:
 def remote_stats() -> dict:
     """Counters of this process's remote reads since it started."""
 
+def list_objects(prefix_url: str) -> list[tuple[str, int, str]]:
+    """
+    (url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 request per 1,000 objects.
+    """
+
 def stat_source(path_or_url: str) -> tuple[int, str, int]:
     """
     (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).

@@ -1,4 +1,5 @@
-"""The ``stoker`` command: ``stoker doctor ...``, ``stoker etl ...`` and ``stoker shard ...``.
+"""The ``stoker`` command: ``stoker doctor ...``, ``stoker etl ...``, ``stoker index ...`` and
+``stoker shard ...``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``main(args) -> int``; this file dispatches, and says how a command that writes a folder
@@ -18,6 +19,10 @@ COMMANDS = {
     "etl": (
         "stoker.writers.etl",
         "materialize a dataset at training resolution, with typed columns",
+    ),
+    "index": (
+        "stoker.datasets.lerobot.index_command",
+        "build a dataset's episode index ahead of a job, where its ranks find it",
     ),
     "shard": ("stoker.writers.shards", "write samples into tar shards of equal bytes, shuffled"),
 }

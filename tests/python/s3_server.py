@@ -198,6 +198,7 @@ class Faults:
     stall_hang: bool = False
     on_request: Dict[int, str] = field(default_factory=dict)
     latency_s: float = 0.0  # added before every answer
+    deny_listing: bool = False  # ListObjects answered 403 AccessDenied (get allowed, list not)
     bandwidth: float = 0.0  # bytes/s of bodies sent back; 0: no cap
 
 
@@ -216,6 +217,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._faults = faults or Faults()
         self.requests = 0
+        self.methods: Dict[str, int] = {}  # requests by HTTP method
         self.bytes_sent = 0
         self.faults_injected: Dict[str, int] = {}
         self.in_flight = 0
@@ -280,11 +282,21 @@ class FaultProxy:
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
+        with self._lock:
+            self.methods[handler.command] = self.methods.get(handler.command, 0) + 1
         kind, faults = self._draw()
         if faults.latency_s:
             time.sleep(faults.latency_s)
-        if kind in ("slowdown", "error"):
-            status, code = (503, "SlowDown") if kind == "slowdown" else (500, "InternalError")
+        if faults.deny_listing and "list-type=" in handler.path:
+            kind = "denied"
+            with self._lock:
+                self.faults_injected[kind] = self.faults_injected.get(kind, 0) + 1
+        if kind in ("slowdown", "error", "denied"):
+            status, code = {
+                "slowdown": (503, "SlowDown"),
+                "error": (500, "InternalError"),
+                "denied": (403, "AccessDenied"),
+            }[kind]
             xml = (
                 f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
                 f"<Message>injected by FaultProxy</Message></Error>"

@@ -342,3 +342,56 @@ def test_missing_dataset_folder(tmp_path):
         load(tmp_path / "absent")
     with pytest.raises(ValueError, match="threads"):
         load(tmp_path, threads=0)
+
+
+# A rank of a job opening the dataset at once with the others: waits for the file "go", then
+# loads the index and prints whether it built it, and the index's checksum.
+RANK = """
+import os, sys, time
+from stoker.datasets.lerobot.index import load_index
+root, go = sys.argv[1], sys.argv[2]
+while not os.path.exists(go):
+    time.sleep(0.001)
+index = load_index(root, progress=False)
+print("built" if index.report is not None else "found", index._core.checksum)
+"""
+
+
+def test_ranks_opening_a_dataset_at_once_build_its_index_once(lerobot_v30, lerobot_copy, tmp_path):
+    import subprocess
+    import sys
+
+    root = lerobot_copy(lerobot_v30)
+    go = str(tmp_path / "go")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
+    ranks = [
+        subprocess.Popen([sys.executable, "-c", RANK, root, go], stdout=subprocess.PIPE, text=True,
+                         env=env)
+        for _ in range(3)
+    ]
+    open(go, "w").close()
+    outputs = [rank.communicate(timeout=120)[0].split() for rank in ranks]
+    assert all(rank.returncode == 0 for rank in ranks)
+    assert sorted(what for what, _ in outputs) == ["built", "found", "found"]
+    assert len({checksum for _, checksum in outputs}) == 1  # all map the one build
+
+
+def test_stoker_index_builds_ahead_of_a_job_and_says_where_ranks_find_it(
+    lerobot_v21, lerobot_copy, tmp_path
+):
+    import subprocess
+    import sys
+
+    root = lerobot_copy(lerobot_v21)
+    env = {**os.environ, "PYTHONPATH": "python"}
+    command = [sys.executable, "-m", "stoker", "index", root, "--quiet"]
+    first = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    assert f"{root}: 3 episodes, 18 rows, 6 video files: built in" in first
+    assert "ranks find it beside the dataset" in first
+    again = subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    assert "already current, found in" in again
+    assert load_index(root, progress=False).report is None  # a rank maps it, builds nothing
+    missing = subprocess.run(command[:4] + [str(tmp_path / "nothing")], capture_output=True,
+                             text=True, env=env)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("stoker index: error: ") and "nothing" in missing.stderr

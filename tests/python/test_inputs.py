@@ -112,8 +112,10 @@ def test_bad_loader_states_are_refused_naming_the_field(lerobot_v21):
         state = {k: v for k, v in good.items() if k != missing}
         with pytest.raises(InvalidArgumentError, match=f"the loader state lacks '{missing}'"):
             loader.load_state_dict(state)
-    with pytest.raises(InvalidArgumentError, match="got list"):
-        loader.load_state_dict([("epoch", 0)])
+    with pytest.raises(InvalidArgumentError, match="a loader state is a dict, got tuple in the list"):
+        loader.load_state_dict([("epoch", 0)])  # a list holds every rank's state
+    with pytest.raises(InvalidArgumentError, match="Loader.state_dict.. returns .or a list"):
+        loader.load_state_dict("state")
     loader.load_state_dict(dict(good, epoch=2**32 - 1, batch=5))  # the largest, and valid
     assert loader.state_dict()["epoch"] == 2**32 - 1
     with pytest.raises(InvalidArgumentError, match="epoch must be in"):

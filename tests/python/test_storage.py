@@ -311,13 +311,15 @@ def test_the_remote_index_key_changes_when_an_object_is_uploaded_again(s3_env, t
     try:
         with open(video, "rb") as f:
             s3_env.put(BUCKET, key, f.read() + b"\0")  # a new version of one video
-        second = remote_index_path(source, meta, str(tmp_path))
+        # A root is one look at the store (one listing): the old root still sees what it
+        # listed, a root opened again sees the new version.
+        assert remote_index_path(source, meta, str(tmp_path)) == first
+        second = remote_index_path(open_dataset_root(url("v30")), meta, str(tmp_path))
         assert second != first and os.path.dirname(second) == os.path.dirname(first)
     finally:
         s3_env.s3.upload_file(video, BUCKET, key)
-    time.sleep(0.01)
-    # Restored bytes: the same size; the version (ETag, else modification time) still differs.
-    assert remote_index_path(source, meta, str(tmp_path)) != second
+    # Restored bytes: the same size and ETag (S3's ETag of a single-part upload is its MD5).
+    assert remote_index_path(open_dataset_root(url("v30")), meta, str(tmp_path)) == first
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +437,48 @@ def proxy(s3, fault_proxy):
     """A FaultProxy in front of the server (with both datasets), the environment pointing at
     it."""
     return fault_proxy
+
+
+@pytest.fixture(scope="module")
+def many_episodes(tmp_path_factory, lerobot_cache, s3):
+    """A v2.1 dataset of 30 two-frame episodes (93 objects) at s3://stoker-data/ds/many."""
+    written = lerobot_datasets.write_v21(
+        tmp_path_factory.mktemp("many") / "many", [2] * 30, CAMERAS, fps=30, codec="h264",
+        size=(48, 64), cache_dir=lerobot_cache,
+    )
+    s3.upload_tree(written.root, BUCKET, "ds/many")
+    return written
+
+
+def opening_requests(proxy, dataset_url):
+    """The requests, by method, that opening the dataset at ``dataset_url`` sends."""
+    proxy.methods.clear()
+    stoker.LeRobotDataset(dataset_url, spec(), progress=False)
+    return dict(proxy.methods)
+
+
+def test_a_warm_open_sends_a_few_requests_whatever_the_object_count(proxy, many_episodes):
+    """The objects' sizes and versions come from one listing (a request per 1,000 objects),
+    not from a HEAD per object (a warm open of 123 objects sent 257 requests)."""
+    for dataset in (url("v21"), "s3://stoker-data/ds/many"):
+        opening_requests(proxy, dataset)  # cold: builds the index
+    few = opening_requests(proxy, url("v21"))  # 9 objects
+    many = opening_requests(proxy, "s3://stoker-data/ds/many")  # 93 objects
+    assert few == many
+    assert sum(many.values()) <= 16, many
+    assert many.get("HEAD", 0) <= 4, many  # the meta files pyarrow reads; no object's own
+
+
+def test_where_listing_is_refused_objects_are_asked_one_by_one(proxy, tiny):
+    """Credentials that may get objects but not list them: the dataset still opens, its
+    versions learned by a HEAD per object, and reads the same items."""
+    proxy.set_faults(deny_listing=True)
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
+    remote = stoker.LeRobotDataset(url("v21"), spec(), progress=False)  # v3.0 needs a listing
+    assert proxy.faults_injected.get("denied", 0) >= 1
+    assert proxy.methods["HEAD"] >= 6  # every video and data file, one by one
+    for i in range(len(local)):
+        same_items(remote[i], local[i])
 
 
 def test_items_survive_faults_and_retries_are_counted(proxy, tiny):

@@ -14,6 +14,12 @@ dataset prefix). Metadata (JSON, Parquet) is read here, through a :class:`Root`:
 ``s3://bucket/prefix`` (``pyarrow.fs.S3FileSystem``) or an ``https://host/path`` (urllib; plain
 HTTP cannot list, so such a dataset must be enumerable from its metadata).
 
+An S3 root lists its prefix once, on the first question about its objects (which exist, their
+sizes and versions), by ListObjectsV2: one request per 1,000 objects instead of a HEAD per
+object, and answers every later question from that listing. A root is thus one look at the
+store: open it again to see objects changed since. Where listing is refused (credentials
+allowed to get objects but not to list them), it asks object by object, as before.
+
 Every failure to read names the URL and says which of these it is: a missing bucket, a missing
 object, credentials the store refused, or another error with the store's words.
 """
@@ -31,6 +37,7 @@ import json
 import os
 import posixpath
 import random
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -317,9 +324,9 @@ class Root(abc.ABC):
 
     @abc.abstractmethod
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
-        """(size, version tag) of each member: the ETag for remote objects (the engine's HEAD
-        requests, on a thread pool), the mtime in ns for files. Raises naming the first that
-        is missing."""
+        """(size, version tag) of each member: the ETag for remote objects (an S3 root's
+        listing, else the engine's HEAD requests on a thread pool), the mtime in ns for
+        files. Raises naming the first that is missing."""
 
     @abc.abstractmethod
     def open_parquet(self, member: Member) -> Any:
@@ -331,8 +338,6 @@ class Root(abc.ABC):
         """The JSON object in a member; raises naming ``what`` and its URL when it is missing,
         unreadable, not JSON, or not an object."""
         url = self.url(member)
-        if not self.exists(member):
-            raise DatasetError(f"missing {what} {url}")
         try:
             value = json.loads(self.read_bytes(member, what).decode("utf-8"))
         except ValueError as e:
@@ -344,13 +349,11 @@ class Root(abc.ABC):
     def read_jsonl_table(self, member: Member, what: str = "meta file") -> pa.Table:
         """A JSON-lines file as a table (empty file: an empty table)."""
         url = self.url(member)
-        size = self.size(member)
-        if size < 0:
-            raise DatasetError(f"missing {what} {url}")
-        if size == 0:
+        data = self.read_bytes(member, what)  # raises naming a missing member
+        if not data:
             return pa.table({})
         try:
-            return pa_json.read_json(io.BytesIO(self.read_bytes(member, what)))
+            return pa_json.read_json(io.BytesIO(data))
         except (OSError, pa.ArrowException) as e:
             raise DatasetError(f"cannot read {what} {url}: {e}") from None
 
@@ -461,6 +464,29 @@ class S3Root(Root):
         if not self.bucket:
             raise InvalidArgumentError(f"{url}: an S3 URL names a bucket, s3://bucket/prefix")
         self._fs = _s3_filesystem(options.resolved())
+        # The objects under the root, url -> (size, ETag), from one listing on first use; None
+        # before it, or when listing is refused (objects are then asked one by one).
+        self._listing: dict[str, tuple[int, str]] | None = None
+        self._listing_refused = False
+        self._listing_lock = threading.Lock()
+
+    def _listed(self, url: str) -> dict[str, tuple[int, str]] | None:
+        """The root's listing when ``url`` lies under the root and listing is allowed, else
+        None. The first call lists (one request per 1,000 objects)."""
+        if not url.startswith(self.location + "/"):
+            return None
+        with self._listing_lock:
+            if self._listing is None and not self._listing_refused:
+                register_remote_options(self.location + "/", self.options)
+                try:
+                    objects = _core.list_objects(self.location + "/")
+                except _core.AccessDeniedError:
+                    self._listing_refused = True  # allowed to get, not to list
+                    return None
+                except _core.Error as e:
+                    raise DatasetError(str(e)) from None
+                self._listing = {url: (int(size), str(tag)) for url, size, tag in objects}
+            return self._listing
 
     def url(self, member: Member) -> str:
         if is_url(member):
@@ -495,11 +521,17 @@ class S3Root(Root):
     def exists(self, member: Member) -> bool:
         from pyarrow import fs
 
+        listing = self._listed(self.url(member))
+        if listing is not None:
+            return self.url(member) in listing
         return self._info([member])[0].type == fs.FileType.File
 
     def size(self, member: Member) -> int:
         from pyarrow import fs
 
+        listing = self._listed(self.url(member))
+        if listing is not None:
+            return listing.get(self.url(member), (-1, ""))[0]
         info = self._info([member])[0]
         return info.size if info.type == fs.FileType.File else -1
 
@@ -541,6 +573,15 @@ class S3Root(Root):
         from pyarrow import fs
 
         base = self.url(folder).rstrip("/")
+        listing = self._listed(base + "/")
+        if listing is not None:
+            return sorted(
+                url
+                for url in listing
+                if url.startswith(base + "/")
+                and not url.endswith("/")  # a "folder" marker
+                and fnmatch.fnmatchcase(url[len(base) + 1 :], pattern)
+            )
         with self._errors(base + "/", "folder"):
             selector = fs.FileSelector(base[len("s3://") :], recursive=True, allow_not_found=True)
             infos = self._retrying(lambda: self._fs.get_file_info(selector))
@@ -553,8 +594,18 @@ class S3Root(Root):
         )
 
     def versions(self, members: Sequence[Member]) -> list[tuple[int, str]]:
+        """(size, ETag) of each member: from the root's listing, and by a HEAD each for those
+        it does not hold (outside the root, or missing: then the error names it)."""
         register_remote_options(self.location + "/", self.options)
-        return _stat_all([self.url(m) for m in members])
+        urls = [self.url(m) for m in members]
+        found: dict[str, tuple[int, str]] = {}
+        for url in urls:
+            listing = self._listed(url)
+            if listing is not None and url in listing:
+                found[url] = listing[url]
+        asked = [url for url in dict.fromkeys(urls) if url not in found]
+        found.update(zip(asked, _stat_all(asked)))
+        return [found[url] for url in urls]
 
     def open_parquet(self, member: Member) -> Any:
         # Read whole, so that a transfer cut short is retried here, not met mid-table.

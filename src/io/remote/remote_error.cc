@@ -1,9 +1,22 @@
 #include "io/remote/remote_error.h"
 
+#include <cstdlib>
+
 namespace stoker::io {
 namespace {
 
-std::string decode_entities(std::string text) {
+std::string element(const std::string& body, const std::string& name) {
+  const std::string open = "<" + name + ">";
+  const size_t start = body.find(open);
+  if (start == std::string::npos) return "";
+  const size_t end = body.find("</" + name + ">", start + open.size());
+  if (end == std::string::npos) return "";
+  return decode_xml_entities(body.substr(start + open.size(), end - start - open.size()));
+}
+
+}  // namespace
+
+std::string decode_xml_entities(const std::string& text) {
   static constexpr std::pair<const char*, char> kEntities[] = {
       {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
   std::string out;
@@ -19,22 +32,24 @@ std::string decode_entities(std::string text) {
           break;
         }
       }
+      const size_t end = text.find(';', i);
+      if (!replaced && i + 2 < text.size() && text[i + 1] == '#' && end != std::string::npos &&
+          end - i <= 8) {
+        const bool hex = text[i + 2] == 'x' || text[i + 2] == 'X';
+        const std::string digits = text.substr(i + (hex ? 3 : 2), end - i - (hex ? 3 : 2));
+        char* stop = nullptr;
+        const long code = std::strtol(digits.c_str(), &stop, hex ? 16 : 10);
+        if (!digits.empty() && *stop == '\0' && code > 0 && code < 128) {
+          out.push_back(static_cast<char>(code));
+          i = end + 1;
+          replaced = true;
+        }
+      }
     }
     if (!replaced) out.push_back(text[i++]);
   }
   return out;
 }
-
-std::string element(const std::string& body, const std::string& name) {
-  const std::string open = "<" + name + ">";
-  const size_t start = body.find(open);
-  if (start == std::string::npos) return "";
-  const size_t end = body.find("</" + name + ">", start + open.size());
-  if (end == std::string::npos) return "";
-  return decode_entities(body.substr(start + open.size(), end - start - open.size()));
-}
-
-}  // namespace
 
 S3Error parse_s3_error(const std::string& body) {
   if (body.find("<Error>") == std::string::npos) return {};

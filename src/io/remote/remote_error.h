@@ -19,6 +19,10 @@ struct S3Error {
 /// The <Code>, <Message> and <Region> of an S3 error document (entities like &amp; decoded).
 S3Error parse_s3_error(const std::string& body);
 
+/// `text` with XML's five named entities (&amp; &lt; &gt; &quot; &apos;) and numeric character
+/// references below 128 (&#13; &#x0D;, as S3 writes control characters in keys) decoded.
+std::string decode_xml_entities(const std::string& text);
+
 /// What a failed request asked, for explaining its answer.
 struct RequestContext {
   std::string bucket;    // empty unless S3

@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "core/mutex.h"
 #include "io/remote/cache_config.h"
+#include "io/remote/object_listing.h"
 #include "io/remote/object_request.h"
 #include "io/remote/per_fork_generation.h"
 #include "io/remote/range_cache.h"
@@ -117,32 +120,70 @@ RemoteOptions options_for(const std::string& url) {
   return best == nullptr ? RemoteOptions{} : best->second;
 }
 
-// The remote sources open_source() opened, one per URL, in this fork generation.
+// The remote sources open_source() opened, one per URL, in this fork generation. Each URL is
+// opened once (one HEAD): a thread asking for a URL that another thread is opening waits for
+// that open and shares its source or its error, so a video a decode thread and a prefetching
+// I/O thread touch at once costs one request, not two.
 class SharedSources {
  public:
-  std::shared_ptr<const ByteSource> find(const std::string& url) EXCLUDES(mutex_) {
-    core::MutexLock lock(&mutex_);
-    const auto found = sources_.find(url);
-    return found == sources_.end() ? nullptr : found->second;
-  }
-  // The source kept for `url`: `source`, or one another thread kept first.
-  std::shared_ptr<const ByteSource> keep(const std::string& url,
-                                         std::shared_ptr<const ByteSource> source)
+  using Open = std::function<Result<std::unique_ptr<ByteSource>>()>;
+
+  Result<std::shared_ptr<const ByteSource>> get(const std::string& url, const Open& open)
       EXCLUDES(mutex_) {
     core::MutexLock lock(&mutex_);
-    return sources_.emplace(url, std::move(source)).first->second;
+    for (;;) {
+      if (const auto found = sources_.find(url); found != sources_.end()) return found->second;
+      const auto pending = opening_.find(url);
+      if (pending == opening_.end()) break;
+      const std::shared_ptr<Opening> other = pending->second;
+      while (!other->done) opened_.wait(&mutex_);
+      if (!other->status.ok()) return other->status;
+      if (other->source != nullptr) return other->source;
+    }
+    auto mine = std::make_shared<Opening>();
+    opening_.emplace(url, mine);
+    lock.unlock();
+    Result<std::unique_ptr<ByteSource>> opened = open();
+    lock.lock();
+    opening_.erase(url);
+    mine->done = true;
+    if (opened.ok()) {
+      mine->source = std::shared_ptr<const ByteSource>(std::move(opened).value());
+      if (mine->keep) sources_.emplace(url, mine->source);
+    } else {
+      mine->status = opened.status();
+    }
+    opened_.signal_all();
+    if (!mine->status.ok()) return mine->status;
+    return mine->source;
   }
+
   void forget_prefix(const std::string& prefix) EXCLUDES(mutex_) {
     core::MutexLock lock(&mutex_);
     for (auto it = sources_.lower_bound(prefix);
          it != sources_.end() && starts_with(it->first, prefix);) {
       it = sources_.erase(it);
     }
+    // Opens in progress under the old options serve their callers, and are not kept.
+    for (auto it = opening_.lower_bound(prefix);
+         it != opening_.end() && starts_with(it->first, prefix); ++it) {
+      it->second->keep = false;
+    }
   }
 
  private:
+  // An open in progress; done once it has a source or a status.
+  struct Opening {
+    bool done = false;
+    bool keep = true;  // false once forget_prefix() dropped its URL's options
+    Status status;
+    std::shared_ptr<const ByteSource> source;
+  };
+
   core::Mutex mutex_;
+  core::CondVar opened_;
   std::map<std::string, std::shared_ptr<const ByteSource>> sources_ GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<Opening>> opening_ GUARDED_BY(mutex_);
 };
 io::PerForkGeneration<SharedSources> shared_sources;
 
@@ -168,8 +209,14 @@ Result<std::unique_ptr<ByteSource>> open_remote_source(const std::string& url,
 }
 
 void set_remote_options(const std::string& prefix, const RemoteOptions& options) {
-  auto* fresh = new OptionsRegistry();
   const OptionsRegistry* current = registered_options.load(std::memory_order_acquire);
+  if (current != nullptr) {
+    for (const auto& entry : current->entries) {
+      // The same options again (a dataset opened again): its sources stay open.
+      if (entry.first == prefix && entry.second == options) return;
+    }
+  }
+  auto* fresh = new OptionsRegistry();
   do {
     fresh->entries.clear();
     if (current != nullptr) {
@@ -194,16 +241,51 @@ void configure_remote_cache(int64_t memory_bytes, const std::string& disk_folder
   io::range_cache().trim();
 }
 
+Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_url) {
+  if (!starts_with(prefix_url, "s3://")) {
+    return Status(StatusCode::kInvalidArgument,
+                  "'" + prefix_url + "' cannot be listed: only s3:// URLs have listings");
+  }
+  const std::string rest = prefix_url.substr(5);
+  const size_t slash = rest.find('/');
+  const std::string bucket = rest.substr(0, slash);
+  const std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (bucket.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "'" + prefix_url + "' names no bucket (s3://bucket/prefix)");
+  }
+  STOKER_ASSIGN_OR_RETURN(RemoteOptions options, resolve_remote_options(options_for(prefix_url)));
+  // A target for a key in the bucket, whose URL, cut before the key, is the bucket's.
+  STOKER_ASSIGN_OR_RETURN(io::ObjectTarget target,
+                          io::make_object_target("s3://" + bucket + "/k", options));
+  const std::string bucket_url = target.request_url.substr(0, target.request_url.size() - 1);
+  target.name = prefix_url + " (listing)";
+  target.key = prefix;
+  std::vector<ListedObject> objects;
+  std::vector<uint8_t> body(16 << 20);  // a page of 1,000 keys of S3's longest is ~1.3 MB
+  std::string token;
+  do {
+    target.request_url = bucket_url + "?" + io::listing_query(prefix, token);
+    STOKER_ASSIGN_OR_RETURN(io::HttpResponse response,
+                            io::send_with_retries(target, io::HttpRequest{}, body));
+    STOKER_ASSIGN_OR_RETURN(
+        io::ListingPage page,
+        io::parse_listing_page(bucket, std::string(reinterpret_cast<const char*>(body.data()),
+                                                   static_cast<size_t>(response.body_bytes))));
+    objects.insert(objects.end(), std::make_move_iterator(page.objects.begin()),
+                   std::make_move_iterator(page.objects.end()));
+    token = std::move(page.next_token);
+  } while (!token.empty());
+  return objects;
+}
+
 Result<std::shared_ptr<const ByteSource>> open_source(const std::string& path_or_url) {
   if (!is_remote_url(path_or_url)) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> file, open_file_source(path_or_url));
     return std::shared_ptr<const ByteSource>(std::move(file));
   }
-  SharedSources& sources = shared_sources.get();
-  if (auto source = sources.find(path_or_url)) return source;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> opened,
-                          open_remote_source(path_or_url, options_for(path_or_url)));
-  return sources.keep(path_or_url, std::shared_ptr<const ByteSource>(std::move(opened)));
+  return shared_sources.get().get(
+      path_or_url, [&] { return open_remote_source(path_or_url, options_for(path_or_url)); });
 }
 
 }  // namespace stoker

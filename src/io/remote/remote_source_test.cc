@@ -526,6 +526,36 @@ TEST_F(RemoteSourceTest, OpenSourceSharesOneSourcePerUrl) {
   EXPECT_FALSE(is_remote_url("/tmp/s3://x"));
 }
 
+TEST_F(RemoteSourceTest, ThreadsOpeningOneUrlAtOnceShareOneHead) {
+  server_.put(path("v.mp4"), random_bytes(1000, 17));
+  set_remote_options(server_.url(path("")), fast_options());
+  server_.reset_log();
+  std::atomic<int> ready = 0;
+  std::vector<std::thread> threads;
+  std::vector<const ByteSource*> opened(16);
+  for (size_t t = 0; t < opened.size(); ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < static_cast<int>(opened.size())) {
+      }
+      auto source = open_source(server_.url(path("v.mp4")));
+      opened[t] = source.ok() ? source->get() : nullptr;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(server_.requests(), 1);  // one HEAD, whoever asked first
+  for (const ByteSource* source : opened) EXPECT_EQ(source, opened[0]);
+  // The same options again keep the sources; other options open them again.
+  set_remote_options(server_.url(path("")), fast_options());
+  ASSERT_TRUE(open_source(server_.url(path("v.mp4"))).ok());
+  EXPECT_EQ(server_.requests(), 1);
+  RemoteOptions other = fast_options();
+  other.min_request_bytes = 4096;
+  set_remote_options(server_.url(path("")), other);
+  ASSERT_TRUE(open_source(server_.url(path("v.mp4"))).ok());
+  EXPECT_EQ(server_.requests(), 2);
+}
+
 TEST_F(RemoteSourceTest, AForkedChildReadsWithThreadsAndConnectionsOfItsOwn) {
   const auto bytes = random_bytes(400000, 16);
   server_.put(path("v.mp4"), bytes);

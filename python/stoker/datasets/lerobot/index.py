@@ -30,10 +30,11 @@ row whatever the number of episodes or files.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Union, cast
 
@@ -365,7 +366,7 @@ def load_index(
         raise DatasetError(f"dataset folder {root} does not exist")
     local, cached = index_paths(root, cache_dir)
 
-    if not rebuild:
+    def current() -> EpisodeIndex | None:
         for path in (local, cached):
             if not os.path.exists(path):
                 continue
@@ -375,21 +376,52 @@ def load_index(
                 continue  # unreadable (corrupted, another version): rebuilt below
             if not index.stale_files() and _describes(index, root):
                 return index
+        return None
 
-    meta = read_lerobot_metadata(root)
-    names = _indexable_columns(meta)
-    columns = read_columns(
-        meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
-    )
+    found = None if rebuild else current()
+    if found is not None:
+        return found
     path = local if _writable_folder(os.path.dirname(local)) else cached
     if path == cached and not _writable_folder(os.path.dirname(cached)):
         raise DatasetError(
             f"cannot write the index of {root}: neither {os.path.dirname(local)} "
             f"nor the cache folder {os.path.dirname(cached)} is writable"
         )
-    return _build_and_open(
-        meta, columns, names, path, _tracked_files(meta), threads, progress, tolerance_s
-    )
+    with _building(path, root, progress):
+        if not rebuild:  # another process may have built it while this one waited
+            found = current()
+            if found is not None:
+                return found
+        meta = read_lerobot_metadata(root)
+        names = _indexable_columns(meta)
+        columns = read_columns(
+            meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
+        )
+        return _build_and_open(
+            meta, columns, names, path, _tracked_files(meta), threads, progress, tolerance_s
+        )
+
+
+@contextlib.contextmanager
+def _building(path: str, dataset: str, progress: Progress) -> Iterator[None]:
+    """Holds the build lock of the index at ``path`` (an exclusive ``flock`` of ``path +
+    ".lock"``): of the processes that open a dataset at once (a job's ranks, on one node or on
+    nodes sharing the cache folder), one builds its index and the others wait, then find it
+    built and map it. A process that waits says so (with ``progress``)."""
+    lock = open(path + ".lock", "a+b")  # noqa: SIM115 (held across the yield)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress is True:
+                print(
+                    f"stoker: waiting for another process to finish indexing {dataset}",
+                    file=sys.stderr,
+                )
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        lock.close()  # releases the lock
 
 
 def load_remote_index(
@@ -407,27 +439,38 @@ def load_remote_index(
     if meta is None:
         meta = read_lerobot_metadata(source)
     path = remote_index_path(source, meta, cache_dir)
-    if not rebuild and os.path.exists(path):
-        # An index that cannot be read (corrupted, another version) is rebuilt below.
-        with contextlib.suppress(DatasetError):
-            index = EpisodeIndex.open(path)
-            if _describes(index, source.location):
-                return index
+
+    def current() -> EpisodeIndex | None:
+        if os.path.exists(path):
+            # An index that cannot be read (corrupted, another version) is rebuilt below.
+            with contextlib.suppress(DatasetError):
+                index = EpisodeIndex.open(path)
+                if _describes(index, source.location):
+                    return index
+        return None
+
+    found = None if rebuild else current()
+    if found is not None:
+        return found
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
         raise DatasetError(
             f"cannot write the index of {source.location}: the cache folder {folder} "
             "is not writable"
         )
-    names = _indexable_columns(meta)
-    columns = read_columns(
-        meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
-    )
-    # The key already says whether any object changed: nothing for the engine to stat.
-    index = _build_and_open(meta, columns, names, path, [], threads or 0, progress, tolerance_s)
-    current = {os.path.basename(path), os.path.basename(image_file_of(path))}
+    with _building(path, source.location, progress):
+        found = None if rebuild else current()
+        if found is not None:
+            return found
+        names = _indexable_columns(meta)
+        columns = read_columns(
+            meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
+        )
+        # The key already says whether any object changed: nothing for the engine to stat.
+        index = _build_and_open(meta, columns, names, path, [], threads or 0, progress, tolerance_s)
+    kept = {os.path.basename(f) for f in (path, image_file_of(path), path + ".lock")}
     for other in os.listdir(folder):  # indexes of older versions of the objects
-        if other.startswith("index-v1-") and other not in current:
+        if other.startswith("index-v1-") and other not in kept:
             try:
                 os.unlink(os.path.join(folder, other))
             except OSError:

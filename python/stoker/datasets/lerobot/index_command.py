@@ -1,0 +1,66 @@
+"""``stoker index DATASET``: build a LeRobot dataset's episode index ahead of a job, where its
+ranks find it, so that they map it and none scans the videos again.
+
+A local dataset's index goes into ``<dataset>/.stoker/`` (or, read-only, the cache folder);
+a remote one's into the cache folder (``--cache-dir``, else ``$STOKER_CACHE_DIR``, else
+``~/.cache/stoker``), keyed by the objects' versions. Give a job's ranks the same cache
+folder (one on a file system their nodes share) and they find the index built. Ranks that
+open a dataset whose index is not built yet take turns on a lock: one builds, the others wait
+and map it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from stoker.datasets.lerobot.index import default_cache_dir, load_index
+from stoker.io.storage import add_storage_arguments, is_url, storage_options_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", help="a LeRobot dataset: a folder, s3://bucket/prefix, https://")
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="where the index of a remote or read-only dataset goes "
+        "(default: $STOKER_CACHE_DIR, else ~/.cache/stoker)",
+    )
+    parser.add_argument("--rebuild", action="store_true", help="build even if one is current")
+    parser.add_argument("--threads", type=int, default=None, help="default: one per core")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_storage_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    from stoker.cli import report_errors
+
+    return report_errors("index", lambda: _index(args))
+
+
+def _index(args: argparse.Namespace) -> None:
+    started = time.perf_counter()
+    index = load_index(
+        args.dataset,
+        rebuild=args.rebuild,
+        threads=args.threads,
+        progress=not args.quiet,
+        cache_dir=args.cache_dir,
+        storage_options=storage_options_from_args(args),
+    )
+    seconds = time.perf_counter() - started
+    what = "built" if index.report is not None else "already current, found"
+    print(
+        f"stoker index: {args.dataset}: {index.num_episodes} episodes, {index.num_rows} rows, "
+        f"{len(index.video_files)} video files: {what} in {seconds:.2f} s"
+    )
+    print(f"  index: {index.path} ({os.path.getsize(index.path) / 1e6:.1f} MB)")
+    if is_url(args.dataset) or not index.path.startswith(os.path.abspath(args.dataset)):
+        folder = os.path.abspath(args.cache_dir) if args.cache_dir else default_cache_dir()
+        print(
+            f"  ranks find it with STOKER_CACHE_DIR={folder} "
+            "(a folder their nodes share, or this one copied to each node)"
+        )
+    else:
+        print("  ranks find it beside the dataset")
