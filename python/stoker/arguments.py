@@ -1,6 +1,7 @@
-"""Checks of the arguments users pass to the samplers, the Loader and the Ray reader, shared by
-them so that one argument is refused with the same words everywhere. Each returns the value in
-its canonical form (an ``int``, a contiguous numpy array) or raises naming the argument:
+"""Checks of the arguments users pass to the samplers, the Loader, the datasets and the Ray
+reader, shared by them so that one argument is refused with the same words everywhere. Each
+returns the value in its canonical form (an ``int``, a contiguous numpy array, a ``(height,
+width)`` pair) or raises naming the argument:
 :class:`stoker.InvalidArgumentError` for a wrong type or range of a scalar, ``ValueError`` for a
 wrong list (as numpy does)."""
 
@@ -44,6 +45,31 @@ def check_size(num_samples: Any) -> int:
     if not isinstance(num_samples, numbers.Integral) and hasattr(num_samples, "__len__"):
         num_samples = len(num_samples)
     return check_int("num_samples", num_samples, 0, MAX_INT64)
+
+
+# How stoker takes a frame size, everywhere (the Python API and the command line).
+FRAME_SIZE_RULE = (
+    "(height, width), as arrays are shaped, e.g. (240, 320); or the string 'WIDTHxHEIGHT', as "
+    "FFmpeg and the command line write it, e.g. '320x240'"
+)
+
+
+def check_frame_size(name: str, value: Any) -> tuple[int, int]:
+    """A frame size as ``(height, width)``: from a pair ``(height, width)``, or from a string
+    ``"WIDTHxHEIGHT"`` (:data:`FRAME_SIZE_RULE`). Raises ``ValueError`` naming ``name``, the
+    value and the rule."""
+    try:
+        if isinstance(value, str):
+            width, height = (int(part) for part in value.lower().split("x"))
+        elif isinstance(value, bool) or not hasattr(value, "__iter__"):
+            raise ValueError
+        else:
+            height, width = (int(side) for side in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {FRAME_SIZE_RULE}; got {value!r}") from None
+    if height <= 0 or width <= 0:
+        raise ValueError(f"{name} must have positive sides, {FRAME_SIZE_RULE}; got {value!r}")
+    return height, width
 
 
 def check_partition(rank: Any, world_size: Any):

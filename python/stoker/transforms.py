@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from stoker import _core
+from stoker.arguments import check_frame_size
 
 DTYPES = ("uint8", "float16", "bfloat16", "float32")
 INTERPOLATIONS = ("bilinear", "area")
@@ -49,15 +50,7 @@ _DEFAULTS = _cpp_defaults()
 
 
 def _size(name, value):
-    if value is None:
-        return None
-    try:
-        size = tuple(int(v) for v in value)
-    except TypeError:
-        raise ValueError(f"{name} must be (height, width), got {value!r}") from None
-    if len(size) != 2 or min(size) <= 0:
-        raise ValueError(f"{name} must be (height, width) with positive sides, got {value!r}")
-    return size
+    return None if value is None else check_frame_size(name, value)
 
 
 def _pair(name, value, low_exclusive=0.0):

@@ -158,3 +158,28 @@ def test_bad_loader_seeds_are_refused_naming_the_field(lerobot_v21):
         with pytest.raises(InvalidArgumentError, match="seed must be"):
             Loader(ds, batch_size=2, seed=seed)
     assert Loader(ds, batch_size=2, seed=2**64 - 1, threads=1).seed == 2**64 - 1
+
+
+def test_a_frame_size_is_height_width_or_a_width_x_height_string_everywhere():
+    """One rule, in the API as on the command line: a pair is (height, width), as arrays are
+    shaped; a string is 'WIDTHxHEIGHT', as FFmpeg and `stoker etl --size` write it."""
+    from stoker.writers.etl import _parse_size
+
+    sizes = {
+        "WindowSpec": lambda size: stoker.WindowSpec(size=size).size,
+        "Image": lambda size: stoker.Image(size=size).size,
+        "Clip": lambda size: stoker.Clip(size=size).size,
+        "resize": lambda size: stoker.Transforms(resize=size).resize,
+        "center_crop": lambda size: stoker.Transforms(center_crop=size).center_crop,
+        "random_resized_crop": lambda size: stoker.Transforms(
+            random_resized_crop=size
+        ).random_resized_crop,
+        "etl": _parse_size,
+    }
+    for where, size_of in sizes.items():
+        assert size_of((48, 64)) == (48, 64), where
+        assert size_of("64x48") == (48, 64), where
+        assert size_of("64X48") == (48, 64), where
+        for bad in ("64", "64x48x3", "axb", (48,), 48, (0, 64), "-64x48"):
+            with pytest.raises(ValueError, match="'WIDTHxHEIGHT'.*got"):
+                size_of(bad)

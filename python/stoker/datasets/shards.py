@@ -48,6 +48,7 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
+from stoker.arguments import check_frame_size
 from stoker.datasets.lerobot.index import default_cache_dir
 from stoker.io.files import checked_path
 from stoker.io.storage import S3Options, as_s3_options, is_url, open_dataset_root
@@ -114,10 +115,7 @@ class Image:
     def __post_init__(self):
         object.__setattr__(self, "fields", _fields(self.fields, IMAGE_EXTENSIONS, "Image"))
         if self.size is not None:
-            size = tuple(int(v) for v in self.size)
-            if len(size) != 2 or min(size) <= 0:
-                raise ValueError(f"Image size must be (height, width), got {self.size!r}")
-            object.__setattr__(self, "size", size)
+            object.__setattr__(self, "size", check_frame_size("Image size", self.size))
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ class Clip:
         if not frames or min(frames) < 0:
             raise ValueError(f"Clip frames must be non-negative indices, got {self.frames!r}")
         object.__setattr__(self, "frames", frames)
-        object.__setattr__(self, "size", tuple(int(v) for v in self.size))
+        object.__setattr__(self, "size", check_frame_size("Clip size", self.size))
         if self.layout not in ("TCHW", "THWC"):
             raise ValueError(f"Clip layout must be 'TCHW' or 'THWC', got {self.layout!r}")
 

@@ -89,7 +89,7 @@ class RaySweep:
                 "the supply."
             )
             self.advice = [
-                "Move the materialization boundary: `stoker etl SRC DST --size HxW` "
+                "Move the materialization boundary: `stoker etl SRC DST --size WxH` "
                 "re-encodes at training size once (add `--ray` to run it on this cluster), "
                 "instead of decoding full-size video every epoch.",
             ]

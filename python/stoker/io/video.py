@@ -11,6 +11,7 @@ import numpy as np
 
 from stoker import _core
 from stoker._core import InvalidArgumentError
+from stoker.arguments import check_frame_size
 from stoker.io.files import checked_path
 from stoker.io.storage import (
     S3Options,
@@ -257,13 +258,7 @@ class VideoReader:
     def _output_size(self, size):
         if size is None:
             return self.height, self.width
-        try:
-            height, width = (int(v) for v in size)
-        except (TypeError, ValueError):
-            raise ValueError(f"size must be (height, width), got {size!r}") from None
-        if height <= 0 or width <= 0:
-            raise ValueError(f"size must be positive, got {size!r}")
-        return height, width
+        return check_frame_size("size", size)
 
     @staticmethod
     def _output(n, height, width, channels_first, pixel_format, out):

@@ -56,6 +56,7 @@ import pyarrow as pa
 
 from stoker import _core
 from stoker._core import DatasetError, DecodeError, Error
+from stoker.arguments import check_frame_size
 from stoker.datasets.lerobot import format as lerobot_format
 from stoker.datasets.lerobot.index import load_index, load_remote_index
 from stoker.datasets.lerobot.metadata import (
@@ -350,17 +351,8 @@ def materialize(
 
 
 def _parse_size(size) -> tuple[int, int]:
-    if isinstance(size, str):
-        try:
-            width, height = (int(p) for p in size.lower().split("x"))
-        except ValueError:
-            raise ValueError(f"size must be WIDTHxHEIGHT, e.g. 224x224, got {size!r}") from None
-    else:
-        try:
-            height, width = (int(v) for v in size)
-        except (TypeError, ValueError):
-            raise ValueError(f"size must be (height, width), got {size!r}") from None
-    if height <= 0 or width <= 0 or height % 2 or width % 2:
+    height, width = check_frame_size("size", size)
+    if height % 2 or width % 2:
         raise ValueError(
             f"the output size must be positive and even (4:2:0 video), got "
             f"{width}x{height} (width x height)"

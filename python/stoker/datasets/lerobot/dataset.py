@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
+from stoker.arguments import check_frame_size
 from stoker.datasets.lerobot.index import EpisodeIndex, load_index, load_remote_index
 from stoker.datasets.lerobot.meta_view import DatasetMeta, looks_like_repo_id, resolve_repo_id
 from stoker.datasets.lerobot.metadata import LeRobotMetadata, depth_cameras, read_lerobot_metadata
@@ -80,10 +81,7 @@ class WindowSpec:
         if layout not in _LAYOUTS:
             raise ValueError(f"layout must be one of {tuple(_LAYOUTS)}, got {layout!r}")
         if size is not None:
-            checked = tuple(int(v) for v in size)
-            if len(checked) != 2 or min(checked) <= 0:
-                raise ValueError(f"size must be (height, width), got {checked!r}")
-            size = (checked[0], checked[1])
+            size = check_frame_size("size", size)
         if not tolerance_s >= 0:
             raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
         self.delta_timestamps = dict(delta_timestamps or {})
