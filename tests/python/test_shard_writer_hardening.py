@@ -203,15 +203,16 @@ def test_stoker_shard_refuses_two_source_files_that_are_one_member(tmp_path, cac
     assert "Traceback" not in done.stderr
     assert str(src / "x003.jpg") in done.stderr and str(src / "x003.JPG") in done.stderr
     assert not glob.glob(str(tmp_path / "dst" / "shard-*"))
-    # In an ImageFolder tree, cat/a.jpg and cat/a.png would be two samples keyed cat/a.
+    # In an ImageFolder tree, cat/a.jpg and cat/a.JPG would be one member of sample cat/a (a
+    # stem's files are one sample's fields: cat/a.jpg with cat/a.png is a sample of two).
     tree = tmp_path / "tree"
     for name in ("cat", "dog"):
         os.makedirs(tree / name)
         (tree / name / "a.jpg").write_bytes(encode(photo(80, 60, seed=1), "JPEG"))
-    (tree / "cat" / "a.png").write_bytes(encode(photo(80, 60, seed=2), "PNG"))
+    (tree / "cat" / "a.JPG").write_bytes(encode(photo(80, 60, seed=2), "JPEG"))
     done = shard_command(tree, tmp_path / "tree-dst", "--shard-bytes", "60KB")
     assert done.returncode == 1, done.stderr
-    assert str(tree / "cat" / "a.jpg") in done.stderr and str(tree / "cat" / "a.png") in done.stderr
+    assert str(tree / "cat" / "a.jpg") in done.stderr and str(tree / "cat" / "a.JPG") in done.stderr
 
 
 def test_a_sample_with_two_members_of_a_field_is_named_or_skipped_when_read(tmp_path, cache):

@@ -643,6 +643,32 @@ def test_stoker_shard_writes_equal_bytes_shards_that_webdataset_reads(tmp_path, 
         stoker.write_shards(src, dst, shard_bytes=100_000, progress=False)
 
 
+def test_an_image_folder_with_captions_beside_its_images_keeps_its_labels(tmp_path, cache,
+                                                                         capsys):
+    """Issue 24: a caption .txt beside each image made the tree a plain folder, and the
+    labels were dropped without a word."""
+    tree = tmp_path / "tree"
+    for c, name in enumerate(["cat", "dog"]):
+        os.makedirs(tree / name)
+        for i in range(3):
+            (tree / name / f"{i}.jpg").write_bytes(encoded(photo(10 * c + i, 32, 24), "JPEG"))
+            (tree / name / f"{i}.txt").write_text(f"a {name}, number {i}")
+    (tree / "dog" / "notes.txt").write_text("no image of this stem")
+    dst = tmp_path / "out"
+    assert stoker.cli.main(["shard", str(tree), str(dst), "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert "6 samples (ImageFolder tree of 2 classes; fields: jpg (6), txt (6), cls (6))" in said
+    assert "left out 1 files without an image: dog/notes.txt" in said
+    names = json.loads((dst / "index.json").read_text())["shards"]
+    ds = stoker.ShardDataset([str(dst / n) for n in names],
+                             {"label": stoker.Label(), "caption": stoker.Text()})
+    (batch,) = list(stoker.Loader(ds, batch_size=6, shuffle=False, output="numpy"))
+    pairs = sorted(zip(batch["label"].tolist(), batch["caption"]))
+    assert pairs == [(0, f"a cat, number {i}") for i in range(3)] + [
+        (1, f"a dog, number {i}") for i in range(3)
+    ]
+
+
 def test_stoker_shard_resizes_and_takes_image_folders_and_manifests(tmp_path, cache):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -6,9 +6,11 @@ SRC is one of:
 
 * a folder of files grouped by name: ``x.jpg``, ``x.json``, ``x.txt`` are the fields of sample
   ``x`` (subfolders are part of the key, as in the shards);
-* an ImageFolder tree, ``SRC/<class>/<image>``: every top-level entry a folder of images; the
-  class (its rank among the sorted folder names) becomes the ``cls`` field, and
-  ``classes.json`` in DST names them;
+* an ImageFolder tree, ``SRC/<class>/<image>``: every top-level entry a folder holding images
+  (and, beside an image, files of the same stem: ``x.jpg`` with ``x.txt`` is one sample with a
+  caption); the class (its rank among the sorted folder names) becomes the ``cls`` field, and
+  ``classes.json`` in DST names them. Files whose stem has no image are left out, and named in
+  the summary;
 * a Parquet manifest (``*.parquet``): a column ``key`` (optional), columns named after a file
   extension (``jpg``, ``png``, ``mp4``, ``npy``, ...) holding paths relative to the manifest's
   folder, ``txt`` holding text, ``cls`` holding integers; any other column goes into the
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import io
@@ -92,15 +95,26 @@ class ShardReport:
     shard_bytes: list[int]
     samples: int
     resumed: int
+    #: How SRC was read: "folder", "ImageFolder tree", "Parquet manifest" or "LeRobot dataset".
+    mode: str = "folder"
+    #: Each field, and how many samples have it.
+    fields: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Source files that are in no sample (an ImageFolder file whose stem has no image).
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         sizes = np.array(self.shard_bytes, np.float64)
         spread = (sizes.max() - sizes.min()) / sizes.mean() if len(sizes) else 0.0
-        return (
-            f"{self.samples} samples in {len(self.shards)} shards of "
-            f"{sizes.mean() / 1e6:.1f} MB on average (spread {spread:.1%}); "
+        fields = ", ".join(f"{name} ({count})" for name, count in self.fields.items())
+        text = (
+            f"{self.samples} samples ({self.mode}; fields: {fields}) in {len(self.shards)} "
+            f"shards of {sizes.mean() / 1e6:.1f} MB on average (spread {spread:.1%}); "
             f"{self.resumed} shards were already written"
         )
+        if self.left_out:
+            shown = ", ".join(self.left_out[:5]) + (", ..." if len(self.left_out) > 5 else "")
+            text += f"; left out {len(self.left_out)} files without an image: {shown}"
+        return text
 
 
 def parse_bytes(value: str | int) -> int:
@@ -137,30 +151,38 @@ def _folder_samples(root: str) -> list[Sample]:
 
 
 def _is_image_folder(root: str) -> bool:
+    """Whether ``root`` is an ImageFolder tree: every top-level entry a folder of files (no
+    deeper folders) of which at least one is an image, whatever sidecar files they hold."""
     entries = [e for e in os.listdir(root) if not e.startswith(".")]
-    return (
-        bool(entries)
-        and all(os.path.isdir(os.path.join(root, e)) for e in entries)
-        and all(
-            member_field(f)[1] in IMAGE_EXTENSIONS
-            for e in entries
-            for f in os.listdir(os.path.join(root, e))
-            if not f.startswith(".")
-        )
-    )
+    if not entries or not all(os.path.isdir(os.path.join(root, e)) for e in entries):
+        return False
+    for entry in entries:
+        files = [f for f in os.listdir(os.path.join(root, entry)) if not f.startswith(".")]
+        if any(os.path.isdir(os.path.join(root, entry, f)) for f in files):
+            return False
+        if not any(member_field(f)[1] in IMAGE_EXTENSIONS for f in files):
+            return False
+    return True
 
 
-def _image_folder_samples(root: str) -> tuple[list[Sample], list[str]]:
+def _image_folder_samples(root: str) -> tuple[list[Sample], list[str], list[str]]:
+    """The samples of an ImageFolder tree (an image and the files of its stem, and ``cls``),
+    its classes, and the files left out (their stem has no image)."""
     classes = sorted(e for e in os.listdir(root) if not e.startswith("."))
     samples: list[Sample] = []
+    left_out: list[str] = []
     for label, name in enumerate(classes):
+        stems: dict[str, list[tuple[str, Any]]] = {}
         for file in sorted(os.listdir(os.path.join(root, name))):
-            if file.startswith("."):
-                continue
-            stem, field = member_field(file)
-            members = [(field, os.path.join(root, name, file)), ("cls", str(label).encode())]
-            samples.append((f"{name}/{stem}", members))
-    return samples, classes
+            if not file.startswith("."):
+                stem, field = member_field(file)
+                stems.setdefault(stem, []).append((field, os.path.join(root, name, file)))
+        for stem, members in stems.items():
+            if any(field in IMAGE_EXTENSIONS for field, _ in members):
+                samples.append((f"{name}/{stem}", [*members, ("cls", str(label).encode())]))
+            else:
+                left_out += [f"{name}/{os.path.basename(path)}" for _, path in members]
+    return samples, classes, left_out
 
 
 def _manifest_samples(path: str) -> list[Sample]:
@@ -311,7 +333,10 @@ def write_shards(
         _claim(dst, state, own)
         fingerprint = ""
         classes: list[str] | None = None
+        left_out: list[str] = []
+        mode = "folder"
         if lerobot:
+            mode = "LeRobot dataset"
             samples, fingerprint = lerobot_clip_samples(
                 src,
                 state,
@@ -321,9 +346,10 @@ def write_shards(
                 progress=progress is True,
             )
         elif os.path.isfile(src) and src.endswith(".parquet"):
-            samples = _manifest_samples(src)
+            samples, mode = _manifest_samples(src), "Parquet manifest"
         elif os.path.isdir(src) and _is_image_folder(src):
-            samples, classes = _image_folder_samples(src)
+            samples, classes, left_out = _image_folder_samples(src)
+            mode = f"ImageFolder tree of {len(classes)} classes"
         elif os.path.isdir(src):
             samples = _folder_samples(src)
         else:
@@ -384,7 +410,11 @@ def write_shards(
             )
         # Staged clips are in the shards now; a rerun finds every shard journaled.
         shutil.rmtree(os.path.join(state, "clips"), ignore_errors=True)
-    return ShardReport(names, sizes, len(order), resumed)
+    fields: dict[str, int] = {}
+    for _, members in samples:
+        for name in dict.fromkeys(name for name, _ in members):
+            fields[name] = fields.get(name, 0) + 1
+    return ShardReport(names, sizes, len(order), resumed, mode, fields, left_out)
 
 
 # Files a run of prefix P owns in its folder: P-000000.tar, its sidecar, their temporaries.
