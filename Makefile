@@ -47,8 +47,16 @@ deps: .stamps/apt $(VENV)/.stamp
 $(BUILD)/build.ninja: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/build.ninja
+build: deps $(BUILD)/build.ninja $(VENV)/bin/stoker
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The project installed in its own .venv, editable: `import stoker` from any folder and the
+# `stoker` command (after `source .venv/bin/activate`) use python/ and the module the build
+# puts there; no second build of the engine, as `pip install -e .` would make.
+$(VENV)/bin/stoker: | deps
+	echo "$(abspath python)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/stoker-editable.pth"
+	printf '#!%s\nimport sys\nfrom stoker.cli import main\nsys.exit(main())\n' "$(abspath $(PYTHON))" > $@
+	chmod +x $@
 
 ## Tests ----------------------------------------------------------------------------------
 

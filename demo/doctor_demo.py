@@ -56,11 +56,14 @@ def main():
                 f'"action": [{", ".join(str(k / fps) for k in range(16))}]'
                 '}, "size": [224, 224]}')
     print(f"Window: {spec_path}")
-    command = [sys.executable, "-m", "stoker", "doctor", root, "--spec", spec_path,
-               "--batch-size", "8", "--step-ms", "120",
-               "--report", os.path.join(OUT_DIR, "doctor")]
-    print("Running:", " ".join(["stoker"] + command[3:]), flush=True)
-    return subprocess.call(command)
+    # The command `make build` installs in .venv (what `source .venv/bin/activate` puts first).
+    stoker = os.path.join(os.path.dirname(sys.executable), "stoker")
+    arguments = ["doctor", root, "--spec", spec_path, "--batch-size", "8", "--step-ms", "120",
+                 "--report", os.path.join(OUT_DIR, "doctor")]
+    print("Running:", " ".join(["stoker"] + arguments), flush=True)
+    print("  (the same command works in your shell after `source .venv/bin/activate`)",
+          flush=True)
+    return subprocess.call([stoker] + arguments)
 
 
 if __name__ == "__main__":

@@ -140,3 +140,26 @@ def test_the_checks_see_a_circle_and_a_private_import(tmp_path, monkeypatch):
     module.write_text("from stoker.sampling import _hidden\n")
     monkeypatch.setitem(MODULES, "stoker.m", module)
     assert ("stoker.sampling", "_hidden") in list(_imports("stoker.m", module))
+
+
+def test_the_projects_venv_has_the_stoker_command_the_demo_prints(tmp_path):
+    """Issue 24: after `make demo`, `source .venv/bin/activate && stoker doctor --help` said
+    "command not found". `make build` installs the project into its .venv, editable."""
+    import os
+    import subprocess
+    import sys
+
+    venv = os.path.join(os.path.dirname(__file__), "..", "..", ".venv")
+    if os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        pytest.skip("run by the project's .venv (make test) only")
+    command = os.path.join(venv, "bin", "stoker")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([command, "doctor", "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: stoker doctor")
+    # And `import stoker` from any folder, without PYTHONPATH.
+    imported = subprocess.run([sys.executable, "-c", "import stoker; print(stoker.__file__)"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(os.path.realpath(os.path.join(venv, "..", "python")))
