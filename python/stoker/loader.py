@@ -552,6 +552,7 @@ class Loader:
         self._native_order: Callable[[Any], Any] = lambda order: order.native
         self.sampler: Sampler | _ShardStream
         self._squeezed: set[str] = set()
+        self._one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
         self._partition_notice: str | None = None  # logged with the first batch
         if self._shards:
             self._init_shards(
@@ -619,6 +620,7 @@ class Loader:
             for key in keys
             if key.source in index.column_names and index.column_shape(key.source) == ()
         }
+        self._one_frame = getattr(dataset, "one_frame_cameras", frozenset())
         self._keys = keys
         self._cameras = [key.name for key in keys if key.source in set(dataset.cameras)]
 
@@ -678,6 +680,7 @@ class Loader:
         self._check_epoch_has_a_batch()
         self._mix = MixFront(dataset, transforms)
         self._squeezed = self._mix.squeezed
+        self._one_frame = self._mix.one_frame
         self._arguments["transforms"] = transforms  # None: each dataset's own
         self._native_factory = self._mix.native
         self._native_arguments = (self.sampler.native, options)
@@ -740,10 +743,15 @@ class Loader:
     def fields(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """The arrays of a batch, as built: name -> (dtype, shape), ``shape[0]`` being the
         batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
-        return {
-            name: (dtype, tuple(shape[:-1]) if name in self._squeezed else tuple(shape))
-            for name, dtype, shape in self._native().fields
-        }
+        fields = {}
+        for name, dtype, shape in self._native().fields:
+            shape = tuple(shape)
+            if name in self._squeezed:
+                shape = shape[:-1]
+            if name in self._one_frame:
+                shape = shape[:1] + shape[2:]
+            fields[name] = (dtype, shape)
+        return fields
 
     def set_epoch(self, epoch: int) -> None:
         """Starts the next iteration at the beginning of ``epoch`` (0 <= epoch < 2**32;
@@ -1264,7 +1272,9 @@ class Loader:
         item: dict[str, Any] = {}
         for key in self._keys:
             value = arrays[key.name]
-            item[key.name] = value[..., 0] if key.name in self._squeezed else value
+            if key.name in self._squeezed:
+                value = value[..., 0]
+            item[key.name] = value[:, 0] if key.name in self._one_frame else value
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
         row_keys = self.dataset.row_keys(samples, episodes, skip=item)

@@ -75,6 +75,37 @@ def test_lerobots_arguments_and_the_old_ones_give_the_same_items(lerobot_v30):
                               delta_timestamps={"action": [0.01]}, progress=False)
 
 
+def test_a_one_frame_camera_window_is_squeezed_as_lerobot_squeezes_it(lerobot_v30):
+    """Issue 24: LeRobot's item for delta_timestamps {camera: [0.0]} is [3, H, W] (it squeezes
+    a one-frame video window); stoker gave [1, 3, H, W], breaking every policy that observes one
+    frame. Features keep LeRobot's [1, dim]; the pad masks their [1]. A WindowSpec keeps its
+    own shapes."""
+    top, wrist = lerobot_v30.cameras
+    deltas = {wrist: [0.0], top: [-1 / FPS, 0.0], "observation.state": [0.0],
+              "action": [0.0, 1 / FPS]}
+    ours = stoker.LeRobotDataset("local/v30", root=lerobot_v30.root, delta_timestamps=deltas,
+                                 progress=False)
+    spec = stoker.LeRobotDataset(lerobot_v30.root, stoker.WindowSpec(delta_timestamps=deltas),
+                                 progress=False)
+    assert ours.one_frame_cameras == {wrist} and spec.one_frame_cameras == set()
+    item, windowed = ours[3], spec[3]
+    assert item[wrist].shape == windowed[wrist].shape[1:] == (3, 64, 64)
+    np.testing.assert_array_equal(item[wrist], windowed[wrist][0])
+    assert item[f"{wrist}_is_pad"].shape == (1,)
+    assert item[top].shape == (2, 3, 64, 64)
+    assert item["observation.state"].shape == windowed["observation.state"].shape == (1, 6)
+    loader = stoker.Loader(ours, batch_size=4, shuffle=False, threads=1, output="numpy")
+    assert loader.fields[wrist][1] == (4, 3, 64, 64)
+    batch = next(iter(loader))
+    assert batch[wrist].shape == (4, 3, 64, 64) and batch[f"{wrist}_is_pad"].shape == (4, 1)
+    for j, row in enumerate(batch["index"].tolist()):
+        np.testing.assert_array_equal(batch[wrist][j], ours[row][wrist])
+    assert batch["observation.state"].shape == (4, 1, 6)
+    mixed = stoker.MultiDataset([ours, ours])
+    batch = next(iter(stoker.Loader(mixed, batch_size=4, threads=1, output="numpy")))
+    assert batch[wrist].shape == (4, 3, 64, 64)
+
+
 # ---- Episodes ---------------------------------------------------------------------------------
 
 
@@ -195,7 +226,8 @@ def test_images_are_float_in_the_loader_too_and_uint8_is_an_option(lerobot_v21):
     top = lerobot_v21.cameras[0]
     ds = open_ds(lerobot_v21.root, delta_timestamps={top: [0.0]})
     batch = next(iter(stoker.Loader(ds, batch_size=4, shuffle=False)))
-    assert batch[top].dtype == torch.float32 and tuple(batch[top].shape) == (4, 1, 3, 64, 64)
+    # LeRobot's shape: a one-frame window squeezed.
+    assert batch[top].dtype == torch.float32 and tuple(batch[top].shape) == (4, 3, 64, 64)
     fast = next(iter(stoker.Loader(ds, batch_size=4, shuffle=False,
                                    transforms=stoker.Transforms(dtype="uint8"))))
     assert fast[top].dtype == torch.uint8
@@ -212,7 +244,7 @@ def test_builtin_image_transforms_run_in_the_loader_and_in_items(lerobot_v21):
     transforms = stoker.Transforms(resize=(32, 40), mean=(0.5,) * 3, std=(0.25,) * 3)
     ds = open_ds(lerobot_v21.root, delta_timestamps={top: [0.0]}, image_transforms=transforms)
     batch = next(iter(stoker.Loader(ds, batch_size=3, shuffle=False, threads=2)))
-    assert tuple(batch[top].shape) == (3, 1, 3, 32, 40)
+    assert tuple(batch[top].shape) == (3, 3, 32, 40)
     for j in range(3):
         np.testing.assert_array_equal(ds[j][top], batch[top][j].numpy())
     random = open_ds(lerobot_v21.root, image_transforms=stoker.Transforms(hflip=0.5))

@@ -108,6 +108,56 @@ def test_loader_batches_match_lerobot_through_a_dataloader(dataset, monkeypatch)
                 torch.testing.assert_close(got, expected.to(got.dtype), rtol=0, atol=0)
 
 
+# The windows LeRobot's own policies ask for (their configs' delta_timestamps, at chunk sizes
+# this short dataset holds), through LeRobot's call on both sides.
+POLICY_DELTAS = {
+    # ACT (and VQ-BeT's observation): one frame of each camera, one state row, an action chunk.
+    "act": {TOP: [0.0], "observation.state": [0.0], "action": [i / FPS for i in range(4)]},
+    # Diffusion Policy: n_obs_steps = 2 of images and state, a horizon of actions from -1.
+    "diffusion": {TOP: [-1 / FPS, 0.0], "observation.state": [-1 / FPS, 0.0],
+                  "action": [i / FPS for i in range(-1, 7)]},
+    # pi0 / SmolVLA: the current observation (no window) and an action chunk.
+    "pi0": {"action": [i / FPS for i in range(8)]},
+}
+
+
+@pytest.mark.parametrize("policy", POLICY_DELTAS)
+def test_lerobots_call_matches_lerobot_for_the_windows_its_policies_ask_for(dataset, monkeypatch,
+                                                                           policy):
+    """Items and Loader batches against LeRobot's items and DataLoader collation: the same keys
+    and shapes (a one-frame camera window squeezed to [3, H, W], state kept [1, dim]), rows,
+    pad masks and frames."""
+    import torch
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    deltas = POLICY_DELTAS[policy]
+    theirs = lerobot_dataset.LeRobotDataset("local/parity", root=dataset.root,
+                                            delta_timestamps=deltas, video_backend="pyav")
+    ours = stoker.LeRobotDataset("local/parity", root=dataset.root, delta_timestamps=deltas,
+                                 progress=False)
+    assert len(ours) == len(theirs)
+    for i in (0, 4, len(ours) - 1):
+        mine, reference = ours[i], theirs[i]
+        assert set(mine) == set(reference), i
+        for key, expected in reference.items():
+            if key == "task":
+                assert mine[key] == expected
+                continue
+            expected = expected.numpy()
+            assert np.shape(mine[key]) == expected.shape, (policy, i, key)
+            if key == TOP:
+                assert np.abs(mine[key] - expected).mean() < 1 / 255, (policy, i)
+            else:
+                np.testing.assert_array_equal(mine[key], expected.astype(np.asarray(mine[key]).dtype),
+                                              err_msg=f"{policy} {i} {key}")
+    batch = next(iter(stoker.Loader(ours, batch_size=4, shuffle=True, seed=1, threads=2)))
+    reference = torch.utils.data.default_collate([theirs[i] for i in batch["index"].tolist()])
+    assert set(batch) == set(reference)
+    for key, expected in reference.items():
+        if key != "task":
+            assert tuple(batch[key].shape) == tuple(expected.shape), (policy, key)
+
+
 # ---------------------------------------------------------------------------------------------
 # A dataset materialized by `stoker etl` is still a LeRobot dataset.
 

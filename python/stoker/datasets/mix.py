@@ -180,6 +180,7 @@ class _Member:
         self.name = _name_of(dataset)
         transforms = transforms or getattr(dataset, "transforms", None) or Transforms()
         self.squeezed: set[str] = set()
+        self.one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
         # The keys the front adds: (dtype, shape) of an array key, None for a list.
         self.extras: dict[str, tuple[str, tuple[int, ...]] | None]
         if isinstance(dataset, ShardDataset):
@@ -201,6 +202,7 @@ class _Member:
             for key in keys
             if key.source in index.column_names and index.column_shape(key.source) == ()
         }
+        self.one_frame = dataset.one_frame_cameras
         self.skip = {key.name for key in keys}  # what the native fields hold already
         first = 0 if dataset.rows is None else int(dataset.rows[0])
         probe = dataset.row_keys(np.array([first]), np.array([0]), skip=self.skip)
@@ -258,6 +260,7 @@ class MixFront:
         self.mix = mix
         self.members = [_Member(k, ds, transforms) for k, ds in enumerate(mix.datasets)]
         self.squeezed = set().union(*(m.squeezed for m in self.members))
+        self.one_frame = frozenset().union(*(m.one_frame for m in self.members))
         # The fronts' keys, in order, with the (dtype, shape) of an array key (None: a list).
         self.extras: dict[str, tuple[str, tuple[int, ...]] | None] = {}
         for member in self.members:
@@ -283,7 +286,9 @@ class MixFront:
         schema: dict[str, Any] = {}
         for name, dtype, shape in native.fields:
             shape = tuple(shape[1:])
-            schema[name] = (dtype, shape[:-1] if name in self.squeezed else shape)
+            if name in self.squeezed:
+                shape = shape[:-1]
+            schema[name] = (dtype, shape[1:] if name in self.one_frame else shape)
         for name in native.column_names:
             schema[name] = None
         for name, kind in self.extras.items():
@@ -295,7 +300,9 @@ class MixFront:
         (None where the slot's dataset lacks a text), the fronts' keys merged by slot."""
         item: dict[str, Any] = {}
         for name, value in arrays.items():
-            item[name] = value[..., 0] if name in self.squeezed else value
+            if name in self.squeezed:
+                value = value[..., 0]
+            item[name] = value[:, 0] if name in self.one_frame else value
         dataset_index = arrays["dataset_index"]
         which = dataset_index.numpy() if torch is not None else np.asarray(dataset_index)
         size = len(which)

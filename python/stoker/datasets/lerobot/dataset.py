@@ -312,6 +312,8 @@ class LeRobotDataset:
             if root is not None:
                 raise TypeError("root given twice: positionally and as root=")
             root = spec_or_root
+        # LeRobot's call (windows from delta_timestamps, no WindowSpec): items shaped as its.
+        self._lerobot_call = spec is None
         spec = _window_spec(spec, delta_timestamps, delta_indices, tolerance_s)
         self._image_dtype = _item_dtype(image_dtype)
         self._depth_unit, self._depth_scale = _depth_arguments(depth_unit, depth_scale)
@@ -356,6 +358,7 @@ class LeRobotDataset:
             "depth_scale": self._depth_scale,
             "transforms": self.transforms,
             "image_transforms": self.image_transforms,
+            "lerobot_call": self._lerobot_call,
         }
         if self._storage_options is not None:
             state["storage_options"] = self._storage_options
@@ -370,6 +373,7 @@ class LeRobotDataset:
         self._depth_scale = state.get("depth_scale")
         self.transforms = state.get("transforms")
         self.image_transforms = state.get("image_transforms")
+        self._lerobot_call = state.get("lerobot_call", False)
         self._storage_options = state.get("storage_options")
         if self._storage_options is not None:
             # Registers the options again, for the videos this process will open.
@@ -393,6 +397,14 @@ class LeRobotDataset:
         self.spec = spec
         self._depth = self._depth_outputs()
         self._item_keys = self._resolve_keys()
+        self._one_frame = frozenset(
+            key.name
+            for key in self._item_keys
+            if self._lerobot_call
+            and key.timed
+            and key.source in self.cameras
+            and len(key.offsets) == 1
+        )
         self._planner = _core.WindowPlanner(
             self.index.native, [key.native for key in self._item_keys]
         )
@@ -530,6 +542,14 @@ class LeRobotDataset:
     def __len__(self) -> int:
         return self.index.num_rows if self._rows is None else len(self._rows)
 
+    @property
+    def one_frame_cameras(self) -> frozenset[str]:
+        """The camera keys whose window is one frame, under LeRobot's call (``delta_timestamps``
+        given to the dataset, no :class:`WindowSpec`): as LeRobot squeezes such a window, their
+        items hold ``[C, H, W]`` (batches ``[B, C, H, W]``), not ``[1, C, H, W]``; their
+        ``<key>_is_pad`` keeps its ``[1]``, and features keep ``[1, dim]``, as LeRobot's do."""
+        return self._one_frame
+
     def __getitem__(self, i: int) -> dict[str, Any]:
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
@@ -560,7 +580,7 @@ class LeRobotDataset:
             else:
                 value = self.index.column(key.source)[key_rows]
             if key.timed:
-                item[key.name] = value
+                item[key.name] = value[0] if key.name in self._one_frame else value
                 item[f"{key.name}_is_pad"] = pad[begin[k] : begin[k + 1]].astype(bool)
             else:
                 item[key.name] = value[0]
