@@ -132,6 +132,9 @@ struct LoaderOptions {
   /// decoded to their stored samples, one channel, uint16 or float32 metres (see
   /// depth_transform.h), with the transform's geometry. Default: none (every camera is RGB).
   std::vector<DepthCamera> depth_cameras;
+  /// How many of the latest batches' data_wait stats() keeps (LoaderStats::data_wait_s): a
+  /// bound on the memory a long run's statistics take. REQUIRES: >= 1. Default: 65,536.
+  int64_t max_wait_records = 65536;
 };
 
 /// One skipped sample.
@@ -149,8 +152,10 @@ struct LoaderStats {
   /// Seconds spent per stage, summed over threads: drawing ids, planning windows, decoding and
   /// converting frames, finishing them (dtype, flip), copying rows into batches.
   double sampling_s = 0, index_s = 0, decode_s = 0, transform_s = 0, collate_s = 0;
-  /// Per delivered batch since the last reset: how long next() blocked before returning it.
+  /// Per delivered batch since the last reset, the latest LoaderOptions::max_wait_records of
+  /// them, oldest first: how long next() blocked before returning it. And over all of them.
   std::vector<double> data_wait_s;
+  double data_wait_total_s = 0;
   /// Finished batches waiting for the consumer: now, and on average when next() was called.
   int64_t ready_batches = 0;
   double mean_ready_batches = 0;

@@ -107,6 +107,7 @@ nb::dict stats_dict(const LoaderStats& s) {
   stages["collate"] = s.collate_s;
   d["stage_seconds"] = stages;
   d["data_wait"] = owned_array(std::vector<double>(s.data_wait_s));
+  d["data_wait_total"] = s.data_wait_total_s;
   d["ready_batches"] = s.ready_batches;
   d["mean_ready_batches"] = s.mean_ready_batches;
   d["decode"] = decode_stats_dict(s.decode);
@@ -254,6 +255,7 @@ void register_pipeline(nb::module_& m) {
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("on_error", &LoaderOptions::on_error)
       .def_rw("max_replacements", &LoaderOptions::max_replacements)
+      .def_rw("max_wait_records", &LoaderOptions::max_wait_records)
       .def_rw("pinned_memory", &LoaderOptions::pinned_memory)
       .def_rw("replacement_rows", &LoaderOptions::replacement_rows)
       .def_rw("depth_cameras", &LoaderOptions::depth_cameras)

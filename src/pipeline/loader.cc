@@ -123,7 +123,14 @@ class Loader::Impl {
       return error;
     }
     schedule();
-    data_wait_s_.push_back(std::chrono::duration<double>(Clock::now() - entered).count());
+    const double waited = std::chrono::duration<double>(Clock::now() - entered).count();
+    data_wait_total_s_ += waited;
+    // A ring of the latest waits: slot delivered_batches_ % max_wait_records.
+    if (static_cast<int64_t>(data_wait_s_.size()) < options_.max_wait_records) {
+      data_wait_s_.push_back(waited);
+    } else {
+      data_wait_s_[delivered_batches_ % options_.max_wait_records] = waited;
+    }
     ++delivered_batches_;
     delivered_samples_ += job->work->batch->size();
     skipped_ += static_cast<int64_t>(job->work->skips.size());
@@ -161,9 +168,16 @@ class Loader::Impl {
     core::MutexLock lock(&mutex_);
     s.batches = delivered_batches_;
     s.samples = delivered_samples_;
-    s.data_wait_s = data_wait_s_;
+    // The ring, oldest first.
+    const size_t oldest = static_cast<int64_t>(data_wait_s_.size()) < options_.max_wait_records
+                              ? 0
+                              : static_cast<size_t>(delivered_batches_ % options_.max_wait_records);
+    s.data_wait_s.assign(data_wait_s_.begin() + oldest, data_wait_s_.end());
+    s.data_wait_s.insert(s.data_wait_s.end(), data_wait_s_.begin(), data_wait_s_.begin() + oldest);
+    s.data_wait_total_s = data_wait_total_s_;
     for (const InFlight& in_flight : jobs_) s.ready_batches += in_flight.ready ? 1 : 0;
-    s.mean_ready_batches = data_wait_s_.empty() ? 0 : double(ready_sum_) / data_wait_s_.size();
+    s.mean_ready_batches =
+        delivered_batches_ == 0 ? 0 : double(ready_sum_) / static_cast<double>(delivered_batches_);
     s.skipped = skipped_;
     s.skips = skips_;
     return s;
@@ -174,6 +188,7 @@ class Loader::Impl {
     core::MutexLock lock(&mutex_);
     delivered_batches_ = delivered_samples_ = ready_sum_ = skipped_ = 0;
     data_wait_s_.clear();
+    data_wait_total_s_ = 0;
     skips_.clear();
   }
 
@@ -317,7 +332,8 @@ class Loader::Impl {
   int64_t delivered_batches_ GUARDED_BY(mutex_) = 0;
   int64_t delivered_samples_ GUARDED_BY(mutex_) = 0;
   int64_t ready_sum_ GUARDED_BY(mutex_) = 0;
-  std::vector<double> data_wait_s_ GUARDED_BY(mutex_);
+  std::vector<double> data_wait_s_ GUARDED_BY(mutex_);  // a ring of max_wait_records
+  double data_wait_total_s_ GUARDED_BY(mutex_) = 0;
   int64_t skipped_ GUARDED_BY(mutex_) = 0;
   std::vector<SkipRecord> skips_ GUARDED_BY(mutex_);
 
@@ -338,6 +354,10 @@ Status check_options(const sampling::Sampler& sampler, const LoaderOptions& opti
   if (options.batch_size < 1) return invalid_option("batch_size must be at least 1");
   if (options.prefetch < 1) return invalid_option("prefetch must be at least 1");
   if (options.threads < 0) return invalid_option("threads must be 0 (all cores) or more");
+  if (options.max_wait_records < 1) {
+    return invalid_option("max_wait_records must be at least 1, got " +
+                          std::to_string(options.max_wait_records));
+  }
   if (options.max_replacements < 1 || options.max_replacements > kMaxReplacements) {
     return invalid_option("max_replacements must lie in [1, " + std::to_string(kMaxReplacements) +
                           "]");

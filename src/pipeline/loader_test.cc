@@ -118,9 +118,37 @@ TEST(Loader, BatchesHoldEachSamplesRowsAndFramesAsTheReaderDecodesThem) {
   EXPECT_EQ(stats.batches, 12);
   EXPECT_EQ(stats.samples, 90);
   EXPECT_EQ(stats.data_wait_s.size(), 12u);
+  double total = 0;
+  for (double wait : stats.data_wait_s) total += wait;
+  EXPECT_DOUBLE_EQ(stats.data_wait_total_s, total);
   EXPECT_GT(stats.decode_s, 0);
   EXPECT_EQ(stats.pool_batches, loader->pipeline_depth() + 2);
   EXPECT_LE(stats.buffers_allocated, stats.pool_batches);
+}
+
+TEST(Loader, StatsKeepTheLatestWaitsAndTheirTotalInBoundedMemory) {
+  auto index = make_index("loader_waits");
+  LoaderOptions options{.batch_size = 8, .threads = 2};
+  options.max_wait_records = 5;
+  auto loader = make_loader(index, options);
+  ASSERT_TRUE(loader->start(0, 0).ok());
+  ASSERT_TRUE(loader->next().ok());
+  const double first = loader->stats().data_wait_s.at(0);  // waited for the first decode
+  for (int b = 1; b < 12; ++b) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // the next one is ready
+    ASSERT_TRUE(loader->next().ok());
+  }
+  LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.batches, 12);
+  ASSERT_EQ(stats.data_wait_s.size(), 5u);  // the latest five
+  double kept = 0;
+  for (double wait : stats.data_wait_s) {
+    EXPECT_LT(wait, first);
+    kept += wait;
+  }
+  EXPECT_GE(stats.data_wait_total_s, first + kept);
+  options.max_wait_records = 0;
+  EXPECT_FALSE(Loader::create(index, keys(), shuffled(*index), transform(), options).ok());
 }
 
 TEST(Loader, SameSeedSameBytesWhateverTheThreadCount) {

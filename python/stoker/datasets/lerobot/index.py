@@ -467,7 +467,9 @@ def load_remote_index(
             meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
         )
         # The key already says whether any object changed: nothing for the engine to stat.
-        index = _build_and_open(meta, columns, names, path, [], threads or 0, progress, tolerance_s)
+        # Scanning remote videos waits on the store's latency more than on the cores.
+        scans = threads or _REMOTE_SCANS
+        index = _build_and_open(meta, columns, names, path, [], scans, progress, tolerance_s)
     kept = {os.path.basename(f) for f in (path, image_file_of(path), path + ".lock")}
     for other in os.listdir(folder):  # indexes of older versions of the objects
         if other.startswith("index-v1-") and other not in kept:
@@ -476,6 +478,10 @@ def load_remote_index(
             except OSError:
                 pass
     return index
+
+
+# Remote videos scanned at once by a remote dataset's index build, unless threads= says.
+_REMOTE_SCANS = 16
 
 
 def remote_index_path(source: Root, meta: LeRobotMetadata, cache_dir: str | None = None) -> str:

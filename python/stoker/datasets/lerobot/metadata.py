@@ -601,7 +601,7 @@ def _absent(root: Root, paths: np.ndarray) -> list[int]:
     """Positions of the paths (members of ``root``) that are missing or empty."""
     if not root.remote:
         return [i for i, path in enumerate(paths) if not _nonempty_file(path)]
-    sizes = _parallel(root.size, [str(p) for p in paths])
+    sizes = _parallel(root.size, [str(p) for p in paths], remote=True)
     return [i for i, size in enumerate(sizes) if size <= 0]
 
 
@@ -670,19 +670,28 @@ def readable_columns(meta: LeRobotMetadata) -> dict[str, tuple[str, tuple[int, .
     return readable
 
 
-def _parallel(function, items) -> list:
+# Requests in flight while reading a remote dataset's files: they wait on the store's latency,
+# not on the cores (S3 takes thousands per second per prefix).
+_REMOTE_READS = 32
+
+
+def _parallel(function, items, remote: bool = False) -> list:
     """function(item) for every item, on a thread pool (pyarrow releases the GIL while it
-    reads), in order; the first exception is raised."""
+    reads), in order; the first exception is raised. One thread per core for local files,
+    ``_REMOTE_READS`` for remote ones."""
     items = list(items)
     if len(items) < 2:
         return [function(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), _core.usable_cores())) as pool:
+    threads = _REMOTE_READS if remote else _core.usable_cores()
+    with ThreadPoolExecutor(max_workers=min(len(items), threads)) as pool:
         return list(pool.map(function, items))
 
 
 def _check_schemas(source: Root, paths: np.ndarray) -> None:
     schemas = _parallel(
-        lambda path: source.read_schema(str(path), "data file").remove_metadata(), paths
+        lambda path: source.read_schema(str(path), "data file").remove_metadata(),
+        paths,
+        remote=source.remote,
     )
     reference = schemas[0]
     offenders = []
@@ -733,7 +742,7 @@ def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str
         for name in names:
             _fill(out[name][start:stop], table.column(name), name, path)
 
-    _parallel(load, range(len(meta.data_files)))
+    _parallel(load, range(len(meta.data_files)), remote=meta.source.remote)
     return out
 
 
