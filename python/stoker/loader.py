@@ -992,9 +992,10 @@ class Loader:
         """Per-stage seconds (summed over threads), data_wait per batch (seconds the consumer
         blocked in ``next``: the latest 65,536 batches', a bound on the memory of a long run)
         with its p50 / p95 / max and ``data_wait_total`` over every batch, the ready-queue
-        depth, decoder work, skipped samples with their reasons, the memory bound of the batch pool, and under
-        ``"remote"`` the object-storage reads (requests, retries, failures, bytes fetched, cache
-        hits and misses, seconds waited) of this process since the stats were last reset."""
+        depth, decoder work, skipped samples with their reasons, the memory bound of the batch
+        pool, and under ``"remote"`` the object-storage reads (requests, retries, failures,
+        bytes fetched, cache hits and misses, seconds waited) of this process since the stats
+        were last reset."""
         s = self._native().stats()
         wait = s["data_wait"]
         s["data_wait_p50"] = float(np.percentile(wait, 50)) if len(wait) else 0.0
