@@ -197,6 +197,10 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
 	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/mix_bench.py
+	# How costs grow with size (samplers to 10^10, indexes to 10^6 episodes, 10^5 shards, 10^4
+	# S3 objects), then Loader memory over 20 million samples; about 10 minutes each.
+	PYTHONPATH=python $(PYTHON) bench/scale_bench.py $(SCALE_BENCH_ARGS)
+	PYTHONPATH=python $(PYTHON) bench/soak_bench.py $(SOAK_BENCH_ARGS)
 	# LeRobot's training loop against stoker's: in .venv-lerobot when it is there (make
 	# test-lerobot), else the LeRobot row reads "not measured".
 	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \
