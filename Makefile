@@ -65,11 +65,14 @@ test: lint test-cpp test-sanitize test-thread-safety test-fuzz test-python test-
 test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Ray's tests run in a pytest process of their own: a Ray driver installs signal handlers and
-# keeps cluster state for the life of its process, which the rest of the suite must not share.
+# Ray's tests run in pytest processes of their own, one per cluster: a Ray driver installs
+# signal handlers and keeps cluster state for the life of its process, which the rest of the
+# suite must not share (test_ray.py: one node; test_ray_cluster.py: three).
 test-python: build
-	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python --ignore=tests/python/test_ray.py
+	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python --ignore=tests/python/test_ray.py \
+	  --ignore=tests/python/test_ray_cluster.py
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python/test_ray.py
+	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python/test_ray_cluster.py
 
 # The Python package: ruff's checks and formatting, and mypy (with the checked-in _core.pyi).
 # Configured in pyproject.toml; `$(VENV)/bin/ruff format python` applies the formatting.

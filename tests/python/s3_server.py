@@ -185,8 +185,11 @@ class Faults:
     generator in request order; ``on_request`` maps a request number (1-based) to one fault
     name forced on it. Fault names: "slowdown" (503 SlowDown), "error" (500), "reset"
     (connection reset mid-body), "stall" (sleep ``stall_s``, then go on; with ``stall_hang``,
-    never answer), "truncate" (fewer bytes than Content-Length, then close), "down" (every
-    request answered 503: a server that never recovers)."""
+    never answer; with ``stall_mid_body`` too, send the headers and half the body, then
+    nothing more), "truncate" (fewer bytes than Content-Length, then close), "down" (every
+    request answered 503: a server that never recovers). ``paths``, a regular expression,
+    limits every fault to the requests whose path (``/bucket/key``) it matches (searched);
+    the others are forwarded untouched. A hung request is let go when the proxy closes."""
 
     slowdown: float = 0.0
     error: float = 0.0
@@ -196,6 +199,8 @@ class Faults:
     down: bool = False
     stall_s: float = 2.0
     stall_hang: bool = False
+    stall_mid_body: bool = False
+    paths: str = ""
     on_request: Dict[int, str] = field(default_factory=dict)
     latency_s: float = 0.0  # added before every answer
     deny_listing: bool = False  # ListObjects answered 403 AccessDenied (get allowed, list not)
@@ -216,6 +221,7 @@ class FaultProxy:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._faults = faults or Faults()
+        self._closed = threading.Event()
         self.requests = 0
         self.methods: Dict[str, int] = {}  # requests by HTTP method
         self.bytes_sent = 0
@@ -250,10 +256,12 @@ class FaultProxy:
         with self._lock:
             self._faults = faults if faults is not None else Faults(**fields)
 
-    def _draw(self) -> tuple:
+    def _draw(self, path: str) -> tuple:
         with self._lock:
             self.requests += 1
             number, faults = self.requests, self._faults
+            if faults.paths and not re.search(faults.paths, urllib.parse.unquote(path)):
+                return None, faults
             kind = faults.on_request.get(number)
             if kind is None and faults.down:
                 kind = "slowdown"
@@ -284,7 +292,7 @@ class FaultProxy:
         body = handler.rfile.read(length) if length else None
         with self._lock:
             self.methods[handler.command] = self.methods.get(handler.command, 0) + 1
-        kind, faults = self._draw()
+        kind, faults = self._draw(handler.path)
         if faults.latency_s:
             time.sleep(faults.latency_s)
         if faults.deny_listing and "list-type=" in handler.path:
@@ -309,10 +317,11 @@ class FaultProxy:
                 handler.wfile.write(xml)
             return
         if kind == "stall":
-            if faults.stall_hang:
-                time.sleep(3600)
+            if faults.stall_hang and not faults.stall_mid_body:
+                self._hang(handler)
                 return
-            time.sleep(faults.stall_s)
+            if not faults.stall_hang:
+                time.sleep(faults.stall_s)
         status, headers, data = self._forward(handler, body)
         handler.send_response(status)
         for name, value in headers:
@@ -327,6 +336,11 @@ class FaultProxy:
         handler.end_headers()
         if handler.command == "HEAD":
             return
+        if kind == "stall" and faults.stall_hang:  # mid-body: half of it, then nothing
+            self._send(handler, data[: len(data) // 2], faults)
+            handler.wfile.flush()
+            self._hang(handler)
+            return
         if kind in ("reset", "truncate") and len(data) > 1:
             self._send(handler, data[: len(data) // 2], faults)
             if kind == "reset":  # RST instead of FIN
@@ -337,6 +351,11 @@ class FaultProxy:
             handler.connection.close()
             return
         self._send(handler, data, faults)
+
+    def _hang(self, handler: BaseHTTPRequestHandler) -> None:
+        """Answers nothing more on this connection until the proxy closes (or an hour)."""
+        self._closed.wait(3600)
+        handler.close_connection = True
 
     def _send(self, handler, data: bytes, faults: Faults) -> None:
         if faults.bandwidth <= 0:
@@ -375,6 +394,7 @@ class FaultProxy:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
+        self._closed.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -1,11 +1,17 @@
 """stoker on Ray Data: stoker.integrations.ray.read_lerobot's rows are the Loader's (as multisets per epoch
-and row for row per read task), bad episodes raise or are skipped as in the Loader, and
-stoker etl on Ray tasks writes the same bytes as a local run. One local cluster of 2 CPUs for
-the module."""
+and row for row per read task), bad episodes raise or are skipped as in the Loader, a worker
+killed mid-read changes nothing, a stalled object store ends in an error or in counted skips,
+and stoker etl on Ray tasks writes the same bytes as a local run. One local cluster of 2 CPUs
+for the module (several nodes: test_ray_cluster.py)."""
 
 import collections
 import glob
+import json
 import os
+import re
+import signal
+import threading
+import time
 
 import lerobot_datasets
 import numpy as np
@@ -197,3 +203,166 @@ def test_shards_are_read_by_the_same_read_tasks_row_for_row(tmp_path):
             c for b in blocks for c in b["caption"]
         ]
         np.testing.assert_array_equal(np.concatenate([b["label"] for b in got]), index % 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults: a worker killed mid-read, an object store that stops answering
+
+
+def event_log(path):
+    """A task_hook appending each ReadTaskEvent to the file ``path`` (one JSON line; every
+    worker of this machine's cluster sees it), and a reader of the lines. A closure, so that
+    Ray pickles it by value into the workers."""
+
+    def hook(event):
+        with open(path, "a") as f:
+            f.write(json.dumps(event.__dict__) + "\n")
+
+    def read():
+        with open(path) as f:
+            return [json.loads(line) for line in f]
+
+    return hook, read
+
+
+def test_a_worker_killed_mid_read_loses_and_repeats_no_row(lerobot_v30, tmp_path):
+    """Read task 1 stops after handing its first block to Ray and waits there, once (its first
+    try claims a marker file); the test kills its worker by PID with SIGKILL. Ray runs the task
+    again in another worker: every row once, in the fault-free order (the Loader's, which the
+    first test shows a fault-free read gives), pixels and all."""
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    log, events = event_log(str(tmp_path / "events.jsonl"))
+    claimed, pid_file = str(tmp_path / "claimed"), str(tmp_path / "pid")
+
+    def hook(event):
+        log(event)
+        if event.task != 1 or event.event != "block" or event.rows <= 4:
+            return
+        try:  # the first try of task 1 only, as it builds its second block
+            os.close(os.open(claimed, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        with open(pid_file + ".part", "w") as f:
+            f.write(str(event.pid))
+        os.rename(pid_file + ".part", pid_file)
+        time.sleep(120)  # killed here
+
+    killed = []
+
+    def kill_when_parked():
+        deadline = time.monotonic() + 60
+        while not os.path.exists(pid_file) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if os.path.exists(pid_file):
+            pid = int(open(pid_file).read())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_when_parked, daemon=True)
+    killer.start()
+    rd = stoker_ray.read_lerobot(ds, seed=5, samples_per_task=8, rows_per_block=4,
+                                 threads_per_task=1, num_cpus=1, task_hook=hook)
+    got = list(rd.iter_batches(batch_size=None, batch_format="numpy"))
+    killer.join(5)
+    assert len(killed) == 1
+    # Task 1 ran twice: the first try, killed after one block, and another try to its end.
+    tries = {e["pid"]: e for e in events() if e["task"] == 1}
+    assert killed[0] in tries and tries[killed[0]]["event"] == "block"
+    assert tries[killed[0]]["rows"] == 8
+    assert [e["event"] for p, e in tries.items() if p != killed[0]] == ["end"]
+
+    expected = loader_batches(ds, batch_size=4, seed=5)
+    mine = {k: np.concatenate([b[k] for b in got]) for k in got[0]}
+    assert mine["index"].tolist() == [i for b in expected for i in b["index"].tolist()]
+    assert sorted(mine["index"].tolist()) == list(range(len(ds)))
+    for key in expected[0]:
+        np.testing.assert_array_equal(mine[key], np.concatenate([b[key] for b in expected]),
+                                      err_msg=key)
+
+
+STALL_DEADLINE_S = 0.5  # total_timeout_s of every request: all its tries, within this
+
+
+def stalled_read_options(s3_server, proxy):
+    """Options reaching the store through ``proxy``, explicit (the workers do not see the
+    test's environment) and with a small deadline."""
+    return stoker.S3Options(
+        access_key_id=s3_server.access_key_id, secret_access_key=s3_server.secret_access_key,
+        endpoint_url=proxy.endpoint, region="us-east-1", max_attempts=2,
+        total_timeout_s=STALL_DEADLINE_S, low_speed_timeout_s=STALL_DEADLINE_S,
+        connect_timeout_s=STALL_DEADLINE_S,
+        backoff_base_s=0.01, backoff_max_s=0.05)
+
+
+def finished_within(seconds, call):
+    """call()'s value or what it raised, and its wall time; fails (instead of hanging the
+    suite) when it has not ended after ``seconds``."""
+    done = {}
+
+    def run():
+        started = time.monotonic()
+        try:
+            done["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            done["error"] = error
+        done["seconds"] = time.monotonic() - started
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still waiting after {seconds} s"
+    return done
+
+
+def test_a_stalled_store_ends_in_an_error_naming_sample_and_url_or_in_counted_skips(
+        s3_server, fault_proxy, lerobot_v21, tmp_path):
+    """The video of episode 1's top camera stops answering in the store, once before any byte
+    (every request to it accepted, never answered) and once mid-body (the headers and half the
+    body, then nothing): a Ray read task's request gives up within its deadline and the read
+    ends in the Loader's error naming the sample, episode and URL; with on_error="skip" it
+    finishes, the task's hook counting every sample of episode 1 skipped."""
+    s3_server.create_bucket("stoker-ray")
+    s3_server.upload_tree(lerobot_v21.root, "stoker-ray", "v21")
+    top = lerobot_v21.cameras[0]
+    key = "v21/" + os.path.relpath(lerobot_v21.video_paths[top][1], lerobot_v21.root)
+    url = f"s3://stoker-ray/{key}"
+    options = stalled_read_options(s3_server, fault_proxy)
+    spec = spec_for(lerobot_v21.cameras)
+    # Opened here before the stall (the index from the store); the workers open the videos.
+    ds = stoker.LeRobotDataset("s3://stoker-ray/v21", spec, storage_options=options,
+                               progress=False, episodes=[1])
+    episode_1 = set(range(5, 12))
+
+    fault_proxy.set_faults(stall=1.0, stall_hang=True, stall_mid_body=True, paths=re.escape(key))
+    read = stoker_ray.read_lerobot(ds, seed=0, shuffle=False, samples_per_task=2,
+                                   threads_per_task=1, num_cpus=1)
+    done = finished_within(60, read.take_all)
+    stalls = fault_proxy.faults_injected.get("stall", 0)
+    message = str(done.get("error"))
+    assert isinstance(done.get("error"), Exception), done
+    assert re.search(r"sample (\d+) \(episode 1, batch \d+ of epoch 0\)", message), message
+    assert int(re.search(r"sample (\d+) \(episode 1", message).group(1)) in episode_1
+    # Given up by the stall detector or by the deadline, and the message says which.
+    assert url in message, message
+    assert "stalled" in message or "the request's deadline ran out" in message, message
+    tried = re.search(r"failed after \d+ attempts? in ([\d.]+) s", message)
+    assert tried and float(tried.group(1)) <= STALL_DEADLINE_S + 0.2, message
+    # Every stalled request was given up within its deadline: the read ends when they are.
+    assert stalls >= 1 and done["seconds"] < stalls * STALL_DEADLINE_S + 10
+
+    log, events = event_log(str(tmp_path / "events.jsonl"))
+    both = stoker.LeRobotDataset("s3://stoker-ray/v21", spec, storage_options=options,
+                                 progress=False, episodes=[0, 1])
+    fault_proxy.set_faults(stall=1.0, stall_hang=True, paths=re.escape(key))
+    before = fault_proxy.faults_injected.get("stall", 0)
+    read = stoker_ray.read_lerobot(both, seed=0, samples_per_task=4, threads_per_task=1,
+                                   num_cpus=1, on_error="skip", task_hook=log)
+    done = finished_within(60, read.take_all)
+    stalls = fault_proxy.faults_injected.get("stall", 0) - before
+    rows = done["value"]
+    assert len(rows) == len(both) == 12
+    assert {int(r["index"]) for r in rows} <= set(range(5))
+    ends = [e for e in events() if e["event"] == "end"]
+    assert sorted(e["task"] for e in ends) == [0, 1, 2]
+    assert sum(e["skipped"] for e in ends) == len(episode_1)
+    assert stalls >= 1 and done["seconds"] < stalls * STALL_DEADLINE_S + 10

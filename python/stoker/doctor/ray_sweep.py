@@ -12,6 +12,11 @@ the achieved rate, then says which line of the decision table applies (docs/scal
   bound; materialize at training size (``stoker etl``) instead of buying CPUs.
 * ``stop-tuning``: data_wait is low and the sweep no longer helps: the data side is not the
   bottleneck; move to the GPU side (batch, memory, DDP).
+
+Per node: each read task reports where it runs and how far it got (the read's ``task_hook``,
+into a small actor), so each point also says which node ran which task and at what rate
+(rows over the task's time), and the table of the widest point shows them node by node: a slow
+or idle node stands out.
 """
 
 from __future__ import annotations
@@ -32,6 +37,33 @@ HELPS = 1.15
 
 
 @dataclass
+class RayTask:
+    """One read task as it reported itself: its node, its rows and its time so far."""
+
+    task: int
+    node_id: str
+    pid: int
+    rows: int
+    seconds: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class RayNode:
+    """A node's read tasks at one point: how many, their rows, their rows/s (all their rows
+    over all their time: a task's mean rate on that node)."""
+
+    node_id: str
+    address: str
+    tasks: int
+    rows: int
+    rows_per_s: float
+
+
+@dataclass
 class RayPoint:
     cpus: int  # CPUs given to the read tasks: concurrency * cpus per task
     concurrency: int
@@ -39,6 +71,8 @@ class RayPoint:
     data_wait_share: float
     data_wait_p50_ms: float
     steps: int
+    tasks: list[RayTask] = field(default_factory=list)
+    nodes: list[RayNode] = field(default_factory=list)
 
 
 @dataclass
@@ -109,6 +143,18 @@ class RaySweep:
                 f"  {p.cpus:4d}  {p.concurrency:5d}  {p.samples_per_s:9.1f}  "
                 f"{p.data_wait_share:8.0%}  {p.data_wait_p50_ms:10.1f} ms"
             )
+        widest = max(self.points, key=lambda p: p.cpus) if self.points else None
+        if widest is not None and widest.nodes:
+            lines += [
+                "",
+                f"Read tasks by node at {widest.cpus} CPUs (rows/s: a task's rows over its time):",
+                "  node      address          tasks   rows  rows/s",
+            ]
+            for n in widest.nodes:
+                lines.append(
+                    f"  {n.node_id[:8]:8s}  {n.address:15s}  {n.tasks:5d}  {n.rows:5d}  "
+                    f"{n.rows_per_s:6.1f}"
+                )
         lines += ["", "What to do:"] + [f"  - {a}" for a in self.advice]
         return "\n".join(lines)
 
@@ -172,7 +218,80 @@ def _concurrencies(cluster_cpus: int, cpus_per_task: int) -> list[int]:
     return counts + [most]
 
 
-def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, epoch, seed):
+class TaskLog:
+    """Kept in a Ray actor (see :func:`_task_log`): each read task's last report, by (point of
+    the sweep, task, process), so that a task Ray ran again counts once per try and a late
+    report of an earlier point's task lands in that point."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[int, int, int], RayTask] = {}
+
+    def add(self, point: int, event: Any) -> None:
+        self._last[(point, event.task, event.pid)] = RayTask(
+            event.task, event.node_id, event.pid, event.rows, event.seconds
+        )
+
+    def take(self, point: int) -> list[RayTask]:
+        keys = sorted(key for key in self._last if key[0] == point)
+        return [self._last.pop(key) for key in keys]
+
+
+@dataclass(frozen=True)
+class ReportTo:
+    """The read tasks' ``task_hook``: each report into the :class:`TaskLog` actor ``log``,
+    waited for (one round trip per block) so that the log holds every block handed on."""
+
+    log: Any
+    point: int
+
+    def __call__(self, event: Any) -> None:
+        import ray
+
+        ray.get(self.log.add.remote(self.point, event))
+
+
+def _task_log() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=0)(TaskLog).remote()
+
+
+def _nodes(tasks: list[RayTask]) -> list[RayNode]:
+    """The tasks grouped by node (address from the cluster's node table), busiest first."""
+    import ray
+
+    addresses = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in ray.nodes()}
+    nodes = []
+    for node_id in sorted({t.node_id for t in tasks}):
+        mine = [t for t in tasks if t.node_id == node_id]
+        rows, seconds = sum(t.rows for t in mine), sum(t.seconds for t in mine)
+        nodes.append(
+            RayNode(
+                node_id=node_id,
+                address=addresses.get(node_id, ""),
+                tasks=len(mine),
+                rows=rows,
+                rows_per_s=rows / seconds if seconds > 0 else 0.0,
+            )
+        )
+    return sorted(nodes, key=lambda n: -n.rows)
+
+
+def _measure(
+    dataset,
+    *,
+    concurrency,
+    cpus_per_task,
+    batch_size,
+    step_s,
+    steps,
+    epoch,
+    seed,
+    samples_per_task,
+    log,
+):
+    import ray
+
     from stoker.integrations.ray import read_lerobot
 
     rd = read_lerobot(
@@ -181,8 +300,9 @@ def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, 
         epoch=epoch,
         threads_per_task=cpus_per_task,
         concurrency=concurrency,
-        samples_per_task=batch_size * max(1, 64 // batch_size),
+        samples_per_task=samples_per_task or batch_size * max(1, 64 // batch_size),
         rows_per_block=batch_size,
+        task_hook=ReportTo(log, epoch),
     )
     waits: list[float] = []
     warmup = 2  # the first batches include starting the workers
@@ -202,6 +322,7 @@ def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, 
         time.sleep(step_s)  # the synthetic training step
     wall = time.perf_counter() - started if waits else 0.0
     del iterator
+    tasks = ray.get(log.take.remote(epoch))
     waits_array = sorted(waits)
     return RayPoint(
         cpus=concurrency * cpus_per_task,
@@ -210,6 +331,8 @@ def _measure(dataset, *, concurrency, cpus_per_task, batch_size, step_s, steps, 
         data_wait_share=sum(waits) / wall if wall else 0.0,
         data_wait_p50_ms=waits_array[len(waits_array) // 2] * 1000 if waits_array else 0.0,
         steps=len(waits),
+        tasks=tasks,
+        nodes=_nodes(tasks),
     )
 
 
@@ -222,9 +345,12 @@ def sweep(
     steps: int = 30,
     cpus_per_task: int = 1,
     seed: int = 0,
+    samples_per_task: int | None = None,
 ) -> RaySweep:
-    """Runs the sweep on the cluster at ``address`` (``"local"``: a new local cluster) over
-    ``dataset`` (a :class:`stoker.LeRobotDataset`), ``steps`` steps per point."""
+    """Runs the sweep on the cluster at ``address`` (``"local"``: a new local cluster; a
+    process already connected stays on its cluster) over ``dataset`` (a
+    :class:`stoker.LeRobotDataset`), ``steps`` steps per point, read tasks of
+    ``samples_per_task`` samples (default: about 64, whole batches)."""
     import ray
 
     from stoker.integrations.ray import tasks
@@ -238,6 +364,7 @@ def sweep(
         cpus_per_task=cpus_per_task,
         cluster_cpus=tasks.cluster_cpus(),
     )
+    log = _task_log()
     for epoch, concurrency in enumerate(_concurrencies(result.cluster_cpus, cpus_per_task)):
         result.points.append(
             _measure(
@@ -249,8 +376,11 @@ def sweep(
                 steps=steps,
                 epoch=epoch,
                 seed=seed,
+                samples_per_task=samples_per_task,
+                log=log,
             )
         )
+    ray.kill(log)
     result.conclude()
     return result
 

@@ -198,6 +198,12 @@ Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest r
                                           .bucket_region = last.bucket_region});
     code = meaning.code;
     if (!meaning.sentence.empty()) message += ": " + meaning.sentence;
+  } else if (last.curl_code == CURLE_OPERATION_TIMEDOUT && !last.stalled &&
+             seconds_left() < 0.001) {
+    // curl's own timeout is the time left of the deadline: name the option that set it.
+    message += ": the request's deadline ran out (total_timeout_s = " +
+               seconds_text(options.total_timeout_s) +
+               "): the store stopped answering or is too slow for it";
   }
   if (failed != nullptr) *failed = std::move(last);
   return Status(code, message);

@@ -241,6 +241,29 @@ TEST_F(RemoteSourceTest, AStalledTransferIsAbandonedAndRetried) {
   EXPECT_EQ(remote_stats().retries - before.retries, 1);
 }
 
+TEST_F(RemoteSourceTest, AStoreThatStopsAnsweringFailsAtTheDeadlineNamingIt) {
+  server_.put(path("v.mp4"), random_bytes(200000, 9));
+  RemoteOptions options = fast_options();
+  options.total_timeout_s = 0.6;  // shorter than the stall detector's low_speed_timeout_s
+  auto impatient = open_remote_source(server_.url(path("v.mp4")), options);
+  ASSERT_TRUE(impatient.ok()) << impatient.status().message();
+  server_.set_fault(Fault::kStall, 1, 30);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<uint8_t> out(100000);
+  auto got = (*impatient)->read_at(0, out);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(got.ok());
+  EXPECT_LT(seconds, 1.5);
+  const std::string message = got.status().message();
+  EXPECT_NE(message.find(server_.url(path("v.mp4")) + ": GET bytes=0-99999 failed after "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the request's deadline ran out (total_timeout_s = 0.6 s)"),
+            std::string::npos)
+      << message;
+}
+
 TEST_F(RemoteSourceTest, RefusedCredentialsArePermissionDenied) {
   server_.put(path("v.mp4"), random_bytes(1000, 8));
   server_.set_fault(Fault::kSignature403);

@@ -11,10 +11,16 @@ Ray is optional: ``import stoker`` does not import it, and this package needs ``
 See docs/scale-out.md.
 
 The package's modules: :mod:`~stoker.integrations.ray.datasource` (the
-``ray.data.Datasource`` and :func:`read_lerobot`, :func:`read_shards`) and
+``ray.data.Datasource`` and :func:`read_lerobot`, :func:`read_shards`, with the
+:class:`ReadTaskEvent` a ``task_hook`` receives) and
 :mod:`~stoker.integrations.ray.tasks` (stoker etl's units as Ray tasks).
 """
 
-from stoker.integrations.ray.datasource import LoaderDatasource, read_lerobot, read_shards
+from stoker.integrations.ray.datasource import (
+    LoaderDatasource,
+    ReadTaskEvent,
+    read_lerobot,
+    read_shards,
+)
 
-__all__ = ["LoaderDatasource", "read_lerobot", "read_shards"]
+__all__ = ["LoaderDatasource", "ReadTaskEvent", "read_lerobot", "read_shards"]

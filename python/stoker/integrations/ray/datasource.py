@@ -23,6 +23,11 @@ Shuffling (``shuffle=``):
   through a local shuffle buffer of ``local_shuffle_buffer_size`` rows (default: one task).
   ``iter_torch_batches(local_shuffle_buffer_size=...)`` on the consumer mixes across tasks.
 * ``False``: dataset order.
+
+A ``task_hook`` sees each read task from the inside: a :class:`ReadTaskEvent` when it starts,
+after each block it builds and when it ends, with the node it runs on, its process, its rows
+and its skips. ``stoker doctor --ray`` reports per node from them; a test finds a task's worker
+by them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterator, Mapping
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +65,27 @@ logger = logging.getLogger("stoker.integrations.ray")
 _SHUFFLES = (True, False, "block")
 
 
+@dataclass(frozen=True)
+class ReadTaskEvent:
+    """What a read task tells its ``task_hook``.
+
+    ``event``: ``"start"`` (before its Loader opens), ``"block"`` (a block built, just before it
+    is handed to Ray: ``rows`` counts it) or ``"end"`` (every block handed on). A task that Ray
+    runs again (its worker died) reports again from ``"start"``, from another ``pid``.
+    """
+
+    task: int  # the read task's number: its blocks are LoaderDatasource.task_blocks(task)
+    event: str
+    node_id: str  # Ray's id of the node the task runs on (hex)
+    pid: int  # the worker process
+    rows: int  # rows built so far
+    skipped: int  # samples skipped so far (on_error="skip"), replaced by others
+    seconds: float  # since the task started
+
+
+TaskHook = Callable[[ReadTaskEvent], None]
+
+
 class LoaderDatasource(Datasource):
     """A stoker dataset's samples (a LeRobot dataset's windows, a ShardDataset's samples) as Ray
     Data blocks; see the module's notes, and :func:`read_lerobot` and :func:`read_shards`, which
@@ -77,9 +106,11 @@ class LoaderDatasource(Datasource):
         max_replacements: int,
         local_shuffle_buffer_size: int | None,
         task_text: bool,
+        task_hook: TaskHook | None = None,
     ):
         super().__init__()
         self.task_text = task_text
+        self.task_hook = task_hook
         self.dataset = dataset
         self.shuffle = shuffle
         self.seed = seed
@@ -174,15 +205,22 @@ class LoaderDatasource(Datasource):
 
     def read_task(self, task: int) -> Iterator[Any]:
         """Runs in the read task: the blocks of task ``task``, as Arrow tables."""
-        for batch in self.batches(task):
+        report = _Reporter(self.task_hook, task)
+        report("start")
+        for batch in self.batches(task, report):
             if not self.task_text:
                 batch.pop("task", None)
+            report("block", len(next(iter(batch.values()))))
             yield BlockAccessor.batch_to_block(batch)
+        report("end")
 
-    def batches(self, task: int) -> Iterator[dict[str, Any]]:
+    def batches(self, task: int, report: _Reporter | None = None) -> Iterator[dict[str, Any]]:
         """Task ``task``'s rows as dicts of numpy arrays, one per block, after the local shuffle
-        buffer. Skipped samples are logged (as the Loader's stats give them) when the task ends."""
+        buffer. Skipped samples are logged (as the Loader's stats give them) when the task ends,
+        and counted in ``report``."""
         loader = self.loader()
+        if report is not None:
+            report.loader = loader
         blocks = self.task_blocks(task)
         loader.set_position(self.epoch, blocks.start)
         iterator = iter(loader)
@@ -196,6 +234,8 @@ class LoaderDatasource(Datasource):
                 yield from built
         finally:
             stats = loader.stats()
+            if report is not None:
+                report.loader, report.skipped = None, int(stats["skipped"])
             loader.close()
             if stats["skipped"]:
                 reasons = "; ".join(
@@ -209,6 +249,38 @@ class LoaderDatasource(Datasource):
                     stats["skipped"],
                     reasons,
                 )
+
+
+class _Reporter:
+    """A read task's calls of its ``task_hook`` (nothing without one): the task, its node and
+    process, the rows and skips so far, the time since it started."""
+
+    def __init__(self, hook: TaskHook | None, task: int):
+        self.hook = hook
+        self.task = task
+        self.rows = 0
+        self.skipped = 0
+        self.loader: Loader | None = None  # while it runs, for its skips so far
+        self.started = time.perf_counter()
+        self.node_id = ray.get_runtime_context().get_node_id() if hook is not None else ""
+
+    def __call__(self, event: str, rows: int = 0) -> None:
+        if self.hook is None:
+            return
+        self.rows += rows
+        if self.loader is not None:
+            self.skipped = int(self.loader.stats()["skipped"])
+        self.hook(
+            ReadTaskEvent(
+                task=self.task,
+                event=event,
+                node_id=self.node_id,
+                pid=os.getpid(),
+                rows=self.rows,
+                skipped=self.skipped,
+                seconds=time.perf_counter() - self.started,
+            )
+        )
 
 
 def _variable_row_bytes(dataset: LeRobotDataset | ShardDataset) -> int:
@@ -288,6 +360,7 @@ def read_lerobot(
     local_shuffle_buffer_size: int | None = None,
     task_text: bool = False,
     ray_remote_args: dict[str, Any] | None = None,
+    task_hook: TaskHook | None = None,
 ) -> ray.data.Dataset:
     """A ``ray.data.Dataset`` of a LeRobot dataset's samples, decoded by stoker in Ray tasks.
 
@@ -321,6 +394,9 @@ def read_lerobot(
             ``iter_torch_batches`` cannot turn text into tensors; ``task_index`` is always there
             (the texts are ``dataset.meta.tasks``).
         ray_remote_args: more arguments for the read tasks' ``ray.remote`` (memory, resources).
+        task_hook: called inside each read task with a :class:`ReadTaskEvent` when the task
+            starts, after each block it builds and when it ends; pickled to the workers with the
+            dataset. It runs between blocks (keep it quick), and what it raises fails the task.
     """
     if isinstance(root, LeRobotDataset):
         dataset = root
@@ -342,6 +418,7 @@ def read_lerobot(
         local_shuffle_buffer_size=local_shuffle_buffer_size,
         task_text=task_text,
         ray_remote_args=ray_remote_args,
+        task_hook=task_hook,
     )
 
 
@@ -363,6 +440,7 @@ def read_shards(
     max_replacements: int = 8,
     local_shuffle_buffer_size: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
+    task_hook: TaskHook | None = None,
 ) -> ray.data.Dataset:
     """A ``ray.data.Dataset`` of tar shards' samples, decoded by stoker in Ray tasks: the read
     tasks of :func:`read_lerobot`, over a :class:`stoker.ShardDataset`.
@@ -397,6 +475,7 @@ def read_shards(
         local_shuffle_buffer_size=local_shuffle_buffer_size,
         task_text=False,
         ray_remote_args=ray_remote_args,
+        task_hook=task_hook,
     )
 
 
@@ -417,6 +496,7 @@ def _read(
     local_shuffle_buffer_size: int | None,
     task_text: bool,
     ray_remote_args: dict[str, Any] | None,
+    task_hook: TaskHook | None,
 ) -> ray.data.Dataset:
     """The arguments checked, and the dataset's read tasks handed to Ray."""
     if shuffle not in _SHUFFLES or not isinstance(shuffle, (bool, str)):
@@ -443,6 +523,8 @@ def _read(
         local_shuffle_buffer_size = check_int(
             "local_shuffle_buffer_size", local_shuffle_buffer_size, 1, 2**40
         )
+    if task_hook is not None and not callable(task_hook):
+        raise ValueError(f"task_hook must be callable, got {task_hook!r}")
     if transforms is not None and getattr(transforms, "dtype", None) == "bfloat16":
         raise ValueError(
             "transforms.dtype='bfloat16' cannot be a block column (numpy has no bfloat16): use "
@@ -461,6 +543,7 @@ def _read(
         max_replacements=max_replacements,
         local_shuffle_buffer_size=local_shuffle_buffer_size,
         task_text=bool(task_text),
+        task_hook=task_hook,
     )
     # Each Loader batch leaves its task as one block, as soon as it is built:
     # - override_num_blocks: else Ray splits the output of a read with fewer tasks than its
