@@ -14,7 +14,9 @@
 // - image cameras (LeRobot features of dtype `image`, whose PNG/JPEG bytes sit in the data
 //   files): per camera and row, where the row's encoded image lies in one side file, written
 //   beside the index by the Python front and memory-mapped here (workers share its pages);
-// - the size and modification time of every source file, so a changed dataset is detected.
+// - the size and modification time of every source file, so a changed dataset is detected;
+// - the episodes some camera's video could not serve, when the build was asked to keep them
+//   (a reader leaves them out rather than refusing the whole dataset).
 //
 // Ownership: open() returns a shared, immutable index; its arrays point into the mapping and
 // live as long as it does.
@@ -81,6 +83,21 @@ struct EpisodeIndexBuildOptions {
   int threads = 0;
   /// Called from the building thread after each video file is scanned: (done, total).
   std::function<void(int64_t, int64_t)> progress;
+  /// What an episode that a camera's video cannot serve does to the build (the file does not
+  /// open, has too few frames for the episode's rows, or shows them at other times). Default
+  /// false: build() fails, listing every such problem. true: build() writes the index all the
+  /// same, recording each (episode, camera, why) in it (EpisodeIndex::broken_episodes()), so
+  /// that whoever reads it can leave those episodes out, under whatever policy it has; the
+  /// WindowPlanner refuses their rows.
+  bool keep_broken_episodes = false;
+};
+
+/// An episode that one camera's video cannot serve, recorded by a build with
+/// EpisodeIndexBuildOptions::keep_broken_episodes.
+struct BrokenEpisode {
+  int64_t episode = 0;  // position in dataset order
+  int64_t camera = 0;   // a video camera
+  std::string why;      // e.g. "cannot open: Invalid data found when processing input"
 };
 
 /// What build() found, for the user to read.
@@ -94,7 +111,8 @@ class EpisodeIndex {
  public:
   /// Scans every video, snaps every episode's start, checks that each episode's rows fit its
   /// video frames, and writes the index to `path` atomically (a temporary file, then rename).
-  /// Errors name the episode, camera and file; when several files fail, all are listed.
+  /// Errors name the episode, camera and file; when several files fail, all are listed (unless
+  /// options.keep_broken_episodes records them in the index instead).
   static Status build(const EpisodeIndexSource& source, const std::string& path,
                       const EpisodeIndexBuildOptions& options = {},
                       EpisodeIndexBuildReport* report = nullptr);
@@ -143,6 +161,17 @@ class EpisodeIndex {
     return first_frame(c, e) + (row - episode_from_row_[e]);
   }
 
+  /// The episodes whose video of some camera could not serve them when the index was built,
+  /// in the order the build found them (empty unless built with keep_broken_episodes). Their
+  /// first frames are 0 and their file may have no frame table: they must not be read.
+  const std::vector<BrokenEpisode>& broken_episodes() const { return broken_; }
+  /// Whether camera c cannot serve episode e (see broken_episodes(); never an image camera).
+  /// REQUIRES: 0 <= c < num_cameras(), 0 <= e < num_episodes(). O(1).
+  bool is_broken(int64_t c, int64_t e) const {
+    return !broken_mask_.empty() && c < num_video_cameras_ &&
+           broken_mask_[c * num_episodes() + e] != 0;
+  }
+
   /// The encoded image (PNG or JPEG) of image camera c at `row`, in the mapped side file.
   /// REQUIRES: is_image_camera(c), 0 <= row < num_rows(). O(1).
   std::span<const uint8_t> image_bytes(int64_t c, int64_t row) const {
@@ -153,7 +182,8 @@ class EpisodeIndex {
   /// The side file of the image cameras ("" without any).
   const std::string& image_file() const { return image_file_; }
 
-  /// The frame table of video file `v`, decoded from the mapping on first use.
+  /// The frame table of video file `v`, decoded from the mapping on first use. Fails
+  /// (kCorruptData) for a file the build could not scan (see broken_episodes()).
   Result<std::shared_ptr<const FrameTable>> frame_table(int64_t v) const;
 
   struct ColumnView {
@@ -191,6 +221,8 @@ class EpisodeIndex {
   std::vector<std::span<const uint8_t>> frame_table_bytes_;
   std::vector<TrackedFile> tracked_;
   std::vector<ColumnView> columns_;
+  std::vector<BrokenEpisode> broken_;
+  std::vector<uint8_t> broken_mask_;  // [camera][episode], empty when none is broken
   // The frame tables decoded so far, under their own lock.
   std::unique_ptr<FrameTables> tables_;
 };

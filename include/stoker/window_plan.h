@@ -67,7 +67,9 @@ class WindowPlanner {
   /// For each key: the column it reads (index into EpisodeIndex::columns()), or -1.
   const std::vector<int64_t>& key_column() const { return key_column_; }
 
-  /// Fills `plan` for sample `row`. Error (kInvalidArgument) when row is out of range.
+  /// Fills `plan` for sample `row`. Errors: kInvalidArgument when row is out of range;
+  /// kCorruptData when a camera read is broken for the row's episode
+  /// (EpisodeIndex::is_broken), naming the episode, camera, file and why.
   Status plan(int64_t row, WindowPlan* plan) const;
 
   /// The estimated decode cost of sample `row`, for balancing load across ranks: per camera,

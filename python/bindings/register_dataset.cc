@@ -68,7 +68,7 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
                              std::vector<std::string> tracked_files, double tolerance_s,
                              int threads, std::optional<nb::callable> progress,
                              std::vector<std::tuple<std::string, Int64s, Int64s>> image_cameras,
-                             std::string image_file) {
+                             std::string image_file, bool keep_broken_episodes) {
   const size_t num_episodes = episode_from_row.shape(0);
   const size_t num_rows = row_timestamp.shape(0);
   if (episode_length.shape(0) != num_episodes || episode_task.shape(0) != num_episodes) {
@@ -151,7 +151,8 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
     source.tracked_files = std::move(tracked_files);
     source.tolerance_s = tolerance_s;
 
-    EpisodeIndexBuildOptions options{.threads = threads};
+    EpisodeIndexBuildOptions options{.threads = threads,
+                                     .keep_broken_episodes = keep_broken_episodes};
     if (relay.callable != nullptr) {
       options.progress = [&relay](int64_t done, int64_t total) { relay(done, total); };
     }
@@ -241,10 +242,12 @@ void register_dataset(nb::module_& m) {
         nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
         nb::arg("progress").none(),
         nb::arg("image_cameras") = std::vector<std::tuple<std::string, Int64s, Int64s>>(),
-        nb::arg("image_file") = "",
+        nb::arg("image_file") = "", nb::arg("keep_broken_episodes") = false,
         "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
         "image_cameras: (name, offset, length) per image camera, each row's image in "
         "image_file.\n"
+        "keep_broken_episodes: episodes a camera's video cannot serve are recorded in the "
+        "index (EpisodeIndex.broken_episodes) instead of failing the build.\n"
         "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
 
   nb::class_<IndexHandle>(m, "EpisodeIndex")
@@ -257,6 +260,17 @@ void register_dataset(nb::module_& m) {
           "num_video_cameras", [](const IndexHandle& h) { return h.index->num_video_cameras(); },
           "The video cameras come first in `cameras`; the others are image cameras.")
       .def_prop_ro("image_file", [](const IndexHandle& h) { return h.index->image_file(); })
+      .def_prop_ro(
+          "broken_episodes",
+          [](const IndexHandle& h) {
+            std::vector<std::tuple<int64_t, int64_t, std::string>> broken;
+            for (const BrokenEpisode& b : h.index->broken_episodes()) {
+              broken.emplace_back(b.episode, b.camera, b.why);
+            }
+            return broken;
+          },
+          "(episode, camera, why) of each episode a camera's video could not serve when the "
+          "index was built (with keep_broken_episodes); their rows must not be read.")
       .def(
           "image_bytes",
           [](const IndexHandle& h, int64_t camera, int64_t row) {

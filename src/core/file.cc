@@ -152,6 +152,11 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return std::unique_ptr<MappedFile>(new MappedFile(static_cast<const uint8_t*>(data), size));
 }
 
+void MappedFile::release_resident() const {
+  // Only advice: on failure the pages simply stay resident.
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

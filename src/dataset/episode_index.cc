@@ -29,7 +29,9 @@ constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
 // 2: the file's size and CRC-32C checksums of the header and of everything after it.
 // 3: its frame tables know each packet's byte position (frame table format 3).
 // 4: image cameras (per row, an image's place in a side file of encoded images).
-constexpr uint32_t kFormatVersion = 4;
+// 5: broken episodes (episode, camera, why) after the columns; an unscanned video has an empty
+//    frame table.
+constexpr uint32_t kFormatVersion = 5;
 constexpr size_t kMaxListed = 20;
 
 struct Section {
@@ -79,10 +81,25 @@ int32_t column_type_code(DType type) {
   return -1;
 }
 
-std::string list_problems(const std::vector<std::string>& problems) {
+// A camera's video that cannot serve an episode.
+struct Problem {
+  size_t episode = 0;
+  size_t camera = 0;
+  std::string why;
+};
+
+std::string describe(const EpisodeIndexSource& s, size_t c, size_t e) {
+  return "episode " + std::to_string(e) + ", camera '" + s.cameras[c] + "', file '" +
+         s.video_files[s.episode_video[c][e]] + "'";
+}
+
+std::string list_problems(const EpisodeIndexSource& s, const std::vector<Problem>& problems) {
   std::ostringstream out;
   out << problems.size() << (problems.size() == 1 ? " problem" : " problems") << ":";
-  for (size_t k = 0; k < problems.size() && k < kMaxListed; ++k) out << "\n  " << problems[k];
+  for (size_t k = 0; k < problems.size() && k < kMaxListed; ++k) {
+    out << "\n  " << describe(s, problems[k].camera, problems[k].episode) << ": "
+        << problems[k].why;
+  }
   if (problems.size() > kMaxListed)
     out << "\n  ... and " << problems.size() - kMaxListed << " more";
   return out.str();
@@ -209,18 +226,13 @@ std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int
   return scanned;
 }
 
-std::string describe(const EpisodeIndexSource& s, size_t c, size_t e) {
-  return "episode " + std::to_string(e) + ", camera '" + s.cameras[c] + "', file '" +
-         s.video_files[s.episode_video[c][e]] + "'";
-}
-
 // Places every episode of camera c in its video file. When a file's frames are exactly its
 // episodes' rows, episodes follow each other frame by frame (in the order of their stated
 // offsets) and the stated offsets only order them; otherwise each is snapped to the pts nearest
 // its stated offset. Either way every row's timing is then checked against its frame's pts.
 void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<ScannedVideo>& videos,
                     std::vector<int64_t>& first_frame, std::vector<double>& drift,
-                    std::vector<std::string>& problems) {
+                    std::vector<Problem>& problems) {
   const size_t episodes = s.episode_from_row.size();
   std::vector<std::vector<size_t>> by_file(s.video_files.size());
   for (size_t e = 0; e < episodes; ++e) by_file[s.episode_video[c][e]].push_back(e);
@@ -247,17 +259,17 @@ void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<Sca
       drift[e] = table.pts_seconds(first) - stated;
       previous_drift = drift[e];
       if (!tiled && std::abs(table.pts_seconds(first) - (stated + snap_base)) > frame_period / 2) {
-        problems.push_back(describe(s, c, e) + ": no frame near its stated start " +
-                           std::to_string(stated) + " s, and the file's " +
-                           std::to_string(table.num_frames()) + " frames do not match its " +
-                           std::to_string(rows) + " rows");
+        problems.push_back({e, c,
+                            "no frame near its stated start " + std::to_string(stated) +
+                                " s, and the file's " + std::to_string(table.num_frames()) +
+                                " frames do not match its " + std::to_string(rows) + " rows"});
         continue;
       }
       if (first + s.episode_length[e] > table.num_frames()) {
-        problems.push_back(describe(s, c, e) + ": the episode needs " +
-                           std::to_string(s.episode_length[e]) + " frames from frame " +
-                           std::to_string(first) + ", the file has " +
-                           std::to_string(table.num_frames()));
+        problems.push_back({e, c,
+                            "the episode needs " + std::to_string(s.episode_length[e]) +
+                                " frames from frame " + std::to_string(first) + ", the file has " +
+                                std::to_string(table.num_frames())});
         continue;
       }
       const double start_pts = table.pts_seconds(first);
@@ -266,10 +278,11 @@ void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<Sca
             start_pts + s.row_timestamp[from_row + k] - s.row_timestamp[from_row];
         const double actual = table.pts_seconds(first + k);
         if (std::abs(actual - expected) > s.tolerance_s) {
-          problems.push_back(describe(s, c, e) + ": row " + std::to_string(from_row + k) +
-                             " is at " + std::to_string(expected) + " s in the video, its frame " +
-                             std::to_string(first + k) + " at " + std::to_string(actual) +
-                             " s (timestamps inconsistent with the video)");
+          problems.push_back({e, c,
+                              "row " + std::to_string(from_row + k) + " is at " +
+                                  std::to_string(expected) + " s in the video, its frame " +
+                                  std::to_string(first + k) + " at " + std::to_string(actual) +
+                                  " s (timestamps inconsistent with the video)"});
           break;
         }
       }
@@ -296,13 +309,18 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   const int threads = options.threads > 0 ? options.threads : usable_cores();
   std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
 
-  std::vector<std::string> problems;
+  std::vector<Problem> problems;
   const size_t episodes = source.episode_from_row.size();
   const size_t cameras = source.cameras.size();
   for (size_t c = 0; c < cameras; ++c) {
     for (size_t e = 0; e < episodes; ++e) {
       const Status& failed = videos[source.episode_video[c][e]].status;
-      if (!failed.ok()) problems.push_back(describe(source, c, e) + ": " + failed.message());
+      if (failed.ok()) continue;
+      // The problem names the file already: its message need not say it again.
+      std::string why = failed.message();
+      const std::string named = "video '" + source.video_files[source.episode_video[c][e]] + "': ";
+      if (why.starts_with(named)) why.erase(0, named.size());
+      problems.push_back({e, c, std::move(why)});
     }
   }
   std::vector<int64_t> first_frame(cameras * episodes, 0);
@@ -314,7 +332,13 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     std::copy(camera_first.begin(), camera_first.end(), first_frame.begin() + c * episodes);
     std::copy(camera_drift.begin(), camera_drift.end(), drift.begin() + c * episodes);
   }
-  if (!problems.empty()) return Status(StatusCode::kCorruptData, list_problems(problems));
+  if (!problems.empty() && !options.keep_broken_episodes) {
+    return Status(StatusCode::kCorruptData, list_problems(source, problems));
+  }
+  for (const Problem& problem : problems) {  // never read: kept out of the report's drift
+    first_frame[problem.camera * episodes + problem.episode] = 0;
+    drift[problem.camera * episodes + problem.episode] = 0;
+  }
 
   if (!source.image_cameras.empty()) {
     Result<core::FileIdentity> images = core::stat_file(source.image_file);
@@ -382,11 +406,23 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   records.string(source.image_file);
   records.pod<uint64_t>(videos.size());
   for (size_t v = 0; v < videos.size(); ++v) {
-    const std::vector<uint8_t> table = videos[v].table->serialize();
+    // A file that could not be scanned (its episodes are broken) has no frame table; its size
+    // and time are still tracked, so that repairing it makes the index stale.
+    const std::shared_ptr<const FrameTable>& scanned = videos[v].table;
+    const std::vector<uint8_t> table = scanned ? scanned->serialize() : std::vector<uint8_t>();
+    int64_t file_size = -1, file_mtime_ns = -1;
+    if (scanned) {
+      file_size = scanned->file_size();
+      file_mtime_ns = scanned->file_mtime_ns();
+    } else if (Result<core::FileIdentity> identity = core::stat_file(source.video_files[v]);
+               identity.ok()) {
+      file_size = identity->size;
+      file_mtime_ns = identity->mtime_ns;
+    }
     const Section section = append_array<uint8_t>(w, table);
     records.string(source.video_files[v]);
-    records.pod<int64_t>(videos[v].table->file_size());
-    records.pod<int64_t>(videos[v].table->file_mtime_ns());
+    records.pod<int64_t>(file_size);
+    records.pod<int64_t>(file_mtime_ns);
     records.pod<uint64_t>(section.offset);
     records.pod<uint64_t>(section.bytes);
   }
@@ -404,6 +440,12 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     records.pod<int64_t>(column.dim);
     records.pod<uint64_t>(section.offset);
     records.pod<uint64_t>(section.bytes);
+  }
+  records.pod<uint64_t>(problems.size());
+  for (const Problem& problem : problems) {
+    records.pod<int64_t>(static_cast<int64_t>(problem.episode));
+    records.pod<int64_t>(static_cast<int64_t>(problem.camera));
+    records.string(problem.why);
   }
   header.records = append_array<uint8_t>(w, records.buffer());
   header.file_bytes = w.size();
@@ -468,6 +510,9 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
       !core::kFuzzing) {
     return malformed("its checksum does not match (the file was damaged)");
   }
+  // The check touched every page: let go of them, so that a process holds only the pages its
+  // lookups touch (a 10^6-episode index is ~300 MB, a lookup reads a few of them).
+  index->mapping_->release_resident();
   const int64_t episodes = header.num_episodes;
   const int64_t rows = header.num_rows;
   const int64_t cameras = header.num_cameras;
@@ -566,6 +611,18 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     }
     x.columns_.push_back(std::move(column));
   }
+  if (!r.pod(&count) || count > size) return malformed("broken episodes");
+  if (count > 0) x.broken_mask_.assign(static_cast<size_t>(cameras * episodes), 0);
+  for (uint64_t k = 0; k < count; ++k) {
+    BrokenEpisode broken;
+    if (!r.pod(&broken.episode) || !r.pod(&broken.camera) || !r.string(&broken.why, size) ||
+        broken.episode < 0 || broken.episode >= episodes || broken.camera < 0 ||
+        broken.camera >= cameras) {
+      return malformed("broken episodes");
+    }
+    x.broken_mask_[broken.camera * episodes + broken.episode] = 1;
+    x.broken_.push_back(std::move(broken));
+  }
   if (!r.at_end()) return malformed("trailing records");
 
   // Every stored reference must hold, so lookups never leave the arrays.
@@ -625,6 +682,12 @@ Result<std::shared_ptr<const FrameTable>> EpisodeIndex::frame_table(int64_t v) c
   if (v < 0 || v >= static_cast<int64_t>(video_files_.size())) {
     return Status(StatusCode::kInvalidArgument,
                   "video file " + std::to_string(v) + " is out of range");
+  }
+  if (frame_table_bytes_[v].empty()) {
+    return Status(StatusCode::kCorruptData,
+                  "video '" + video_files_[v] +
+                      "' could not be read when the index was built: the episodes it holds are "
+                      "broken (left out of the samples)");
   }
   core::MutexLock lock(&tables_->mutex);
   std::shared_ptr<const FrameTable>& decoded = tables_->decoded[v];

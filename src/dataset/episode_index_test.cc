@@ -212,6 +212,57 @@ TEST(EpisodeIndexBadInput, TimestampsInconsistentWithTheVideo) {
       << status.message();
 }
 
+TEST(EpisodeIndexBadInput, BrokenEpisodesAreRecordedWhenKeptAndTheirRowsRefused) {
+  // Episode 1's video does not open, episode 2's has 30 frames for 35 rows: kept, the build
+  // writes the index and records both; episode 0 reads as ever.
+  const std::string garbage = scratch("broken-episode.mp4");
+  std::ofstream(garbage, std::ios::binary) << std::string(1000, '\0');
+  EpisodeIndexSource source =
+      make_source({episode_video("index_ep0"), garbage, episode_video("index_ep1", "hflip")},
+                  {0, 1, 2}, {0, 0, 0});
+  source.columns.clear();
+  source.episode_length[2] = kFrames + 5;
+  for (int k = kFrames; k < kFrames + 5; ++k) source.row_timestamp.push_back(k / 30.0);
+  const std::string path = scratch("broken-episodes.index");
+  std::filesystem::remove(path);
+  ASSERT_FALSE(EpisodeIndex::build(source, path).ok());  // by default: refused, nothing written
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ASSERT_TRUE(EpisodeIndex::build(source, path, {.threads = 2, .keep_broken_episodes = true}).ok());
+  auto opened = EpisodeIndex::open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  const EpisodeIndex& index = **opened;
+  ASSERT_EQ(index.broken_episodes().size(), 2u);
+  EXPECT_EQ(index.broken_episodes()[0].episode, 1);
+  EXPECT_EQ(index.broken_episodes()[0].camera, 0);
+  EXPECT_NE(index.broken_episodes()[0].why.find("cannot open"), std::string::npos)
+      << index.broken_episodes()[0].why;
+  EXPECT_EQ(index.broken_episodes()[1].episode, 2);
+  EXPECT_NE(index.broken_episodes()[1].why.find("needs 35 frames"), std::string::npos);
+  EXPECT_FALSE(index.is_broken(0, 0));
+  EXPECT_TRUE(index.is_broken(0, 1));
+  EXPECT_TRUE(index.is_broken(0, 2));
+  EXPECT_TRUE(index.stale_files().empty());  // the unreadable file is tracked too
+  Result<std::shared_ptr<const FrameTable>> unscanned = index.frame_table(1);
+  EXPECT_EQ(unscanned.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(unscanned.status().message().find("could not be read"), std::string::npos);
+
+  auto planner = WindowPlanner::create(
+      *opened, {{.name = "front", .source = "observation.images.front", .offsets = {-1, 0}}});
+  ASSERT_TRUE(planner.ok());
+  WindowPlan plan;
+  EXPECT_TRUE((*planner)->plan(kFrames - 1, &plan).ok());
+  for (int64_t row : {int64_t{kFrames}, int64_t{2 * kFrames + 3}}) {
+    Status refused = (*planner)->plan(row, &plan);
+    EXPECT_EQ(refused.code(), StatusCode::kCorruptData) << row;
+    EXPECT_NE(refused.message().find("was left out of the index"), std::string::npos)
+        << refused.message();
+  }
+  // Repaired, the file makes the index stale.
+  std::filesystem::copy_file(episode_video("index_ep0"), garbage,
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(index.stale_files(), std::vector<std::string>{garbage});
+}
+
 TEST(EpisodeIndexBadInput, DamagedIndexFilesAreRefused) {
   const std::string path = scratch("damaged-source.index");
   auto index = build_and_open(make_source({episode_video("index_ep0")}, {0}, {0}), path);
@@ -248,7 +299,8 @@ TEST(EpisodeIndexBadInput, DamagedIndexFilesAreRefused) {
 }
 
 // Seeds for the episode index's fuzz target (`make test-fuzz`), written where
-// $STOKER_FUZZ_CORPUS says: indexes of one file per episode, of a packed file, of two cameras.
+// $STOKER_FUZZ_CORPUS says: indexes of one file per episode, of a packed file, of two cameras,
+// of a broken episode.
 TEST(FuzzSeeds, Indexes) {
   const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
   if (corpus == nullptr) GTEST_SKIP() << "STOKER_FUZZ_CORPUS is not set";
@@ -267,6 +319,13 @@ TEST(FuzzSeeds, Indexes) {
     const std::string path = (folder / ("index-" + std::to_string(k))).string();
     ASSERT_TRUE(EpisodeIndex::build(sources[k], path).ok());
   }
+  // And one that records a broken episode (a video that does not open, without a frame table).
+  const std::string garbage = scratch("fuzz-seed-broken.mp4");
+  std::ofstream(garbage, std::ios::binary) << std::string(1000, '\0');
+  ASSERT_TRUE(EpisodeIndex::build(make_source({ep0, garbage}, {0, 1}, {0, 0}),
+                                  (folder / "index-broken").string(),
+                                  {.keep_broken_episodes = true})
+                  .ok());
 }
 
 // An image camera beside the video camera: each row's "image" is bytes that name the row (the

@@ -5,6 +5,22 @@
 #include <set>
 
 namespace stoker {
+namespace {
+
+// The error for a sample of an episode that camera c's video could not serve when the index was
+// built: its frames are not in the index (the caller should have left the episode out).
+Status broken_episode(const EpisodeIndex& index, int64_t c, int64_t e) {
+  std::string why;
+  for (const BrokenEpisode& broken : index.broken_episodes()) {
+    if (broken.camera == c && broken.episode == e) why = broken.why;
+  }
+  return Status(StatusCode::kCorruptData,
+                "episode " + std::to_string(e) + ", camera '" + index.cameras()[c] + "', file '" +
+                    index.video_files()[index.video_of(c, e)] +
+                    "' was left out of the index (its video cannot serve it): " + why);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<WindowPlanner>> WindowPlanner::create(
     std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys) {
@@ -76,6 +92,7 @@ Status WindowPlanner::plan(int64_t row, WindowPlan* plan) const {
     auto read = std::find_if(plan->reads.begin(), plan->reads.end(),
                              [&](const WindowPlan::Read& r) { return r.camera == camera; });
     const bool image = index.is_image_camera(camera);
+    if (!image && index.is_broken(camera, episode)) return broken_episode(index, camera, episode);
     if (read == plan->reads.end()) {
       plan->reads.push_back(
           {.camera = camera, .video_file = image ? -1 : index.video_of(camera, episode)});

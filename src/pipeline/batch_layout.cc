@@ -56,7 +56,12 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
         source_height = image->height;
         source_width = image->width;
       } else {
-        const int64_t video = index.video_of(key.camera, 0);
+        // The first episode this camera's video serves (a broken one has no frame table).
+        int64_t episode = 0;
+        while (episode + 1 < index.num_episodes() && index.is_broken(key.camera, episode)) {
+          ++episode;
+        }
+        const int64_t video = index.video_of(key.camera, episode);
         Result<std::shared_ptr<const FrameTable>> table = index.frame_table(video);
         if (!table.ok()) return table.status().with_context("camera '" + window_key.source + "'");
         source_height = (*table)->stream().height;

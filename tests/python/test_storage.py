@@ -353,6 +353,21 @@ def test_items_over_s3_equal_the_local_copy(s3_env, tiny, version):
     same_items(child[len(local) - 1], local[len(local) - 1])
 
 
+def test_remote_indexes_of_different_cameras_live_side_by_side(s3_env, tiny):
+    """The index of one camera and the full one are cached apart, and building one does not
+    remove the other (only older versions of the same cameras' index go)."""
+    window = stoker.WindowSpec(delta_timestamps={CAMERAS[0]: [0.0]})
+    top = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False)
+    every = stoker.LeRobotDataset(url("v30"), window, progress=False)
+    assert top.cameras == (CAMERAS[0],) and every.cameras == CAMERAS
+    assert top.index.path != every.index.path
+    assert os.path.dirname(top.index.path) == os.path.dirname(every.index.path)
+    again = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False)
+    assert again.index.report is None and again.index.path == top.index.path
+    local = stoker.LeRobotDataset(tiny["v30"].root, window, cameras=[CAMERAS[0]], progress=False)
+    same_items(again[3], local[3])
+
+
 def test_explicit_options_reach_the_videos(s3, tiny, monkeypatch):
     for name in list(os.environ):
         if name.startswith("AWS_"):

@@ -16,6 +16,7 @@ import numbers
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
@@ -25,7 +26,16 @@ import pyarrow as pa
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.arguments import check_frame_size
-from stoker.datasets.lerobot.index import EpisodeIndex, load_index, load_remote_index
+from stoker.datasets.lerobot.index import (
+    EpisodeIndex,
+    checked_cameras,
+    checked_on_error,
+    counted,
+    indexed_cameras,
+    listed,
+    load_index,
+    load_remote_index,
+)
 from stoker.datasets.lerobot.meta_view import DatasetMeta, looks_like_repo_id, resolve_repo_id
 from stoker.datasets.lerobot.metadata import LeRobotMetadata, depth_cameras, read_lerobot_metadata
 from stoker.io.files import checked_path
@@ -202,6 +212,22 @@ class ItemKey(NamedTuple):
         return _core.WindowKey(self.name, self.source, np.ascontiguousarray(self.offsets, np.int64))
 
 
+class LeftOutEpisode(NamedTuple):
+    """An episode a :class:`LeRobotDataset` opened with ``on_error="skip"`` does not read: the
+    video of one of its cameras cannot serve it (it does not open, has too few frames for the
+    episode's rows, or shows them at other times)."""
+
+    episode_index: int
+    camera: str
+    file: str
+    why: str
+
+    def __str__(self) -> str:
+        return (
+            f"episode {self.episode_index}, camera '{self.camera}', file '{self.file}': {self.why}"
+        )
+
+
 class LeRobotDataset:
     """A LeRobot dataset (codebase v2.0, v2.1 or v3.0), read by stoker, called as LeRobot's
     ``LeRobotDataset`` is or with a folder and a :class:`WindowSpec`::
@@ -235,6 +261,22 @@ class LeRobotDataset:
             samples and every sampler then cover their rows only, in dataset order; items keep
             the dataset's ``index`` and ``episode_index``, as LeRobot's do (sample 0 is the
             first row of the first chosen episode). Default: every episode.
+        cameras: the cameras (video or image features) items hold, as names in any order;
+            default every camera, as LeRobot's items. The others are not indexed (their videos
+            are not even scanned), decoded or returned, and no window may read them: a camera a
+            policy does not use costs nothing, and a broken video of it does not matter.
+            ``ds.cameras`` lists the ones read, in the dataset's order.
+        on_error: what an episode that a camera read cannot serve (its video does not open,
+            has too few frames for its rows, or shows them at other times) does when the
+            dataset opens: ``"raise"`` (default) refuses the dataset with
+            :class:`stoker.DatasetError`, naming each such episode, camera, file and why, and
+            the ways out (``on_error="skip"``, the ``episodes=`` of the others, the
+            ``cameras=`` without the camera); ``"skip"`` leaves those episodes out of the
+            samples (as ``episodes=`` would: ``len``, samplers, the Loader and its
+            replacements never see them) with a ``UserWarning`` naming them and the
+            ``episodes=`` that reads the same samples without it; ``ds.broken_episodes``
+            lists them. This is the dataset's policy, applied when it opens, before any Loader
+            exists; a Loader's ``on_error`` is about samples that fail while it reads.
         delta_timestamps, tolerance_s: LeRobot's; they make the :class:`WindowSpec`.
         image_transforms: a :class:`stoker.Transforms`, which a :class:`stoker.Loader` over
             this dataset runs fused into decoding (``ds[i]`` applies its resize, dtype,
@@ -265,8 +307,10 @@ class LeRobotDataset:
 
     Attributes: ``meta`` (a :class:`stoker.datasets.lerobot.meta_view.DatasetMeta`: ``fps``,
     ``features``, ``camera_keys``, ``stats``, ``episodes``, ``tasks``, ``total_frames``, ...
-    as LeRobot's metadata), ``repo_id``, ``root``, ``episodes`` (the episode_index values read, or
-    None), ``spec``, ``index``, ``metadata`` (stoker's checked :class:`LeRobotMetadata`).
+    as LeRobot's metadata, of the whole dataset), ``repo_id``, ``root``, ``episodes`` (the
+    episode_index values read, or None), ``cameras`` (those read), ``broken_episodes`` (those
+    left out under ``on_error="skip"``), ``spec``, ``index``, ``metadata`` (stoker's checked
+    :class:`LeRobotMetadata`).
 
     Thread-safety: ``ds[i]`` may be called from several threads; decoding releases the GIL.
 
@@ -287,6 +331,8 @@ class LeRobotDataset:
         root: str | os.PathLike | None = None,
         spec: WindowSpec | None = None,
         episodes: Sequence[int] | None = None,
+        cameras: Sequence[str] | None = None,
+        on_error: str = "raise",
         image_transforms: Transforms | Callable[[Any], Any] | None = None,
         delta_timestamps: Mapping[str, Offsets] | None = None,
         delta_indices: Mapping[str, Offsets] | None = None,
@@ -320,6 +366,8 @@ class LeRobotDataset:
         self.transforms, self.image_transforms = _image_transforms(image_transforms)
         location, self.repo_id = _locate(repo_id, root)
         self._episodes_arg = None if episodes is None else _episode_list(episodes)
+        self._on_error = checked_on_error(on_error)
+        chosen = checked_cameras(cameras)
         if is_url(location):
             source = open_dataset_root(checked_path(location, "dataset URL"), storage_options)
             metadata = read_lerobot_metadata(source)
@@ -327,6 +375,9 @@ class LeRobotDataset:
                 raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
             if cache_dir is not None:
                 cache_dir = checked_path(cache_dir, "cache_dir")
+            self._cameras_arg = _camera_selection(metadata, chosen)
+            # Broken episodes are recorded in the index (skip) and judged here, by this
+            # dataset's policy and episodes.
             index = load_remote_index(
                 source,
                 metadata,
@@ -334,14 +385,23 @@ class LeRobotDataset:
                 threads=threads or 0,
                 progress=progress,
                 cache_dir=cache_dir,
+                cameras=self._cameras_arg,
+                on_error="skip",
             )
             self._storage_options: S3Options | None = source.options
             self._open(source.location, metadata, index, spec)
             return
         location = os.path.abspath(checked_path(location, "dataset folder"))
         metadata = read_lerobot_metadata(location, storage_options)
+        self._cameras_arg = _camera_selection(metadata, chosen)
         index = load_index(
-            location, rebuild=rebuild, threads=threads, progress=progress, cache_dir=cache_dir
+            location,
+            rebuild=rebuild,
+            threads=threads,
+            progress=progress,
+            cache_dir=cache_dir,
+            cameras=self._cameras_arg,
+            on_error="skip",
         )
         self._storage_options = None
         self._open(location, metadata, index, spec)
@@ -353,6 +413,8 @@ class LeRobotDataset:
             "index": self.index,
             "repo_id": self.repo_id,
             "episodes": self._episodes_arg,
+            "cameras": self._cameras_arg,
+            "on_error": self._on_error,
             "image_dtype": self._image_dtype,
             "depth_unit": self._depth_unit,
             "depth_scale": self._depth_scale,
@@ -368,6 +430,8 @@ class LeRobotDataset:
         index = state["index"]
         self.repo_id = state.get("repo_id")
         self._episodes_arg = state.get("episodes")
+        self._cameras_arg = state.get("cameras")
+        self._on_error = state.get("on_error", "raise")
         self._image_dtype = state.get("image_dtype", "float32")
         self._depth_unit = state.get("depth_unit", "raw")
         self._depth_scale = state.get("depth_scale")
@@ -378,7 +442,8 @@ class LeRobotDataset:
         if self._storage_options is not None:
             # Registers the options again, for the videos this process will open.
             source = open_dataset_root(state["root"], self._storage_options)
-            self._open(state["root"], read_lerobot_metadata(source), index, state["spec"])
+            metadata = read_lerobot_metadata(source)
+            self._open(state["root"], metadata, index, state["spec"], warn=False)
             return
         stale = index.stale_files()
         if stale:
@@ -387,9 +452,18 @@ class LeRobotDataset:
                 f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} changed or went; "
                 "open it again"
             )
-        self._open(state["root"], read_lerobot_metadata(state["root"]), index, state["spec"])
+        # The parent warned of the episodes it left out; its copies leave out the same quietly.
+        metadata = read_lerobot_metadata(state["root"])
+        self._open(state["root"], metadata, index, state["spec"], warn=False)
 
-    def _open(self, root: str, metadata: LeRobotMetadata, index: EpisodeIndex, spec) -> None:
+    def _open(
+        self,
+        root: str,
+        metadata: LeRobotMetadata,
+        index: EpisodeIndex,
+        spec,
+        warn: bool = True,
+    ) -> None:
         self.root = root
         self.metadata = metadata
         self.meta = DatasetMeta(metadata, self.repo_id)
@@ -411,32 +485,99 @@ class LeRobotDataset:
         self._episode_from_row = np.asarray(self.index.episode_table()["from_row"], np.int64)
         self._task_texts = [str(text) for text in self.metadata.tasks]
         self._readers: dict[int, VideoReader] = {}
+        self._positions, self._left_out = self._choose_episodes(warn)
         self._rows = self._select_rows()
         self._records = _record_columns(metadata)
         self._python_transform_ns = 0
         self._python_transform_lock = threading.Lock()
 
-    def _select_rows(self) -> np.ndarray | None:
-        """The dataset rows of the chosen episodes (read-only int64), None for all of them."""
-        if self._episodes_arg is None:
-            return None
+    def _choose_episodes(self, warn: bool) -> tuple[np.ndarray | None, list[LeftOutEpisode]]:
+        """(the positions in dataset order of the episodes read, None for all of them; those
+        left out because a camera read cannot serve them). Applies ``on_error`` to the broken
+        episodes the index recorded among the chosen ones: refuses them, or warns (``warn``)."""
         episode_index = self.metadata.episode_index
-        # In dataset order, whatever the order given, as LeRobot reads them.
-        chosen = sorted(self._episodes_arg)
-        position = np.searchsorted(episode_index, chosen)
-        position = np.minimum(position, len(episode_index) - 1)
-        missing = [e for e, p in zip(chosen, position.tolist()) if episode_index[p] != e]
-        if missing:
-            raise DatasetError(
-                f"episodes {missing} are not in the dataset {self.root} (its episode_index "
-                f"values run from {episode_index[0]} to {episode_index[-1]}, "
-                f"{len(episode_index)} episodes)"
+        chosen = None
+        if self._episodes_arg is not None:
+            # In dataset order, whatever the order given, as LeRobot reads them.
+            wanted = sorted(self._episodes_arg)
+            chosen = np.searchsorted(episode_index, wanted)
+            chosen = np.minimum(chosen, len(episode_index) - 1)
+            missing = [e for e, p in zip(wanted, chosen.tolist()) if episode_index[p] != e]
+            if missing:
+                raise DatasetError(
+                    f"episodes {missing} are not in the dataset {self.root} (its episode_index "
+                    f"values run from {episode_index[0]} to {episode_index[-1]}, "
+                    f"{len(episode_index)} episodes)"
+                )
+        read = None if chosen is None else set(chosen.tolist())
+        left_out = [
+            LeftOutEpisode(int(episode_index[b.episode]), b.camera, b.file, b.why)
+            for b in self.index.broken_episodes
+            if read is None or b.episode in read
+        ]
+        if not left_out:
+            return chosen, []
+        broken = {int(b.episode) for b in self.index.broken_episodes}
+        every = np.arange(len(episode_index)) if chosen is None else chosen
+        kept = np.asarray([p for p in every.tolist() if p not in broken], np.int64)
+        message = self._broken_message(left_out, episode_index[kept].tolist(), len(kept) == 0)
+        if self._on_error == "raise" or len(kept) == 0:
+            raise DatasetError(message)
+        if warn:
+            warnings.warn(message, stacklevel=4)
+        return kept, left_out
+
+    def _broken_message(self, left_out: list[LeftOutEpisode], kept: list[int], none_left) -> str:
+        """What refusing or leaving out the episodes ``left_out`` says: each problem, then the
+        ways to read the dataset without them (``kept``: the episode_index values that would be
+        read)."""
+        gone = sorted({b.episode_index for b in left_out})
+        cameras = sorted({b.camera for b in left_out}, key=self.cameras.index)
+        others = [c for c in self.cameras if c not in cameras]
+        named = ", ".join(f"'{c}'" for c in cameras)
+        without = (
+            f"cameras={others!r} reads every episode without {named} (and without a window on it)"
+            if others
+            else ""
+        )
+        every = self.metadata.episode_index
+        if len(kept) <= 12:
+            episodes = f"episodes={kept}"
+        elif len(gone) > _LISTED_EPISODES:
+            episodes = f"episodes= without those {len(gone)} episodes (ds.broken_episodes)"
+        elif self._episodes_arg is None and np.array_equal(every, np.arange(len(every))):
+            episodes = f"episodes=[e for e in range({len(every)}) if e not in {set(gone)}]"
+        else:
+            episodes = f"episodes= without {sorted(gone)}"
+        problems = f"{counted(len(gone), 'episode')} of {self.root}"
+        if none_left:
+            return (
+                f"{problems} cannot be read from {'its' if len(gone) == 1 else 'their'} "
+                f"videos: no episode is left to read, even with on_error='skip':"
+                f"{listed(left_out)}" + (f"\n{without}" if without else "")
             )
+        if self._on_error == "raise":
+            return (
+                f"{problems} cannot be read from {'its' if len(gone) == 1 else 'their'} "
+                f"videos:{listed(left_out)}\nTo read the others: on_error='skip' leaves "
+                f"{'it' if len(gone) == 1 else 'them'} out (with a warning), or {episodes} "
+                "reads only those" + (f"; {without}" if without else "")
+            )
+        return (
+            f"stoker: left out {problems} (on_error='skip'): a camera's video cannot serve "
+            f"{'it' if len(gone) == 1 else 'them'}:{listed(left_out)}\n{episodes} reads the "
+            "same samples without this warning" + (f"; {without}" if without else "")
+        )
+
+    def _select_rows(self) -> np.ndarray | None:
+        """The dataset rows of the episodes read (read-only int64), None for all of them."""
+        if self._positions is None:
+            return None
         table = self.index.episode_table()
         rows = np.concatenate(
             [
                 np.arange(table["from_row"][p], table["from_row"][p] + table["length"][p])
-                for p in position.tolist()
+                for p in self._positions.tolist()
             ]
         ).astype(np.int64)
         rows.flags.writeable = False
@@ -444,8 +585,21 @@ class LeRobotDataset:
 
     @property
     def episodes(self) -> list[int] | None:
-        """The ``episode_index`` values this dataset reads (as given), or None for all."""
-        return None if self._episodes_arg is None else list(self._episodes_arg)
+        """The ``episode_index`` values this dataset reads (as given, less those left out
+        under ``on_error="skip"``), or None for all."""
+        if not self._left_out:
+            return None if self._episodes_arg is None else list(self._episodes_arg)
+        gone = {b.episode_index for b in self._left_out}
+        given = self._episodes_arg
+        if given is None:
+            given = self.metadata.episode_index.tolist()
+        return [int(e) for e in given if e not in gone]
+
+    @property
+    def broken_episodes(self) -> list[LeftOutEpisode]:
+        """The episodes left out under ``on_error="skip"`` (of those chosen), one entry per
+        camera whose video cannot serve them, with why; empty when nothing was left out."""
+        return list(self._left_out)
 
     @property
     def rows(self) -> np.ndarray | None:
@@ -468,9 +622,10 @@ class LeRobotDataset:
         return list(self._depth.values())
 
     def _depth_outputs(self) -> dict[str, _core.DepthCamera]:
-        found = depth_cameras(self.metadata)
+        every = depth_cameras(self.metadata)
+        found = {name: info for name, info in every.items() if name in self.cameras}
         metric = self._depth_unit == "m"
-        if self._depth_scale is not None and not found:
+        if self._depth_scale is not None and not every:
             raise InvalidArgumentError(
                 f"depth_scale was given, but the dataset {self.root} has no depth camera (no "
                 "video feature whose info says video.is_depth_map: true)"
@@ -490,8 +645,8 @@ class LeRobotDataset:
 
     @property
     def num_episodes(self) -> int:
-        """Episodes read (all, or those of ``episodes``)."""
-        return self.metadata.num_episodes if self._rows is None else len(self._episodes_arg or ())
+        """Episodes read (all, or those of ``episodes``, less those left out)."""
+        return self.metadata.num_episodes if self._positions is None else len(self._positions)
 
     @property
     def num_frames(self) -> int:
@@ -504,8 +659,8 @@ class LeRobotDataset:
 
     @property
     def cameras(self) -> tuple[str, ...]:
-        """Every camera: the video features, then the image features (PNG / JPEG stored in the
-        data files)."""
+        """The cameras read (every one, or those of ``cameras=``), in the dataset's order: the
+        video features, then the image features (PNG / JPEG stored in the data files)."""
         return tuple(self.index.cameras)
 
     @property
@@ -530,14 +685,12 @@ class LeRobotDataset:
         """(episode_index, first sample, end sample (exclusive)) of every episode read, in
         sample order: what :class:`stoker.EpisodeAwareSampler` takes."""
         table = self.index.episode_table()
-        if self._rows is None:
+        if self._positions is None:
             starts = np.asarray(table["from_row"], np.int64)
             return self.metadata.episode_index, starts, starts + table["length"]
-        chosen = np.sort(np.asarray(self._episodes_arg, np.int64))
-        position = np.searchsorted(self.metadata.episode_index, chosen)
-        lengths = np.asarray(table["length"], np.int64)[position]
+        lengths = np.asarray(table["length"], np.int64)[self._positions]
         ends = np.cumsum(lengths)
-        return chosen, ends - lengths, ends
+        return self.metadata.episode_index[self._positions], ends - lengths, ends
 
     def __len__(self) -> int:
         return self.index.num_rows if self._rows is None else len(self._rows)
@@ -658,7 +811,10 @@ class LeRobotDataset:
         return self._planner.costs(np.ascontiguousarray(samples, dtype=np.int64))
 
     def __repr__(self) -> str:
-        chosen = "" if self._rows is None else f" (episodes {self._episodes_arg})"
+        chosen = "" if self._episodes_arg is None else f" (episodes {self.episodes})"
+        if self._left_out:
+            gone = sorted({b.episode_index for b in self._left_out})
+            chosen += f", left out episodes {gone} (see broken_episodes)"
         return (
             f"LeRobotDataset({self.root!r}, {self.metadata.codebase_version}, "
             f"{self.num_episodes} episodes{chosen}, {len(self)} frames at {self.fps} fps, "
@@ -717,7 +873,13 @@ class LeRobotDataset:
     def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
+        every_camera = set(indexed_cameras(self.metadata, None))
         for name, (source, _) in resolved.items():
+            if source not in sources and source in every_camera:
+                raise DatasetError(
+                    f"window key {name!r} reads {source!r}, which cameras= leaves out "
+                    f"(cameras={list(self.cameras)}): add it to cameras, or drop the key"
+                )
             if source not in sources:
                 raise DatasetError(
                     f"window key {name!r} reads {source!r}, which the dataset "
@@ -784,6 +946,19 @@ class LeRobotDataset:
             return tuple(size)
         _, width, height, _, _ = _core.probe_image(self.index.image_bytes(camera, 0))
         return height, width
+
+
+# Episodes left out that a message spells as a set literal; beyond, it counts them.
+_LISTED_EPISODES = 20
+
+
+def _camera_selection(metadata: LeRobotMetadata, cameras) -> tuple[str, ...] | None:
+    """The cameras an index is asked for: None when every camera is read (the full index, the
+    one ``stoker index`` and a dataset without ``cameras=`` map), else those named, checked."""
+    if cameras is None:
+        return None
+    chosen = indexed_cameras(metadata, cameras)
+    return None if chosen == indexed_cameras(metadata, None) else chosen
 
 
 def _window_spec(spec, delta_timestamps, delta_indices, tolerance_s) -> WindowSpec:

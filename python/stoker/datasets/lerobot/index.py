@@ -18,9 +18,19 @@ Later calls map the file and return at once, unless a dataset file (meta files, 
 videos) changed size or modification time since the build, in which case the index is rebuilt.
 An index file that cannot be read (corrupted, from another format version) is rebuilt too.
 
+An index covers the cameras asked for (``cameras=``, default every camera): the index of some
+cameras is a file of its own beside the full one, ``index-v1-cameras-<hash of their names>.bin``,
+and one whose cameras are not the ones asked for is never used (it is rebuilt). A video that
+cannot serve an episode (it does not open, has too few frames, or shows them at other times
+than the rows) refuses the index (``on_error="raise"``, leaving no index file), or is recorded
+in it (``on_error="skip"``): :attr:`EpisodeIndex.broken_episodes` lists those episodes, every
+later open sees them (under ``"raise"`` it refuses the index again), the window planner refuses
+their rows, and repairing the video makes the index stale.
+
 A remote dataset (``s3://``, ``https://``) has its index in the local cache folder,
-``<cache_dir>/index/<name>-<hash of the URL>/index-v1-<key>.bin``, where the key hashes the URL
-and the size and version tag (ETag) of every object read: a HEAD request per object on every
+``<cache_dir>/index/<name>-<hash of the URL>/index-v1-<key>.bin`` (for some cameras,
+``index-v1-cameras-<hash>-<key>.bin``), where the key hashes the URL and the size and version
+tag (ETag) of every object read: a HEAD request per object on every
 open, on a thread pool; an object changed since gives another key, hence a rebuild.
 
 Lookups are vectorised: pass numpy arrays of rows, get numpy arrays back; each costs O(1) per
@@ -34,14 +44,14 @@ import fcntl
 import hashlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Union, cast
+from typing import Any, Callable, NamedTuple, Union, cast
 
 import numpy as np
 
 from stoker import _core
-from stoker._core import DatasetError
+from stoker._core import DatasetError, InvalidArgumentError
 from stoker.datasets.lerobot import format as lerobot_format
 from stoker.datasets.lerobot.metadata import (
     LeRobotMetadata,
@@ -55,9 +65,11 @@ from stoker.io.files import checked_path
 from stoker.io.storage import Root, S3Options, is_url, open_dataset_root
 from stoker.progress import ProgressBar
 
-__all__ = ["EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
+__all__ = ["BrokenEpisode", "EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
 INDEX_FILE = "index-v1.bin"
+_ERROR_POLICIES = ("raise", "skip")
+_LISTED = 20  # broken episodes named in a message; the others are counted
 _INDEXED_DTYPES = ("float32", "float64", "int64")
 
 Progress = Union[bool, Callable[[int, int], None]]
@@ -89,6 +101,19 @@ class IndexReport:
         return text
 
 
+class BrokenEpisode(NamedTuple):
+    """An episode that one camera's video could not serve when the index was built: its file
+    does not open, has too few frames for the episode's rows, or shows them at other times."""
+
+    episode: int  # position in dataset order (LeRobot's episode_index in its datasets)
+    camera: str
+    file: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"episode {self.episode}, camera '{self.camera}', file '{self.file}': {self.why}"
+
+
 class EpisodeIndex:
     """A dataset's mapped index: episodes, per-camera frames, frame tables and columns.
 
@@ -111,6 +136,12 @@ class EpisodeIndex:
         self._video_files = tuple(core.video_files)
         self._video_ids = {path: v for v, path in enumerate(self._video_files)}
         self._columns = {name: (dtype, dim) for name, dtype, dim in core.column_names}
+        broken = core.broken_episodes
+        videos = {c: core.videos_of(c) for c in {c for _, c, _ in broken}}
+        self._broken = tuple(
+            BrokenEpisode(e, self._cameras[c], self._video_files[int(videos[c][e])], why)
+            for e, c, why in broken
+        )
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> EpisodeIndex:
@@ -147,6 +178,13 @@ class EpisodeIndex:
     @property
     def cameras(self) -> tuple[str, ...]:
         return self._cameras
+
+    @property
+    def broken_episodes(self) -> tuple[BrokenEpisode, ...]:
+        """The episodes that a camera's video could not serve when the index was built under
+        ``on_error="skip"`` (empty otherwise): their rows must not be read (the window planner
+        refuses them). See :func:`load_index`."""
+        return self._broken
 
     @property
     def image_cameras(self) -> tuple[str, ...]:
@@ -283,15 +321,87 @@ def default_cache_dir() -> str:
     )
 
 
-def index_paths(root, cache_dir: str | None = None) -> tuple[str, str]:
-    """(the index file in the dataset folder, the one in the cache folder) of dataset ``root``."""
+def index_paths(
+    root, cache_dir: str | None = None, cameras: Sequence[str] | None = None
+) -> tuple[str, str]:
+    """(the index file in the dataset folder, the one in the cache folder) of dataset ``root``,
+    for ``cameras`` (default: every camera)."""
     root = os.path.abspath(os.fspath(root))
     digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     cache = os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else default_cache_dir()
+    name = f"index-v1{_cameras_tag(cameras)}.bin"
     return (
-        os.path.join(root, ".stoker", INDEX_FILE),
-        os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", INDEX_FILE),
+        os.path.join(root, ".stoker", name),
+        os.path.join(cache, f"{os.path.basename(root) or 'root'}-{digest}", name),
     )
+
+
+def _cameras_tag(cameras: Sequence[str] | None) -> str:
+    """What an index file's name says of its cameras: nothing for every camera, else a hash of
+    their names (in any order)."""
+    if cameras is None:
+        return ""
+    names = "\0".join(sorted(cameras)).encode("utf-8", "surrogateescape")
+    return "-cameras-" + hashlib.sha256(names).hexdigest()[:16]
+
+
+def checked_cameras(cameras: Any) -> tuple[str, ...] | None:
+    """``cameras`` as a tuple of names (None: every camera); refuses anything else by name."""
+    if cameras is None:
+        return None
+    if isinstance(cameras, (str, bytes)):
+        raise InvalidArgumentError(
+            f"cameras must be a list of camera names, got the string {cameras!r}: "
+            f"write cameras=[{cameras!r}]"
+        )
+    try:
+        names = tuple(cameras)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"cameras must be a list of camera names, got {type(cameras).__name__}"
+        ) from None
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidArgumentError(
+                f"cameras must be camera names (strings), got {name!r} ({type(name).__name__})"
+            )
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidArgumentError(f"cameras lists {repeated} more than once")
+    return names
+
+
+def checked_on_error(on_error: Any) -> str:
+    if on_error not in _ERROR_POLICIES:
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    return on_error
+
+
+def indexed_cameras(meta: LeRobotMetadata, cameras: Sequence[str] | None) -> tuple[str, ...]:
+    """The cameras an index of ``cameras`` (None: every camera) holds, in the dataset's order:
+    video cameras, then image cameras. Raises :class:`stoker.InvalidArgumentError` for a name
+    that is not a camera of the dataset."""
+    every = (*meta.cameras, *image_cameras(meta))
+    if cameras is None:
+        return every
+    unknown = [name for name in cameras if name not in every]
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown cameras {unknown}: the cameras of {meta.root} are {list(every)}"
+        )
+    return tuple(name for name in every if name in cameras)
+
+
+def listed(problems: Sequence[Any]) -> str:
+    """One indented line per problem (the first 20, then how many more), for messages."""
+    lines = [f"\n  {problem}" for problem in problems[:_LISTED]]
+    if len(problems) > _LISTED:
+        lines.append(f"\n  ... and {len(problems) - _LISTED} more")
+    return "".join(lines)
+
+
+def counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def load_index(
@@ -303,14 +413,16 @@ def load_index(
     cache_dir: str | None = None,
     tolerance_s: float = 1e-4,
     storage_options: Mapping[str, Any] | S3Options | None = None,
+    cameras: Sequence[str] | None = None,
+    on_error: str = "raise",
 ) -> EpisodeIndex:
     """The episode index of the LeRobot dataset in folder ``root``, built when needed.
 
-    An existing index (in ``<root>/.stoker/`` or the cache folder) that is current is mapped
-    and returned. Otherwise (none yet, a dataset file changed, an unreadable index file, or
-    ``rebuild=True``) the metadata and columns are read, every video is scanned, and the index
-    is written to ``<root>/.stoker/``, or, when that folder cannot be created or written, to
-    the cache folder.
+    An existing index (in ``<root>/.stoker/`` or the cache folder) of the same cameras that is
+    current is mapped and returned. Otherwise (none yet, a dataset file changed, an unreadable
+    index file, or ``rebuild=True``) the metadata and columns are read, the cameras' videos are
+    scanned, and the index is written to ``<root>/.stoker/``, or, when that folder cannot be
+    created or written, to the cache folder.
 
     Args:
         root: the dataset folder, or its URL (``s3://bucket/prefix``, ``https://...``: the
@@ -325,6 +437,15 @@ def load_index(
         tolerance_s: how far a frame's pts may sit from the time its row states (after
             snapping each episode's start), in seconds.
         storage_options: for a URL, see :mod:`stoker.io.storage`.
+        cameras: the cameras (video or image features) to index, in any order; default every
+            camera. Videos of the others are not scanned, so a broken one does not matter. The
+            index of some cameras is a file of its own (see the module's notes).
+        on_error: what an episode that some camera's video cannot serve does: ``"raise"``
+            (default) refuses the index, naming every such episode, camera, file and why,
+            and leaves no index file; ``"skip"`` returns the index with them recorded in
+            :attr:`EpisodeIndex.broken_episodes` (the caller leaves them out, as
+            :class:`stoker.LeRobotDataset` does). An index built under ``"skip"`` that
+            recorded some is refused under ``"raise"`` when found later.
 
     Returns:
         The mapped :class:`EpisodeIndex`; its :attr:`~EpisodeIndex.report` tells what the
@@ -332,9 +453,10 @@ def load_index(
 
     Raises:
         stoker.DatasetError: a bad dataset (see :mod:`stoker.datasets.lerobot.metadata`), or
-            videos that do not match the rows: missing or unreadable files, fewer frames than
-            rows, or frame times that do not match the row timestamps, naming the episode,
-            camera and file.
+            (under ``on_error="raise"``) videos that do not match the rows: missing or
+            unreadable files, fewer frames than rows, or frame times that do not match the row
+            timestamps, naming the episode, camera and file.
+        stoker.InvalidArgumentError: ``cameras`` names a camera the dataset does not have.
     """
     if threads is None:
         threads = 0
@@ -346,6 +468,8 @@ def load_index(
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
     if cache_dir is not None:
         cache_dir = checked_path(cache_dir, "cache_dir")
+    cameras = checked_cameras(cameras)
+    on_error = checked_on_error(on_error)
     if isinstance(root, Root) or is_url(root):
         source = open_dataset_root(root, storage_options)
         if source.remote:
@@ -357,6 +481,8 @@ def load_index(
                 progress=progress,
                 cache_dir=cache_dir,
                 tolerance_s=tolerance_s,
+                cameras=cameras,
+                on_error=on_error,
             )
         root = source.location
     elif storage_options is not None:
@@ -364,23 +490,25 @@ def load_index(
     root = os.path.abspath(checked_path(root, "dataset folder"))
     if not os.path.isdir(root):
         raise DatasetError(f"dataset folder {root} does not exist")
-    local, cached = index_paths(root, cache_dir)
+    local, cached = index_paths(root, cache_dir, cameras)
+    # Every camera named is the full index's cameras: found there too when it is current.
+    candidates = [local, cached] + ([] if cameras is None else list(index_paths(root, cache_dir)))
 
     def current() -> EpisodeIndex | None:
-        for path in (local, cached):
+        for path in candidates:
             if not os.path.exists(path):
                 continue
             try:
                 index = EpisodeIndex.open(path)
             except DatasetError:
                 continue  # unreadable (corrupted, another version): rebuilt below
-            if not index.stale_files() and _describes(index, root):
+            if not index.stale_files() and _describes(index, root, cameras):
                 return index
         return None
 
     found = None if rebuild else current()
     if found is not None:
-        return found
+        return _applied(found, root, on_error)
     path = local if _writable_folder(os.path.dirname(local)) else cached
     if path == cached and not _writable_folder(os.path.dirname(cached)):
         raise DatasetError(
@@ -391,15 +519,39 @@ def load_index(
         if not rebuild:  # another process may have built it while this one waited
             found = current()
             if found is not None:
-                return found
+                return _applied(found, root, on_error)
         meta = read_lerobot_metadata(root)
+        chosen = indexed_cameras(meta, cameras)
         names = _indexable_columns(meta)
         columns = read_columns(
             meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
         )
-        return _build_and_open(
-            meta, columns, names, path, _tracked_files(meta), threads, progress, tolerance_s
+        index = _build_and_open(
+            meta, chosen, columns, names, path, _tracked_files(meta), threads, progress, tolerance_s
         )
+        if index.broken_episodes and on_error == "raise":
+            _remove_index(path)  # a refused dataset leaves no index behind
+        return _applied(index, root, on_error)
+
+
+def _applied(index: EpisodeIndex, root: str, on_error: str) -> EpisodeIndex:
+    """``index``, or under ``on_error="raise"`` the refusal of one that holds broken episodes."""
+    broken = index.broken_episodes
+    if not broken or on_error == "skip":
+        return index
+    raise DatasetError(
+        f"{counted(len({b.episode for b in broken}), 'episode')} of {root} cannot be read from "
+        f"its videos:{listed(broken)}\nload_index(..., on_error='skip') returns the index with "
+        "them in its broken_episodes, for the caller to leave out (as "
+        "stoker.LeRobotDataset(..., on_error='skip') does); load_index(..., cameras=[...]) "
+        "without their camera does not read its videos"
+    )
+
+
+def _remove_index(path: str) -> None:
+    for name in (path, image_file_of(path)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
 
 
 @contextlib.contextmanager
@@ -433,25 +585,30 @@ def load_remote_index(
     progress: Progress = True,
     cache_dir: str | None = None,
     tolerance_s: float = 1e-4,
+    cameras: Sequence[str] | None = None,
+    on_error: str = "raise",
 ) -> EpisodeIndex:
     """:func:`load_index` of a remote dataset (``meta``: its metadata, when already read).
     Arguments are checked by the caller."""
     if meta is None:
         meta = read_lerobot_metadata(source)
-    path = remote_index_path(source, meta, cache_dir)
+    chosen = indexed_cameras(meta, cameras)
+    if chosen == indexed_cameras(meta, None):
+        cameras = None  # every camera: the full index
+    path = remote_index_path(source, meta, cache_dir, cameras)
 
     def current() -> EpisodeIndex | None:
         if os.path.exists(path):
             # An index that cannot be read (corrupted, another version) is rebuilt below.
             with contextlib.suppress(DatasetError):
                 index = EpisodeIndex.open(path)
-                if _describes(index, source.location):
+                if _describes(index, source.location, cameras):
                     return index
         return None
 
     found = None if rebuild else current()
     if found is not None:
-        return found
+        return _applied(found, source.location, on_error)
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
         raise DatasetError(
@@ -461,7 +618,7 @@ def load_remote_index(
     with _building(path, source.location, progress):
         found = None if rebuild else current()
         if found is not None:
-            return found
+            return _applied(found, source.location, on_error)
         names = _indexable_columns(meta)
         columns = read_columns(
             meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
@@ -469,25 +626,46 @@ def load_remote_index(
         # The key already says whether any object changed: nothing for the engine to stat.
         # Scanning remote videos waits on the store's latency more than on the cores.
         scans = threads or _REMOTE_SCANS
-        index = _build_and_open(meta, columns, names, path, [], scans, progress, tolerance_s)
+        index = _build_and_open(
+            meta, chosen, columns, names, path, [], scans, progress, tolerance_s
+        )
+        if index.broken_episodes and on_error == "raise":
+            _remove_index(path)
     kept = {os.path.basename(f) for f in (path, image_file_of(path), path + ".lock")}
+    tag = _cameras_tag(cameras)
     for other in os.listdir(folder):  # indexes of older versions of the objects
-        if other.startswith("index-v1-") and other not in kept:
+        if _remote_index_tag(other) == tag and other not in kept:
             try:
                 os.unlink(os.path.join(folder, other))
             except OSError:
                 pass
-    return index
+    return _applied(index, source.location, on_error)
+
+
+def _remote_index_tag(name: str) -> str | None:
+    """The cameras tag of a remote index file's name (and of its side and lock files):
+    ``index-v1<tag>-<key>...``; None for a name that is not one."""
+    if not name.startswith("index-v1-"):
+        return None
+    if name.startswith("index-v1-cameras-"):
+        return name[len("index-v1") : len("index-v1-cameras-") + 16]
+    return ""
 
 
 # Remote videos scanned at once by a remote dataset's index build, unless threads= says.
 _REMOTE_SCANS = 16
 
 
-def remote_index_path(source: Root, meta: LeRobotMetadata, cache_dir: str | None = None) -> str:
-    """Where the index of remote dataset ``source`` in its present state is cached: keyed by
-    its URL and the size and version tag of every object the index is built from (videos,
-    meta files, data files), learned by one HEAD request per object, in parallel."""
+def remote_index_path(
+    source: Root,
+    meta: LeRobotMetadata,
+    cache_dir: str | None = None,
+    cameras: Sequence[str] | None = None,
+) -> str:
+    """Where the index of ``cameras`` (default: every camera) of remote dataset ``source`` in
+    its present state is cached: keyed by its URL and the size and version tag of every object
+    the index is built from (videos, meta files, data files), learned by one HEAD request per
+    object, in parallel."""
     objects = sorted({*_video_files(meta), *_tracked_files(meta)})
     versions = source.versions(objects)
     key = hashlib.sha256(source.location.encode("utf-8"))
@@ -497,12 +675,16 @@ def remote_index_path(source: Root, meta: LeRobotMetadata, cache_dir: str | None
     name = source.location.rstrip("/").rsplit("/", 1)[-1] or "root"
     cache = os.path.abspath(cache_dir) if cache_dir is not None else default_cache_dir()
     return os.path.join(
-        cache, "index", f"{name}-{url_digest}", f"index-v1-{key.hexdigest()[:32]}.bin"
+        cache,
+        "index",
+        f"{name}-{url_digest}",
+        f"index-v1{_cameras_tag(cameras)}-{key.hexdigest()[:32]}.bin",
     )
 
 
 def _build_and_open(
     meta: LeRobotMetadata,
+    cameras: tuple[str, ...],
     columns: dict[str, np.ndarray],
     names: list[str],
     path: str,
@@ -514,6 +696,7 @@ def _build_and_open(
     timestamp = columns["timestamp"].astype(np.float64)
     report = _build(
         meta,
+        cameras,
         timestamp,
         {name: columns[name] for name in names},
         path,
@@ -522,13 +705,16 @@ def _build_and_open(
         progress,
         tolerance_s,
     )
-    if progress is True:
-        print(
-            f"stoker: indexed {meta.num_episodes} episodes of {meta.root}: {report.summary()}",
-            file=sys.stderr,
-        )
     index = EpisodeIndex.open(path)
     index._report = report
+    if progress is True:
+        broken = len({b.episode for b in index.broken_episodes})
+        left_out = f"; {counted(broken, 'episode')} its videos cannot serve" if broken else ""
+        print(
+            f"stoker: indexed {meta.num_episodes} episodes of {meta.root}: {report.summary()}"
+            f"{left_out}",
+            file=sys.stderr,
+        )
     return index
 
 
@@ -549,7 +735,7 @@ def _tracked_files(meta: LeRobotMetadata) -> list[str]:
 
 
 def _video_files(meta: LeRobotMetadata) -> list[str]:
-    """Every camera's video files, camera after camera, as the index numbers them."""
+    """Every camera's video files, camera after camera, as a full index numbers them."""
     return [str(p) for camera in meta.cameras for p in meta.videos[camera].files]
 
 
@@ -590,6 +776,7 @@ def _write_images(meta: LeRobotMetadata, cameras: tuple[str, ...], path: str) ->
 
 def _build(
     meta: LeRobotMetadata,
+    cameras: tuple[str, ...],
     timestamp: np.ndarray,
     columns: dict[str, np.ndarray],
     path: str,
@@ -599,15 +786,16 @@ def _build(
     tolerance_s: float,
 ) -> IndexReport:
     video_files: list[str] = []
-    episode_video = np.zeros((len(meta.cameras), meta.num_episodes), np.int64)
-    episode_offset = np.zeros((len(meta.cameras), meta.num_episodes), np.float64)
-    for c, camera in enumerate(meta.cameras):
+    video_cameras = [camera for camera in meta.cameras if camera in cameras]
+    episode_video = np.zeros((len(video_cameras), meta.num_episodes), np.int64)
+    episode_offset = np.zeros((len(video_cameras), meta.num_episodes), np.float64)
+    for c, camera in enumerate(video_cameras):
         videos = meta.videos[camera]
         episode_video[c] = videos.file_index.astype(np.int64) + len(video_files)
         episode_offset[c] = videos.from_timestamp
         video_files.extend(str(p) for p in videos.files)
 
-    images = image_cameras(meta)
+    images = tuple(camera for camera in image_cameras(meta) if camera in cameras)
     image_file = image_file_of(path) if images else ""
     located = _write_images(meta, images, image_file) if images else []
     if images:
@@ -629,7 +817,7 @@ def _build(
             np.ascontiguousarray(meta.length, np.int64),
             np.ascontiguousarray(meta.task_index, np.int64),
             timestamp,
-            list(meta.cameras),
+            video_cameras,
             video_files,
             episode_video,
             episode_offset,
@@ -640,6 +828,7 @@ def _build(
             callback,
             located,
             image_file,
+            keep_broken_episodes=True,
         )
     finally:
         if isinstance(callback, ProgressBar):
@@ -649,10 +838,13 @@ def _build(
     )
 
 
-def _describes(index: EpisodeIndex, root: str) -> bool:
+def _describes(index: EpisodeIndex, root: str, cameras: Sequence[str] | None) -> bool:
     """False for an index of another folder (a dataset copied or moved with its .stoker/): its
     absolute paths name the original's files (videos, the side file of images), which may well
-    be unchanged."""
+    be unchanged. False too for an index of other cameras than ``cameras`` (a file renamed or
+    swapped by hand: the name says which cameras, this checks them)."""
+    if cameras is not None and set(index.cameras) != set(cameras):
+        return False
     prefix = root.rstrip("/") + "/" if is_url(root) else os.path.join(root, "")
     images = index.native.image_file
     # The side file of images lies beside its own index; a copied index names the original's.
