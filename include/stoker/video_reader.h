@@ -28,6 +28,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "stoker/byte_source.h"
 #include "stoker/frame_table.h"
@@ -112,6 +114,34 @@ struct DecodeStats {
   DecodeStats& operator+=(const DecodeStats& other);
 };
 
+/// What decoding a whole video, every frame in one forward pass, found (VideoReader::verify()).
+/// Per-frame vectors have one entry per frame of the frame table, in presentation order.
+struct VerifyReport {
+  /// Per frame: the decoded picture's width, height and pixel format (FFmpeg's AVPixelFormat
+  /// value); 0, 0 and -1 for a frame the decoder did not produce.
+  std::vector<int32_t> width;
+  std::vector<int32_t> height;
+  std::vector<int32_t> pixel_format;
+  /// Per frame: 1 when the decoder flagged the picture (decode errors, concealment, corrupt).
+  std::vector<uint8_t> corrupt;
+  /// Per frame: the mean absolute difference of its first plane (luma, 8-bit samples; the top
+  /// byte of wider ones) from the previous frame's, in sample levels; -1 for the first frame,
+  /// a frame not produced, or one whose predecessor was not, or differs in size. Near 0: the
+  /// same picture twice (a duplicated frame, or a still scene).
+  std::vector<float> difference;
+  /// Packets (decode order) the decoder refused, with FFmpeg's reason.
+  std::vector<std::pair<int64_t, std::string>> refused;
+  /// Packets (decode order) whose bytes no longer match the frame table: their CRC-32C differs
+  /// from the stored one (tables with stream().pts_from_decoding, which store one per packet)
+  /// or their timestamp is not the table's. With the frame each would show, -1 for none.
+  std::vector<std::pair<int64_t, int64_t>> unmatched;
+  /// Why the pass stopped before the end of the file (a read error), or empty.
+  std::string stopped;
+  /// The name of each pixel format met, by AVPixelFormat value (the stream's first).
+  std::vector<std::pair<int32_t, std::string>> pixel_format_names;
+  int64_t packets_decoded = 0;
+};
+
 class VideoReader {
  public:
   /// Opens the local file at `path` (MP4, MKV, WebM, MOV, ...) and builds its frame table by
@@ -176,6 +206,12 @@ class VideoReader {
   Status get_frames_at(std::span<const double> seconds, std::optional<double> tolerance,
                        const OutputOptions& options, std::span<uint8_t> out,
                        DecodeStats* stats = nullptr) const;
+
+  /// Decodes every packet from the first, in file order, without converting any frame, and
+  /// says frame by frame what came out (see VerifyReport): what `stoker check --deep` reads.
+  /// Damage is reported, not returned as an error; errors are only for a video that cannot
+  /// be opened at all (as get_frames()).
+  Result<VerifyReport> verify() const;
 
  private:
   VideoReader(std::string name, std::shared_ptr<const ByteSource> source,

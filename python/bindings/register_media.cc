@@ -48,6 +48,33 @@ VideoReaderOptions reader_options(const std::string& name, int threads,
   return options;
 }
 
+// VideoReader::verify() as a dict of numpy arrays and lists (the GIL released meanwhile).
+nb::dict verify_video(const VideoReader& reader) {
+  Result<VerifyReport> verified = [&] {
+    nb::gil_scoped_release release;
+    return reader.verify();
+  }();
+  VerifyReport report = value_or_raise(std::move(verified), Area::kVideo);
+  nb::dict out;
+  out["width"] = owned_array(std::move(report.width));
+  out["height"] = owned_array(std::move(report.height));
+  out["pixel_format"] = owned_array(std::move(report.pixel_format));
+  out["corrupt"] = owned_array(std::move(report.corrupt));
+  out["difference"] = owned_array(std::move(report.difference));
+  nb::list refused;
+  for (auto& [packet, why] : report.refused) refused.append(nb::make_tuple(packet, why));
+  out["refused"] = refused;
+  nb::list unmatched;
+  for (auto [packet, frame] : report.unmatched) unmatched.append(nb::make_tuple(packet, frame));
+  out["unmatched"] = unmatched;
+  out["stopped"] = report.stopped;
+  nb::dict names;
+  for (auto& [code, name] : report.pixel_format_names) names[nb::int_(code)] = name;
+  out["pixel_format_names"] = names;
+  out["packets_decoded"] = report.packets_decoded;
+  return out;
+}
+
 std::unique_ptr<VideoReader> open_reader(const std::string& path, int threads,
                                          std::optional<nb::bytes> frame_table) {
   VideoReaderOptions options = reader_options(path, threads, frame_table);
@@ -278,7 +305,14 @@ void register_media(nb::module_& m) {
           },
           nb::arg("seconds"), nb::arg("tolerance").none(), nb::arg("out"), nb::arg("height"),
           nb::arg("width"), nb::arg("layout"), nb::arg("interpolation"),
-          nb::arg("pixel_format") = PixelFormat::kRGB24);
+          nb::arg("pixel_format") = PixelFormat::kRGB24)
+      .def("verify", &verify_video,
+           "Decodes every packet from the first, converting none, and says per frame what "
+           "came out (see stoker/video_reader.h VerifyReport): a dict of width, height, "
+           "pixel_format (int32 arrays; 0, 0, -1 where no frame came out), corrupt (uint8), "
+           "difference (float32: mean absolute luma difference from the previous frame, -1 "
+           "where unknown), refused and unmatched ([(packet, why)], [(packet, frame)]), "
+           "stopped (str), pixel_format_names ({code: name}) and packets_decoded.");
 
   nb::class_<ClipSource>(m, "ClipSource",
                          "A video that clips are copied from without re-encoding (see "

@@ -12,7 +12,7 @@ layout) for the same :class:`Loader`; :func:`write_shards` (``stoker shard``) wr
 The package, one concept per folder: ``loader``, ``sampling`` and ``transforms`` at the top;
 ``datasets/`` (``lerobot/``, ``shards``, ``mix``), ``io/`` (storage, video, image),
 ``writers/`` (``stoker etl``, ``stoker shard``, clips, typed columns), ``integrations/``
-(``ray``, ``torchdata``) and ``doctor/``. Every public name is re-exported here.
+(``ray``, ``torchdata``), ``doctor/`` and ``checks/`` (``stoker.check``). Every public name is re-exported here.
 """
 
 from stoker._core import (
@@ -25,6 +25,7 @@ from stoker._core import (
     ResourceError,
     usable_cores,
 )
+from stoker.checks import CheckReport, Finding, check
 from stoker.datasets.lerobot.dataset import ItemKey, LeRobotDataset, WindowSpec
 from stoker.datasets.lerobot.index import EpisodeIndex, IndexReport, load_index
 from stoker.datasets.mix import MultiDataset
@@ -62,6 +63,7 @@ from stoker.writers.shards import write_shards
 __all__ = [
     "AccessDeniedError",
     "Array",
+    "CheckReport",
     "Clip",
     "DatasetError",
     "DecodeError",
@@ -70,6 +72,7 @@ __all__ = [
     "EpisodeAwareSampler",
     "EpisodeIndex",
     "Error",
+    "Finding",
     "Image",
     "IndexReport",
     "InternalError",
@@ -96,6 +99,7 @@ __all__ = [
     "VideoReader",
     "WeightedSampler",
     "WindowSpec",
+    "check",
     "decode_image",
     "decode_images",
     "diagnose",

@@ -352,6 +352,11 @@ class VideoReader:
 
     def get_frames_at(self, seconds: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], tolerance: float | None, out: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu')], height: int, width: int, layout: Layout, interpolation: Interpolation, pixel_format: PixelFormat = PixelFormat.rgb24) -> None: ...
 
+    def verify(self) -> dict:
+        """
+        Decodes every packet from the first, converting none, and says per frame what came out (see stoker/video_reader.h VerifyReport): a dict of width, height, pixel_format (int32 arrays; 0, 0, -1 where no frame came out), corrupt (uint8), difference (float32: mean absolute luma difference from the previous frame, -1 where unknown), refused and unmatched ([(packet, why)], [(packet, frame)]), stopped (str), pixel_format_names ({code: name}) and packets_decoded.
+        """
+
 class ClipSource:
     """
     A video that clips are copied from without re-encoding (see stoker/clip_cutter.h): its source and frame table, read once. Its methods may be called from several threads at once.
@@ -375,10 +380,11 @@ class ClipSource:
         Copies the packets of frames [first_frame, first_frame + num_frames) into a new file `target` (atomically, checked); `format` is FFmpeg's muxer name, '' for the source's container. Returns frames, bytes and first_packet. Raises stoker.InvalidArgumentError when the run cannot be copied (see refusal()).
         """
 
-def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '') -> dict:
+def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '', keep_broken_episodes: bool = False) -> dict:
     """
     Builds the episode index of a dataset from its columns and writes it to `path`.
     image_cameras: (name, offset, length) per image camera, each row's image in image_file.
+    keep_broken_episodes: episodes a camera's video cannot serve are recorded in the index (EpisodeIndex.broken_episodes) instead of failing the build.
     Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.
     """
 
@@ -406,6 +412,12 @@ class EpisodeIndex:
 
     @property
     def image_file(self) -> str: ...
+
+    @property
+    def broken_episodes(self) -> list[tuple[int, int, str]]:
+        """
+        (episode, camera, why) of each episode a camera's video could not serve when the index was built (with keep_broken_episodes); their rows must not be read.
+        """
 
     def image_bytes(self, camera: int, row: int) -> bytes:
         """A copy of the encoded image of an image camera at one row."""

@@ -1,5 +1,5 @@
-"""The ``stoker`` command: ``stoker doctor ...``, ``stoker etl ...``, ``stoker index ...`` and
-``stoker shard ...``.
+"""The ``stoker`` command: ``stoker check ...``, ``stoker doctor ...``, ``stoker etl ...``,
+``stoker index ...`` and ``stoker shard ...``.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``main(args) -> int``; this file dispatches, and says how a command that writes a folder
@@ -15,6 +15,10 @@ from collections.abc import Callable
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
+    "check": (
+        "stoker.checks.command",
+        "find what is wrong with a dataset (frames, timestamps, metadata, decoding)",
+    ),
     "doctor": ("stoker.doctor", "measure which roofline bounds training, and say what to change"),
     "etl": (
         "stoker.writers.etl",

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -315,6 +316,164 @@ class DecodePass {
   std::vector<const FrameRequest*> converted_;  // write_requests(): the distinct crops written
 };
 
+// VideoReader::verify(): every packet from the first, in file order, each frame that comes out
+// recorded (size, pixel format, flags, difference from the previous frame), none converted.
+class VerifyPass {
+ public:
+  VerifyPass(const FrameTable& table, PacketStream& stream, Decoder& decoder, VerifyReport& report)
+      : table_(table),
+        stream_(stream),
+        decoder_(decoder),
+        report_(report),
+        frame_(av_frame_alloc()) {
+    const size_t n = static_cast<size_t>(table.num_frames());
+    report.width.assign(n, 0);
+    report.height.assign(n, 0);
+    report.pixel_format.assign(n, -1);
+    report.corrupt.assign(n, 0);
+    report.difference.assign(n, -1.0f);
+    name_format(table.stream().pixel_format);
+  }
+
+  Status run() {
+    if (!frame_) return Status(StatusCode::kInternal, "cannot allocate a frame");
+    AVCodecContext* ctx = decoder_.context.get();
+    avcodec_flush_buffers(ctx);
+    decoder_.positioned_in = 0;  // left unpositioned: the next get_frames() seeks
+    ctx->skip_frame = AVDISCARD_DEFAULT;
+    int64_t read = 0;
+    Status seeked = stream_.seek_to_packet(table_, 0, &read);
+    if (!seeked.ok()) {
+      report_.stopped = seeked.message();
+      return Status();
+    }
+    for (int64_t position = 0;; ++position) {
+      decode_held_packet(position);
+      Result<bool> more = stream_.read_packet();
+      if (!more.ok()) {
+        report_.stopped =
+            "after packet " + std::to_string(position) + ": " + more.status().message();
+        break;
+      }
+      if (!*more) break;
+    }
+    avcodec_send_packet(ctx, nullptr);
+    receive_frames();
+    stream_.next_packet = -1;
+    return Status();
+  }
+
+ private:
+  void decode_held_packet(int64_t position) {
+    AVPacket* packet = stream_.packet();
+    const int64_t located = stream_.locate(table_);
+    if (located < 0) {
+      const int64_t expected = position < static_cast<int64_t>(table_.packets().size())
+                                   ? table_.frame_of_packet(position)
+                                   : -1;
+      report_.unmatched.emplace_back(position, expected);
+    }
+    AVCodecContext* ctx = decoder_.context.get();
+    ++report_.packets_decoded;
+    for (;;) {
+      const int sent = avcodec_send_packet(ctx, packet);
+      if (sent == AVERROR(EAGAIN)) {  // the decoder wants its frames taken out first
+        if (!receive_frames()) return;
+        continue;
+      }
+      if (sent < 0) report_.refused.emplace_back(position, media::detail::av_error_text(sent));
+      break;
+    }
+    receive_frames();
+  }
+
+  // Takes every frame the decoder has ready; false when it returned an error instead.
+  bool receive_frames() {
+    AVCodecContext* ctx = decoder_.context.get();
+    for (;;) {
+      const int received = avcodec_receive_frame(ctx, frame_.get());
+      if (received == AVERROR(EAGAIN) || received == AVERROR_EOF) return true;
+      if (received < 0) return false;
+      take_frame();
+      av_frame_unref(frame_.get());
+    }
+  }
+
+  void take_frame() {
+    const AVFrame& f = *frame_;
+    const int64_t pts = f.pts != AV_NOPTS_VALUE ? f.pts : f.best_effort_timestamp;
+    const int64_t frame = table_.frame_with_pts(pts);
+    if (frame < 0 || report_.width[frame] != 0) return;  // unknown, or already produced
+    report_.width[frame] = f.width;
+    report_.height[frame] = f.height;
+    report_.pixel_format[frame] = f.format;
+    report_.corrupt[frame] = f.decode_error_flags != 0 || (f.flags & AV_FRAME_FLAG_CORRUPT) != 0;
+    name_format(f.format);
+    report_.difference[frame] = difference_from_previous(frame);
+  }
+
+  // Mean absolute difference of the first plane's samples (their top byte) from the frame
+  // shown just before, kept from the last call; -1 when that frame is not the one kept.
+  float difference_from_previous(int64_t frame) {
+    const AVFrame& f = *frame_;
+    const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(f.format));
+    if (desc == nullptr || (desc->flags & (AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BITSTREAM)) ||
+        f.data[0] == nullptr || f.width <= 0 || f.height <= 0) {
+      kept_frame_ = -1;
+      return -1.0f;
+    }
+    // Bytes per sample of plane 0, and which byte of a sample is its top one.
+    const int step = desc->comp[0].step;
+    const int depth = desc->comp[0].depth;
+    const int top = depth > 8 ? ((desc->flags & AV_PIX_FMT_FLAG_BE) ? 0 : 1) : 0;
+    const int sample_bytes = depth > 8 ? 2 : 1;
+    const size_t pixels = static_cast<size_t>(f.width) * f.height;
+    current_.resize(pixels);
+    for (int y = 0; y < f.height; ++y) {
+      const uint8_t* row =
+          f.data[0] + static_cast<ptrdiff_t>(y) * f.linesize[0] + desc->comp[0].offset;
+      uint8_t* out = current_.data() + static_cast<size_t>(y) * f.width;
+      if (sample_bytes == 1 && step == 1) {
+        std::memcpy(out, row, static_cast<size_t>(f.width));
+      } else {
+        for (int x = 0; x < f.width; ++x) out[x] = row[x * step + top];
+      }
+    }
+    float result = -1.0f;
+    if (kept_frame_ == frame - 1 && kept_width_ == f.width && kept_height_ == f.height) {
+      uint64_t total = 0;
+      for (size_t i = 0; i < pixels; ++i) {
+        total += static_cast<uint64_t>(std::abs(int{current_[i]} - int{kept_[i]}));
+      }
+      result = static_cast<float>(static_cast<double>(total) / static_cast<double>(pixels));
+    }
+    kept_.swap(current_);
+    kept_frame_ = frame;
+    kept_width_ = f.width;
+    kept_height_ = f.height;
+    return result;
+  }
+
+  void name_format(int format) {
+    for (const auto& [code, name] : report_.pixel_format_names) {
+      if (code == format) return;
+    }
+    const char* name = av_get_pix_fmt_name(static_cast<AVPixelFormat>(format));
+    report_.pixel_format_names.emplace_back(format, name != nullptr ? name : "unknown");
+  }
+
+  const FrameTable& table_;
+  PacketStream& stream_;
+  Decoder& decoder_;
+  VerifyReport& report_;
+  media::detail::UniqueFrame frame_;
+  std::vector<uint8_t> kept_;     // plane 0 of frame kept_frame_, top bytes, width x height
+  std::vector<uint8_t> current_;  // the same of the frame being taken
+  int64_t kept_frame_ = -1;
+  int kept_width_ = 0;
+  int kept_height_ = 0;
+};
+
 std::string file_cache_key(const std::string& path, const FrameTable& table) {
   return path + '\0' + std::to_string(table.file_size()) + '\0' +
          std::to_string(table.file_mtime_ns());
@@ -600,6 +759,20 @@ Status VideoReader::get_frames_at(std::span<const double> seconds, std::optional
     STOKER_ASSIGN_OR_RETURN(indices[k], frame_at(seconds[k], tolerance));
   }
   return get_frames(indices, options, out, stats);
+}
+
+Result<VerifyReport> VideoReader::verify() const {
+  const std::string context = "video '" + name_ + "'";
+  DecodeStats stats;
+  ThreadMediaCache& cache = ThreadMediaCache::current();
+  Result<PacketStream*> container = cache.container(cache_key_, source_, name_, *table_, &stats);
+  if (!container.ok()) return container.status().with_context(context);
+  Result<Decoder*> decoder = cache.decoder(*table_, threads_, &stats);
+  if (!decoder.ok()) return decoder.status().with_context(context);
+  VerifyReport report;
+  VerifyPass pass(*table_, **container, **decoder, report);
+  STOKER_RETURN_IF_ERROR(pass.run().with_context(context));
+  return report;
 }
 
 }  // namespace stoker

@@ -150,6 +150,61 @@ TEST(VideoReaderBadInput, CorruptedBytesInTheMiddle) {
   EXPECT_LE(differing_without_error, 30);
 }
 
+TEST(VideoReaderVerify, EveryFrameOfAWholeVideoAtTheStreamsSizeAndFormat) {
+  const std::string source = faststart_video();
+  auto reader = VideoReader::open(source);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const VideoStreamInfo& stream = (*reader)->frame_table().stream();
+  const size_t n = static_cast<size_t>((*reader)->num_frames());
+  ASSERT_EQ(report->width.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(report->width[i], stream.width) << "frame " << i;
+    ASSERT_EQ(report->height[i], stream.height) << "frame " << i;
+    ASSERT_EQ(report->pixel_format[i], stream.pixel_format) << "frame " << i;
+    ASSERT_EQ(report->corrupt[i], 0) << "frame " << i;
+    // testsrc2 moves every frame: no two consecutive pictures are the same.
+    if (i > 0) {
+      EXPECT_GT(report->difference[i], 0.0f) << "frame " << i;
+    }
+  }
+  EXPECT_EQ(report->difference[0], -1.0f);
+  EXPECT_TRUE(report->refused.empty());
+  EXPECT_TRUE(report->unmatched.empty());
+  EXPECT_TRUE(report->stopped.empty()) << report->stopped;
+  EXPECT_EQ(report->packets_decoded, static_cast<int64_t>(n));
+  ASSERT_FALSE(report->pixel_format_names.empty());
+  EXPECT_EQ(report->pixel_format_names[0].second, "yuv420p");
+  // The pooled decoder is left to seek again: frames still come out right afterwards.
+  auto reference = testing::decode_all_frames(source, {});
+  ASSERT_TRUE(reference.ok());
+  std::vector<uint8_t> out((*reader)->frame_bytes({}));
+  ASSERT_TRUE((*reader)->get_frames(std::vector<int64_t>{5}, {}, out).ok());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), (*reference)[5].begin()));
+}
+
+TEST(VideoReaderVerify, DamageIsReportedFrameByFrameNotReturned) {
+  const std::string source = faststart_video();
+  std::vector<char> bytes = read_bytes(source);
+  const std::string path = media_path("corrupted_verify.mp4");
+  const size_t start = bytes.size() / 2;
+  for (size_t k = start; k < start + 4096 && k < bytes.size(); ++k) {
+    bytes[k] = static_cast<char>((k * 2654435761u) >> 13);
+  }
+  write_bytes(path, bytes);
+  auto reader = VideoReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  int64_t bad = 0;
+  for (size_t i = 0; i < report->width.size(); ++i) {
+    bad += report->width[i] == 0 || report->corrupt[i] != 0;
+  }
+  EXPECT_GT(bad + static_cast<int64_t>(report->refused.size()), 0) << "the damage went unnoticed";
+  EXPECT_EQ(report->width.front(), (*reader)->frame_table().stream().width);  // before it
+}
+
 // A source over bytes in memory whose reads fail, with its own message, once they reach
 // `fail_from`: a store that breaks mid-file. The failure must surface as that message, naming
 // the source, never as a crash or a wrong frame.
