@@ -20,7 +20,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \
-	test-wheel wheel lint bench build deps format stubs clean
+	test-wheel wheel lint bench build deps deps-demo format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -34,26 +34,39 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 	fi
 	@mkdir -p .stamps && touch $@
 
-$(VENV)/.stamp: requirements-dev.txt .stamps/apt
+# Two sets of Python packages in the one .venv, each installed once (its stamp) and again only
+# when its list changes, with pip's progress shown: the demo's (requirements-demo.txt: building
+# and running stoker, the doctor's plots; no PyTorch) for `make demo` and `make build`, and on
+# top of it the tests' (requirements-dev.txt: PyTorch with CUDA, Ray, moto, the linters, ...)
+# for `make test`. README.md gives the sizes of both.
+$(VENV)/.demo-stamp: requirements-demo.txt .stamps/apt
 	@[ -x $(PYTHON) ] || python3 -m venv $(VENV)
-	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -r requirements-dev.txt
+	@echo "Installing the demo's Python packages into $(VENV) (requirements-demo.txt)"
+	$(PYTHON) -m pip install --upgrade pip
+	$(PYTHON) -m pip install -r requirements-demo.txt
 	@touch $@
 
-deps: .stamps/apt $(VENV)/.stamp
+$(VENV)/.stamp: requirements-dev.txt $(VENV)/.demo-stamp
+	@echo "Installing the tests' Python packages into $(VENV) (requirements-dev.txt: PyTorch" \
+	  "with CUDA, Ray and more, several GB: once)"
+	$(PYTHON) -m pip install -r requirements-dev.txt
+	@touch $@
+
+deps-demo: .stamps/apt $(VENV)/.demo-stamp
+deps: deps-demo $(VENV)/.stamp
 
 ## Build ----------------------------------------------------------------------------------
 
-$(BUILD)/build.ninja: CMakeLists.txt | deps
+$(BUILD)/build.ninja: CMakeLists.txt | deps-demo
 	cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/build.ninja $(VENV)/bin/stoker
+build: deps-demo $(BUILD)/build.ninja $(VENV)/bin/stoker
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The project installed in its own .venv, editable: `import stoker` from any folder and the
 # `stoker` command (after `source .venv/bin/activate`) use python/ and the module the build
 # puts there; no second build of the engine, as `pip install -e .` would make.
-$(VENV)/bin/stoker: | deps
+$(VENV)/bin/stoker: | deps-demo
 	echo "$(abspath python)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/stoker-editable.pth"
 	printf '#!%s\nimport sys\nfrom stoker.cli import main\nsys.exit(main())\n' "$(abspath $(PYTHON))" > $@
 	chmod +x $@
@@ -68,7 +81,7 @@ test-cpp: build
 # Ray's tests run in pytest processes of their own, one per cluster: a Ray driver installs
 # signal handlers and keeps cluster state for the life of its process, which the rest of the
 # suite must not share (test_ray.py: one node; test_ray_cluster.py: three).
-test-python: build
+test-python: deps build
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python --ignore=tests/python/test_ray.py \
 	  --ignore=tests/python/test_ray_cluster.py
 	PYTHONPATH=python $(PYTHON) -m pytest -q tests/python/test_ray.py
@@ -200,6 +213,8 @@ bench: deps $(VENV)/.bench-stamp
 	PYTHONPATH=python $(PYTHON) bench/image_bench.py
 	PYTHONPATH=python $(PYTHON) bench/shard_bench.py $(SHARD_BENCH_ARGS)
 	PYTHONPATH=python $(PYTHON) bench/mix_bench.py
+	# stoker check, shallow and --deep, against a Python loop over LeRobot-style item reads.
+	PYTHONPATH=python $(PYTHON) bench/check_bench.py $(CHECK_BENCH_ARGS)
 	# How costs grow with size (samplers to 10^10, indexes to 10^6 episodes, 10^5 shards, 10^4
 	# S3 objects), then Loader memory over 20 million samples; about 10 minutes each.
 	PYTHONPATH=python $(PYTHON) bench/scale_bench.py $(SCALE_BENCH_ARGS)

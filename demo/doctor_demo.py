@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))  # the dataset w
 
 import lerobot_datasets  # noqa: E402
 import stoker  # noqa: E402
-from stoker.datasets.lerobot.index import _ProgressBar  # noqa: E402
+from stoker.progress import ProgressBar  # noqa: E402
 
 OUT_DIR = os.path.abspath(os.environ.get("STOKER_DEMO_DIR", "demo-out"))
 CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.images.side")
@@ -30,7 +30,7 @@ def make_dataset(root):
     print(f"Dataset: writing a LeRobot v3.0 dataset to {root}: {len(EPISODES)} episodes, "
           f"{len(CAMERAS)} cameras at {SIZE[1]}x{SIZE[0]}, AV1 g=2 (LeRobot's settings)")
     started = time.monotonic()
-    bar = _ProgressBar("  encoding episodes")
+    bar = ProgressBar("  encoding episodes")
     partial = root + ".partial"
     lerobot_datasets.write_v30(partial, EPISODES, CAMERAS, fps=30, codec="av1", size=SIZE,
                                episodes_per_file=3, cache_dir=os.path.join(OUT_DIR, "encodes"),

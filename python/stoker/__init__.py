@@ -12,7 +12,8 @@ layout) for the same :class:`Loader`; :func:`write_shards` (``stoker shard``) wr
 The package, one concept per folder: ``loader``, ``sampling`` and ``transforms`` at the top;
 ``datasets/`` (``lerobot/``, ``shards``, ``mix``), ``io/`` (storage, video, image),
 ``writers/`` (``stoker etl``, ``stoker shard``, clips, typed columns), ``integrations/``
-(``ray``, ``torchdata``), ``doctor/`` and ``checks/`` (``stoker.check``). Every public name is re-exported here.
+(``ray``, ``torchdata``), ``doctor/`` and ``checks/`` (``stoker.check``). Every public name
+is re-exported here.
 """
 
 from stoker._core import (

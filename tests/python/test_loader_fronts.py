@@ -246,7 +246,7 @@ def test_observers_see_any_loaders_iterations(make_loader):
 @pytest.mark.parametrize("make_loader", KINDS, indirect=True)
 def test_profile_and_diagnose_measure_any_loader(make_loader):
     loader = make_loader()
-    with stoker.profile(loader) as prof:
+    with stoker.profile(loader, report=None, show=False) as prof:
         for k, _ in enumerate(loader):
             time.sleep(0.002)
             if k == 5:

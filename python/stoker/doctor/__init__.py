@@ -8,7 +8,7 @@ change.
     with stoker.profile(loader) as prof:        # around your own loop instead
         for batch in loader:
             train_step(batch)
-    print(prof.report().summary())
+    # on exit: the summary printed (str(prof)), the report written into stoker-profile/
 
     $ stoker doctor path/to/dataset --batch-size 32 --step-ms 120
 

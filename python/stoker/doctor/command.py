@@ -7,12 +7,14 @@ import json
 import os
 import sys
 import time
+import warnings
 
 from stoker._core import Error
 from stoker.datasets.lerobot.dataset import LeRobotDataset, WindowSpec
 from stoker.datasets.lerobot.metadata import image_cameras, read_lerobot_metadata
 from stoker.datasets.shards import FOLDER_INDEX, Image, ShardDataset
 from stoker.doctor.measure import diagnose, synthetic_step
+from stoker.doctor.report import plotting_missing
 from stoker.io.storage import S3Options, add_storage_arguments, storage_options_from_args
 from stoker.loader import Loader
 
@@ -212,6 +214,11 @@ def main(args: argparse.Namespace) -> int:
     finally:
         loader.close()
     print(report.summary())
-    path = report.write_report(args.report)
+    with warnings.catch_warnings():  # said here, next to the report's path
+        warnings.simplefilter("ignore")
+        path = report.write_report(args.report)
     print(f"\nReport: {path}")
+    missing = plotting_missing()
+    if missing is not None:
+        print(f"  ({missing})")
     return 0

@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Generator
 from typing import Any, Callable
 
@@ -17,8 +18,8 @@ import numpy as np
 
 from stoker import _core
 from stoker.datasets.shards import Image, ShardDataset
-from stoker.doctor.report import Diagnosis, SweepPoint
-from stoker.doctor.verdict import conclude
+from stoker.doctor.report import Diagnosis, SweepPoint, plotting_missing
+from stoker.doctor.verdict import conclude, falls
 from stoker.io.video import VideoReader
 from stoker.loader import Loader, LoaderObserver
 from stoker.sampling import LoadBalancedSampler
@@ -166,6 +167,11 @@ class Meter:
         return float(half / blocks.mean())
 
     @property
+    def met_goal(self) -> bool:
+        """Whether the rate is known to +-``tolerance`` (enough blocks, interval narrow)."""
+        return len(self.times) >= MIN_BLOCKS * self.block and self.precision <= self.tolerance
+
+    @property
     def rate(self) -> float:
         total = float(np.sum(self.times))
         return len(self.times) / total if total > 0 else math.inf
@@ -206,10 +212,20 @@ class Meter:
         self._last_draw = now
         precision = self.precision
         known = f"+-{precision:.0%}" if math.isfinite(precision) else "+-?"
+        if not done:
+            end = f"ETA {self.eta():.0f} s"
+        elif self.met_goal:
+            end = "done"
+        else:  # not "done": the rate is less precise than asked, and the report says so
+            spent = (
+                f"stopped after {self.limit} batches"
+                if self.limit is not None and len(self.times) >= self.limit
+                else "stopped: its share of the time is spent"
+            )
+            end = f"{spent}, {known} is short of the goal (see the report)"
         line = (
             f"stoker doctor: {self.label}: {len(self.times)} batches, {self.rate:.2f}/s "
-            f"{known} (goal +-{self.tolerance:.0%}), "
-            + ("done" if done else f"ETA {self.eta():.0f} s")
+            f"{known} (goal +-{self.tolerance:.0%}), {end}"
         )
         if self._tty:
             self._stream.write("\r\033[K" + line + ("\n" if done else ""))
@@ -391,39 +407,83 @@ def _compute_rate(loader: Loader, step, batch, meter: Meter) -> float:
 
 
 class profile(contextlib.AbstractContextManager, LoaderObserver):
-    """Measures ``data_wait`` and step times around the user's own training loop.
+    """Measures ``data_wait`` and step times around the user's own training loop, and on
+    leaving the block prints the verdict and writes the report.
 
         with stoker.profile(loader) as prof:
             for batch in loader:
                 step(batch)
-        print(prof.report().summary())
+        # printed: the summary (prof.report().summary()); written: stoker-profile/index.html
 
     Inside the ``with`` block it observes the loader's iterations: a step is the time from
     receiving a batch to asking for the next one (or to the iteration's end). The
     compute-only and input-only rates are estimated from those times and the loader's stage
-    times (:func:`diagnose` measures them); the report says so.
+    times (:func:`diagnose` measures them, and the thread sweep); the report says so.
+
+    Args:
+        loader: the loader the loop iterates.
+        report: the folder the report is written into on exit (``index.html``, the plots,
+            ``report.json``); None writes none. Default ``stoker-profile``.
+        show: print the summary on exit (default True); ``str(prof)`` is the same text.
+
+    Nothing is printed or written when the block ends with an exception (other than
+    KeyboardInterrupt: a loop stopped by hand is reported), or when no batch was taken.
     """
 
-    def __init__(self, loader: Loader):
+    def __init__(
+        self,
+        loader: Loader,
+        report: str | os.PathLike | None = "stoker-profile",
+        show: bool = True,
+    ):
         self.loader = loader
+        self.report_folder = report
+        self.show = show
+        self.report_path: str | None = None  # the index.html written on exit
         self.data_wait: list[float] = []
         self.step_seconds: list[float] = []
         self.wall_seconds = 0.0
         self._started = 0.0
         self._asked = 0.0  # when the consumer asked for the batch it waits for
         self._returned: float | None = None  # when the consumer got its last batch
+        self._diagnosis: Diagnosis | None = None
 
     def __enter__(self) -> profile:
         self.loader.reset_stats()
         self.loader.add_observer(self)
+        self._diagnosis, self.wall_seconds = None, 0.0
         self._started = time.perf_counter()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         now = time.perf_counter()
         self._end_step(now)  # the step on the last batch, when the iteration is still open
         self.wall_seconds = now - self._started
         self.loader.remove_observer(self)
+        if kind is not None and not issubclass(kind, KeyboardInterrupt):
+            return
+        if not self.data_wait:
+            if self.show:
+                print("stoker profile: no batch was taken from the loader: nothing to report")
+            return
+        diagnosis = self.report()
+        if self.report_folder is not None:
+            with warnings.catch_warnings():  # said below, as the command says it
+                warnings.simplefilter("ignore")
+                self.report_path = diagnosis.write_report(self.report_folder)
+        if self.show:
+            print(diagnosis.summary())
+            if self.report_path is not None:
+                print(f"\nReport: {self.report_path}")
+                missing = plotting_missing()
+                if missing is not None:
+                    print(f"  ({missing})")
+
+    def __str__(self) -> str:
+        """The verdict and the measurements (the summary), once a batch was taken."""
+        if not self.data_wait:
+            return "stoker profile: no batch was taken from the loader yet"
+        return self.report().summary()
 
     # LoaderObserver
     def wait_started(self, now: float) -> None:
@@ -443,6 +503,10 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
             self._returned = None
 
     def report(self) -> Diagnosis:
+        """The diagnosis of what was observed (made once, on leaving the block or at the
+        first call, from the loader's stats of then)."""
+        if self._diagnosis is not None:
+            return self._diagnosis
         loader = self.loader
         stats = loader.stats()
         steps = np.asarray(self.step_seconds, dtype=np.float64)
@@ -473,6 +537,9 @@ class profile(contextlib.AbstractContextManager, LoaderObserver):
             ],
         )
         conclude(d)
+        _check_advice(d, loader)
+        if self._started and self.wall_seconds:  # the block has ended: these stay
+            self._diagnosis = d
         return d
 
 
@@ -598,10 +665,31 @@ def diagnose(
     finally:
         iterator.close()
 
-    points = []
+    points: list[SweepPoint] = []
     if sweep:
         counts = _sweep_counts(_core.usable_cores())
         measured = [t for t in counts if not (t == loader.threads and loader.device is None)]
+        given: dict[int, float] = {}  # each point's time
+
+        def sweep_point(threads: int, seconds: float, times: int = 1) -> SweepPoint:
+            probe = loader.with_options(threads=threads, device=None)
+            try:
+                point_meter = Meter(
+                    f"thread sweep, {threads} thread(s)"
+                    + (" (again: the sweep fell)" if times > 1 else ""),
+                    tolerance=tolerance,
+                    budget_s=seconds,
+                    block=max(2, min(threads, 8)),
+                    limit=sweep_batches or steps,
+                    progress=progress,
+                )
+                point_load = _OtherLoad()
+                rate = _input_rate(probe, point_meter)
+                others_cpus, mine = point_load.usage() or (0.0, 0.0)
+            finally:
+                probe.close()
+            return SweepPoint(threads, rate, point_meter.precision, mine, others_cpus, times)
+
         phase = _OtherLoad()
         for threads in counts:
             if threads not in measured:  # the input-only run is this point
@@ -610,20 +698,28 @@ def diagnose(
                     SweepPoint(threads, input_rate, input_meter.precision, mine, others_cpus)
                 )
                 continue
-            probe = loader.with_options(threads=threads, device=None)
-            point_meter = Meter(
-                f"thread sweep, {threads} thread(s)",
-                tolerance=tolerance,
-                budget_s=budget("sweep", 1 / (len(measured) - measured.index(threads))),
-                block=max(2, min(threads, 8)),
-                limit=sweep_batches or steps,
-                progress=progress,
+            given[threads] = budget("sweep", 1 / (len(measured) - measured.index(threads)))
+            points.append(sweep_point(threads, given[threads]))
+        # More threads measured slower: contention, or a disturbance of one point. Both
+        # points are measured again (more threads first), in the time left or half their
+        # first time; the verdict flags a fall that stays.
+        fallen = falls(points, tolerance)
+        if fallen:
+            again = sorted({p.threads for pair in fallen for p in pair}, reverse=True)
+            say(
+                "the thread sweep fell with more threads ("
+                + ", ".join(
+                    f"{a.threads}: {a.batches_per_s:.2f} -> {b.threads}: {b.batches_per_s:.2f}"
+                    for a, b in fallen
+                )
+                + f"): measuring {', '.join(map(str, again))} thread(s) again"
             )
-            point_load = _OtherLoad()
-            rate = _input_rate(probe, point_meter)
-            usage = point_load.usage() or (0.0, 0.0)
-            points.append(SweepPoint(threads, rate, point_meter.precision, usage[1], usage[0]))
-            probe.close()
+            typical = float(np.mean(list(given.values()))) if given else 1.0
+            left = max(deadline - time.perf_counter(), 0.0) / len(again)
+            for threads in again:
+                k = next(i for i, p in enumerate(points) if p.threads == threads)
+                seconds = max(left, 0.5 * given.get(threads, typical))
+                points[k] = sweep_point(threads, seconds, times=points[k].measured + 1)
         load["sweep"] = phase.usage() or (0.0, 0.0)
 
     d = Diagnosis(
@@ -651,7 +747,25 @@ def diagnose(
         config=_configuration(loader, config),
     )
     conclude(d)
+    _check_advice(d, loader)
     return d
+
+
+def _check_advice(d: Diagnosis, loader: Loader) -> None:
+    """One more line of advice when the loader skipped samples (decode errors, damaged shards):
+    ``stoker check --deep`` names every bad episode, camera and frame, or shard member."""
+    stats = loader.stats()
+    skipped = int(stats.get("skipped", 0))
+    damaged = stats.get("damaged_shards") or []
+    if not skipped and not damaged:
+        return
+    dataset = getattr(loader.dataset, "root", None) or d.config.get("dataset") or "DATASET"
+    reasons = [str(s.get("reason", "")) for s in stats.get("skips", [])][:1] + damaged[:1]
+    d.advice.append(
+        f"The loader skipped {skipped} samples{' and damaged shards' if damaged else ''}"
+        + (f" (first: {reasons[0]})" if reasons else "")
+        + f": run `stoker check {dataset} --deep` to find every bad episode, camera and frame."
+    )
 
 
 def _configuration(loader: Loader, given: dict[str, Any] | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import html
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,30 @@ import numpy as np
 
 #: The stages of building a batch, in the order reports show them.
 STAGES = ("sampling", "index", "seek", "decode", "convert", "transform", "collate", "h2d")
+
+#: The rows of the rates table: (key, label). The headline names a rate by its row's label.
+RATE_ROWS = (
+    ("compute", "compute only (step on a held batch)"),
+    ("input", "input only (loader, {threads} threads)"),
+    ("together", "together (achieved)"),
+)
+
+#: Other processes keeping more CPUs than this busy, on average over the run or in one phase,
+#: make the run contended: its rates are lower than on a quiet machine.
+CONTENDED_CPUS = 0.2
+
+NO_MATPLOTLIB = (
+    "matplotlib is not installed: the report has no plots (pip install 'stoker[doctor]' adds them)"
+)
+
+
+def plotting_missing() -> str | None:
+    """Why the report would have no plots (matplotlib cannot be imported), or None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return NO_MATPLOTLIB
+    return None
 
 
 @dataclass
@@ -27,6 +52,7 @@ class SweepPoint:
     precision: float = math.inf
     cpus: float = 0.0
     other_cpus: float = 0.0  # CPUs other processes kept busy meanwhile
+    measured: int = 1  # how many times it was measured (a sweep that fell is measured again)
 
 
 @dataclass
@@ -72,6 +98,14 @@ class Diagnosis:
     problems: list[str] = field(default_factory=list)
     #: Where the sweep's rates were projected for a quiet machine (contention), the rates.
     projected_sweep: list[SweepPoint] = field(default_factory=list)
+    #: The loader's rate the headline and the verdict use, and the row of the rates table it
+    #: is ("input", or "together" when that run beat the input-only one beyond their
+    #: intervals: a measurement problem).
+    supply_batches_per_s: float = math.nan
+    supply_row: str = "input"
+    #: Whether the sweep (as the verdict reads it) falls with more threads: contention, and
+    #: no plateau is concluded from it.
+    sweep_falls: bool = False
 
     # ---- Derived numbers ----------------------------------------------------------------
 
@@ -91,33 +125,83 @@ class Diagnosis:
     def achieved_batches_per_s(self) -> float:
         return len(self.step_seconds) / self.wall_seconds if self.wall_seconds else 0.0
 
+    @property
+    def verdict_text(self) -> str:
+        """The bound and the verdict, once each: "compute-bound", "input-bound (decode-bound)"."""
+        bound = f"{self.bound}-bound"
+        return bound if self.verdict in ("", bound) else f"{bound} ({self.verdict})"
+
     def percentile_ms(self, values: np.ndarray, q: float) -> float:
         return float(np.percentile(values, q) * 1000) if len(values) else 0.0
 
     # ---- Output -------------------------------------------------------------------------
 
+    def rate_of(self, row: str) -> float:
+        """The rate of one row of the rates table ("compute", "input", "together")."""
+        return {
+            "compute": self.compute_batches_per_s,
+            "input": self.input_batches_per_s,
+            "together": self.achieved_batches_per_s,
+        }[row]
+
+    def row_label(self, row: str) -> str:
+        """The label of one row of the rates table, as the summary prints it."""
+        return dict(RATE_ROWS)[row].format(threads=self.threads)
+
+    def missed_goal(self, row: str) -> bool:
+        """Whether a measured rate's 95% interval is wider than the goal (``tolerance``)."""
+        return row in self.precision and not self.precision[row] <= self.tolerance
+
+    @property
+    def contention(self) -> str:
+        """A sentence saying that other processes kept CPUs busy during the run, and how many
+        in each phase; empty on a quiet run."""
+        phases = {
+            phase: cpus["others"]
+            for phase, cpus in self.phase_cpus.items()
+            if cpus.get("others") is not None
+        }
+        busiest = max(phases.values(), default=0.0)
+        overall = self.other_cpus or 0.0
+        if max(overall, busiest) <= CONTENDED_CPUS:
+            return ""
+        each = ", ".join(f"{phase} {cpus:.1f}" for phase, cpus in phases.items())
+        return (
+            f"contended run: other processes kept {overall:.1f} of {self.cores} CPUs busy "
+            f"during the measurement{f' ({each})' if each else ''}; rates and the sweep are "
+            f"lower than on a quiet machine"
+        )
+
     def _known(self, name: str) -> str:
         precision = self.precision.get(name, math.inf)
-        return f"+-{precision:.0%}" if math.isfinite(precision) else ""
+        if not math.isfinite(precision):
+            return "+-?" if name in self.precision else ""
+        return f"+-{precision:.0%}" + ("!" if self.missed_goal(name) else "")
 
     def summary(self) -> str:
         b = self.batch_size
         lines = []
         if self.problems:
             lines.append(
-                "MEASUREMENT PROBLEM: these numbers contradict each other; read them with care:"
+                "MEASUREMENT PROBLEM: these numbers contradict each other or are not known "
+                "well enough; read them with care:"
             )
             lines.extend(f"  - {problem}" for problem in self.problems)
             lines.append("")
+        if self.contention:
+            lines += [f"warning: {self.contention}.", ""]
         lines += [f"stoker doctor: {self.bound}-bound. {self.headline}", ""]
-        rows = [
-            ("compute only (step on a held batch)", self.compute_batches_per_s, "compute"),
-            (f"input only (loader, {self.threads} threads)", self.input_batches_per_s, "input"),
-            ("together (achieved)", self.achieved_batches_per_s, "together"),
-        ]
         lines.append(f"{'rate':40s} {'batches/s':>10s} {'samples/s':>10s} {'95% CI':>7s}")
-        for name, rate, key in rows:
-            lines.append(f"{name:40s} {rate:10.2f} {rate * b:10.1f} {self._known(key):>7s}")
+        for key, _ in RATE_ROWS:
+            rate = self.rate_of(key)
+            lines.append(
+                f"{self.row_label(key):40s} {rate:10.2f} {rate * b:10.1f} {self._known(key):>7s}"
+            )
+        if any(self.missed_goal(key) for key, _ in RATE_ROWS):
+            lines.append(
+                f"  ! wider than the +-{self.tolerance:.0%} goal: the phase ran out of time "
+                f"(see MEASUREMENT PROBLEM)"
+            )
         lines.append("")
         lines.append(
             f"data_wait per step: p50 {self.percentile_ms(self.data_wait, 50):.2f} ms, "
@@ -139,10 +223,14 @@ class Diagnosis:
         lines.append("")
         if self.sweep:
             sweep = ", ".join(f"{p.threads}: {p.batches_per_s:.2f}" for p in self.sweep)
-            lines.append(
-                f"thread sweep (threads: batches/s): {sweep}; more threads stop "
-                f"helping at {self.plateau_threads}"
-            )
+            if self.sweep_falls:
+                conclusion = (
+                    "it falls with more threads (contention, see MEASUREMENT PROBLEM): "
+                    "no plateau is concluded from it"
+                )
+            else:
+                conclusion = f"more threads stop helping at {self.plateau_threads}"
+            lines.append(f"thread sweep (threads: batches/s): {sweep}; {conclusion}")
         if self.projected_sweep:
             sweep = ", ".join(f"{p.threads}: {p.batches_per_s:.2f}" for p in self.projected_sweep)
             lines.append(f"  projected for a quiet machine (rate x threads / CPUs it got): {sweep}")
@@ -160,12 +248,6 @@ class Diagnosis:
             )
         if self.estimated:
             lines.append("estimated, not measured: " + ", ".join(self.estimated))
-        if self.other_cpus is not None and self.other_cpus > 0.2:
-            lines.append(
-                f"warning: other processes kept {self.other_cpus:.1f} CPUs busy during "
-                f"the measurement; rates and the sweep are lower than on a quiet "
-                f"machine"
-            )
         lines.append("")
         lines.append("What to do:")
         lines.extend(f"  - {line}" for line in self.advice)
@@ -195,6 +277,8 @@ class Diagnosis:
             "compute_batches_per_s": finite(self.compute_batches_per_s),
             "input_batches_per_s": finite(self.input_batches_per_s),
             "achieved_batches_per_s": self.achieved_batches_per_s,
+            "supply": {"batches_per_s": finite(self.supply_batches_per_s), "row": self.supply_row},
+            "contention": self.contention,
             "precision": {k: finite(v) for k, v in self.precision.items()},
             "tolerance": self.tolerance,
             "data_wait_ms": {
@@ -213,6 +297,7 @@ class Diagnosis:
             "sweep": [_point(p) for p in self.sweep],
             "projected_sweep": [_point(p) for p in self.projected_sweep],
             "plateau_threads": self.plateau_threads,
+            "sweep_falls": self.sweep_falls,
             "other_cpus": self.other_cpus,
             "phase_cpus": self.phase_cpus,
             "materialized": self.materialized,
@@ -223,10 +308,14 @@ class Diagnosis:
 
     def write_report(self, folder: str | os.PathLike) -> str:
         """Writes ``index.html``, ``report.json`` and the plots (``rates.png``, ``stages.png``,
-        ``sweep.png``, ``data_wait.png``) into ``folder``; returns the HTML file's path."""
+        ``sweep.png``, ``data_wait.png``) into ``folder``; returns the HTML file's path.
+        Without matplotlib there are no plots, and a warning says so."""
         folder = os.fspath(folder)
         os.makedirs(folder, exist_ok=True)
-        plots = _plot(self, folder)
+        missing = plotting_missing()
+        if missing is not None:
+            warnings.warn(f"stoker doctor: {missing}", stacklevel=2)
+        plots = [] if missing is not None else _plot(self, folder)
         with open(os.path.join(folder, "report.json"), "w") as f:
             json.dump(self.to_dict(), f, indent=2)
         images = "".join(
@@ -235,7 +324,7 @@ class Diagnosis:
             for name, title in plots
         )
         if not plots:
-            images = "<p>(matplotlib is not installed: no plots; pip install stoker[doctor])</p>"
+            images = f"<p>({html.escape(NO_MATPLOTLIB)})</p>"
         problems = ""
         if self.problems:
             problems = (
@@ -244,13 +333,11 @@ class Diagnosis:
                 + "".join(f"<li>{html.escape(p)}</li>" for p in self.problems)
                 + "</ul></div>"
             )
-        heading = (
-            f"stoker doctor: <span>{html.escape(self.bound)}-bound "
-            f"({html.escape(self.verdict)})</span>"
-        )
+        title = f"stoker doctor: {self.verdict_text}"
+        heading = f"stoker doctor: <span>{html.escape(self.verdict_text)}</span>"
         return write_page(
             folder,
-            "stoker doctor",
+            title,
             heading,
             self.headline,
             self.advice,
@@ -299,6 +386,7 @@ def _point(p: SweepPoint) -> dict[str, Any]:
         "precision": p.precision if math.isfinite(p.precision) else None,
         "cpus": p.cpus,
         "other_cpus": p.other_cpus,
+        "measured": p.measured,
     }
 
 

@@ -21,6 +21,12 @@ SATURATED = 0.9
 # being built when the clock stopped) before they count as not adding up; below the lower
 # bound the threads spent most of their time in no stage.
 STAGES_OVER, STAGES_UNDER = 1.2, 0.5
+# With the loader building batches ahead while the step runs, the together rate is about the
+# lower of the compute-only and input-only rates; below this share of it (beyond the rates'
+# intervals) the two did not overlap, and the report says why.
+TOGETHER_FAR_BELOW = 0.75
+# The step "uses CPUs" (it competes with the loader's threads) above this many, on average.
+STEP_CPUS = 0.3
 
 
 def _projected(d: Diagnosis) -> list[SweepPoint]:
@@ -75,6 +81,87 @@ def _cause(d: Diagnosis, disturbed: str, other: str) -> str:
     )
 
 
+def _finite_or(value: float, default: float) -> float:
+    return value if math.isfinite(value) else default
+
+
+def falls(sweep: list[SweepPoint], tolerance: float) -> list[tuple[SweepPoint, SweepPoint]]:
+    """The consecutive sweep points (fewer threads, more threads) where the rate falls beyond
+    the two points' intervals: the same work cannot take longer on more threads unless they
+    compete for CPUs (or for something else they share)."""
+    found = []
+    for fewer, more in zip(sweep, sweep[1:]):
+        margin = max(
+            tolerance,
+            _finite_or(fewer.precision, 2 * tolerance) + _finite_or(more.precision, 2 * tolerance),
+        )
+        if more.batches_per_s * (1 + margin) < fewer.batches_per_s:
+            found.append((fewer, more))
+    return found
+
+
+def _fall_cause(d: Diagnosis, fewer: SweepPoint, more: SweepPoint) -> str:
+    """Why the sweep measured less at more threads: whom the threads competed with."""
+    usable = min(more.threads, d.cores)
+    if more.other_cpus >= 0.3 or more.other_cpus > fewer.other_cpus + 0.3:
+        return (
+            f"contention with other processes: they kept {more.other_cpus:.1f} of "
+            f"{d.cores} CPUs busy during the {more.threads}-thread point "
+            f"({fewer.other_cpus:.1f} during the {fewer.threads}-thread one), and its "
+            f"{more.threads} threads got {more.cpus:.1f} CPUs"
+        )
+    if more.cpus < 0.85 * usable:
+        return (
+            f"contention between the loader's own threads: its {more.threads} threads kept "
+            f"only {more.cpus:.1f} CPUs busy (they waited for a lock or for storage)"
+        )
+    return (
+        f"contention for what the threads share (memory bandwidth, caches, a CPU's "
+        f"sibling hyper-thread): its {more.threads} threads kept {more.cpus:.1f} CPUs busy "
+        f"and built fewer batches"
+    )
+
+
+def _together_cause(d: Diagnosis) -> str:
+    """Why the together run was far below the lower of the compute-only and input-only rates:
+    contention between compute and input on shared cores, or with other processes."""
+    cpus = d.phase_cpus
+    step = cpus.get("compute", {}).get("mine")
+    loader = cpus.get("input", {}).get("mine")
+    others = cpus.get("together", {}).get("others")
+    others_before = cpus.get("input", {}).get("others")
+    if step is not None and loader is not None and step >= STEP_CPUS:
+        if step + loader > SATURATED * d.cores:
+            return (
+                f"contention between compute and input on shared cores: the step alone kept "
+                f"{step:.1f} CPUs busy and the loader alone {loader:.1f}, {step + loader:.1f} "
+                f"together on {d.cores} cores; run at once they share the cores, and each "
+                f"goes slower than alone. Training gets the together rate: fewer loader "
+                f"threads leave the step its cores, more cores (or the step on a GPU) "
+                f"remove the contention"
+            )
+    if others is not None and (
+        others > 0.5 or (others_before is not None and others > others_before + 0.3)
+    ):
+        return (
+            f"contention with other processes: they kept {others:.1f} of {d.cores} CPUs "
+            f"busy during the together run"
+            + (f" ({others_before:.1f} during input only)" if others_before is not None else "")
+        )
+    mine = cpus.get("together", {}).get("mine")
+    if mine is not None and others is not None and mine + others >= SATURATED * d.cores:
+        return (
+            f"contention on shared cores: all {d.cores} were busy during the together run "
+            f"({mine:.1f} CPUs this process, step and loader, {others:.1f} others)"
+        )
+    return (
+        "no CPU contention was seen: the loader's batches were not ready when asked "
+        f"(data_wait p50 {d.percentile_ms(d.data_wait, 50):.0f} ms) though its threads had "
+        "CPUs; the step may hold a lock the loader needs (the GIL, in Python that does not "
+        "release it), or storage slowed down"
+    )
+
+
 def check_consistency(d: Diagnosis) -> None:
     """Fills ``problems``: rates and times that contradict each other, each with its likely
     cause. Together cannot beat either rate alone, data_wait plus steps is the wall time, and
@@ -87,6 +174,19 @@ def check_consistency(d: Diagnosis) -> None:
             f"step runs than with none. Likely cause: {_cause(d, 'input', 'together')}. "
             f"The verdict takes the higher rate as the loader's; run the doctor again on a "
             f"quiet machine to confirm."
+        )
+    lower = min(("compute", "input"), key=d.rate_of)
+    expected = d.rate_of(lower)
+    if (
+        not d.estimated
+        and math.isfinite(expected)
+        and together * (1 + _margin(d, lower, "together")) < TOGETHER_FAR_BELOW * expected
+    ):
+        d.problems.append(
+            f"the together run reached {together:.2f} batches/s, {together / expected:.0%} "
+            f"of the {d.row_label(lower).split(' (')[0]} run's {expected:.2f}: with the loader "
+            f"building batches while the step runs, together should come near the lower of "
+            f"the two rates. Likely cause: {_together_cause(d)}."
         )
     if together > d.compute_batches_per_s * (1 + _margin(d, "compute", "together")):
         d.problems.append(
@@ -122,6 +222,75 @@ def check_consistency(d: Diagnosis) -> None:
             )
 
 
+def _check_sweep(d: Diagnosis) -> None:
+    """A sweep that falls with more threads is contention: a measurement problem, with whom
+    the threads competed; the verdict draws no plateau from it."""
+    for fewer, more in falls(d.sweep, d.tolerance):
+        again = " (both measured again)" if fewer.measured > 1 and more.measured > 1 else ""
+        if d.projected_sweep and not d.sweep_falls:
+            then = " Projected for a quiet machine it does not fall: the verdict reads that."
+        else:
+            then = (
+                " No plateau is concluded from it: run the doctor again on a quiet machine "
+                "to know whether more threads help."
+            )
+        d.problems.append(
+            f"the thread sweep falls from {fewer.batches_per_s:.2f} batches/s at "
+            f"{fewer.threads} thread(s) to {more.batches_per_s:.2f} at {more.threads}{again}: "
+            f"more threads cannot make the same work slower unless they compete. Likely "
+            f"cause: {_fall_cause(d, fewer, more)}.{then}"
+        )
+
+
+def _interval(rate: float, precision: float) -> tuple[float, float]:
+    return max(rate * (1 - precision), 0.0), rate * (1 + precision)
+
+
+def _check_precision(d: Diagnosis, supply: str) -> None:
+    """Each measured rate whose 95% interval is wider than the goal: say so, and whether the
+    verdict still holds at the interval's edges (the compute-only rate against the loader's)."""
+    rates = {"compute": "compute-only", "input": "input-only", "together": "together"}
+    for row, name in rates.items():
+        if not d.missed_goal(row):
+            continue
+        precision = d.precision[row]
+        known = (
+            f"is known only to +-{precision:.0%} (the goal is +-{d.tolerance:.0%})"
+            if math.isfinite(precision)
+            else "is not known (too few batches for an interval)"
+        )
+        text = (
+            f"the {name} rate, {d.rate_of(row):.2f} batches/s, {known}: its phase ran out of "
+            f"time (batch times vary a lot: a loaded machine, or a slow warm-up)."
+        )
+        if row == "together":
+            text += (
+                " The data_wait share comes from this run: the verdict's 'waited for data' "
+                "is as uncertain."
+            )
+        elif row in ("compute", supply):
+            other = supply if row == "compute" else "compute"
+            low, high = _interval(d.rate_of(row), _finite_or(precision, 1.0))
+            o_low, o_high = _interval(
+                d.rate_of(other), _finite_or(d.precision.get(other, 0.0), 1.0)
+            )
+            if high < o_low or o_high < low:
+                text += (
+                    f" The verdict holds: from {low:.2f} to {high:.2f} it stays "
+                    f"{'below' if high < o_low else 'above'} the {rates[other]} rate "
+                    f"({o_low:.2f} to {o_high:.2f})."
+                )
+            else:
+                text += (
+                    f" The verdict is not settled: from {low:.2f} to {high:.2f} it overlaps "
+                    f"the {rates[other]} rate ({o_low:.2f} to {o_high:.2f}), so either could "
+                    f"be the lower; run again with a longer --budget, or on a quiet machine."
+                )
+        else:
+            text += " The verdict does not rest on it."
+        d.problems.append(text)
+
+
 def _plateau(sweep: list[SweepPoint]) -> SweepPoint | None:
     """The fewest threads within PLATEAU of the best rate."""
     if not sweep:
@@ -133,16 +302,44 @@ def _plateau(sweep: list[SweepPoint]) -> SweepPoint | None:
 def conclude(d: Diagnosis) -> None:
     """Fills problems, bound, verdict, headline and advice from the measurements
     (docs/doctor.md). A sweep held back by other processes is judged as projected for a quiet
-    machine, and a "together" rate above the input-only one stands for the loader's rate."""
+    machine; a sweep that falls is contention, and gives no plateau. The loader's rate is the
+    input-only one, unless the together run beat it beyond their intervals (a measurement
+    problem): then the together rate stands for it, and the headline says which it is."""
     d.problems = []
     check_consistency(d)
     d.projected_sweep = _projected(d)
     sweep = d.projected_sweep or d.sweep
-    plateau = _plateau(sweep)
+    d.sweep_falls = bool(falls(sweep, d.tolerance))
+    _check_sweep(d)
+    plateau = None if d.sweep_falls else _plateau(sweep)
     d.plateau_threads = plateau.threads if plateau else None
+    beaten = d.achieved_batches_per_s > d.input_batches_per_s * (
+        1 + _margin(d, "input", "together")
+    )
+    d.supply_row = "together" if beaten else "input"
+    d.supply_batches_per_s = d.rate_of(d.supply_row)
+    _decide(d, sweep, plateau)
+    _check_precision(d, d.supply_row)
+
+
+def _supply_text(d: Diagnosis) -> str:
+    """What the loader supplies, as the headline says it after "the loader": the table's
+    figures, naming their row."""
     b = d.batch_size
+    rate = d.supply_batches_per_s
+    if d.supply_row == "together":
+        return (
+            f"supplied {rate:.2f} batches/s ({rate * b:.1f} samples/s, the together row) "
+            f"while the step ran, above its input-only {d.input_batches_per_s:.2f} (see "
+            f"MEASUREMENT PROBLEM)"
+        )
+    return f"alone supplies {rate:.2f} batches/s ({rate * b:.1f} samples/s, the input-only row)"
+
+
+def _decide(d: Diagnosis, sweep: list[SweepPoint], plateau: SweepPoint | None) -> None:
+    """The bound, verdict, headline and advice (docs/doctor.md's decision table)."""
     compute = d.compute_batches_per_s
-    supply = max(d.input_batches_per_s, d.achieved_batches_per_s)
+    supply = d.supply_batches_per_s
     small_wait = d.data_wait_share < SMALL_WAIT_SHARE
     stages = d.stage_seconds
     groups = {
@@ -162,9 +359,9 @@ def conclude(d: Diagnosis) -> None:
     if compute < supply and small_wait:
         d.bound, d.verdict = "compute", "compute-bound"
         d.headline = (
-            f"The step runs at {compute:.2f} batches/s and the loader can supply "
-            f"{supply:.2f}; the trainer waited for data {d.data_wait_share:.1%} of "
-            f"the time."
+            f"The step runs at {compute:.2f} batches/s (the compute-only row) and the loader "
+            f"{_supply_text(d)}; the trainer waited for data "
+            f"{d.data_wait_share:.1%} of the time."
         )
         d.advice = [
             "Stop tuning the loader: it is not the bottleneck.",
@@ -182,11 +379,16 @@ def conclude(d: Diagnosis) -> None:
     d.bound = "input"
     d.headline = (
         f"The trainer waited for data {d.data_wait_share:.1%} of the time: the loader "
-        f"supplies {supply:.2f} batches/s ({supply * b:.0f} samples/s); the step "
-        f"alone runs at {compute:.2f}."
+        f"{_supply_text(d)}; the step alone runs at {compute:.2f} (the "
+        f"compute-only row)."
     )
     current = next((p for p in sweep if p.threads == d.threads), None)
     threads_note = "more threads no longer help"
+    if d.sweep_falls:
+        threads_note = (
+            "the thread sweep fell with more threads (contention), so it cannot say whether "
+            "more threads would help"
+        )
     if plateau is not None:
         last, before_last = sweep[-1], sweep[-2] if len(sweep) > 1 else None
         still_scales = (
