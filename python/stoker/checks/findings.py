@@ -18,6 +18,18 @@ from typing import Any
 
 SEVERITIES = ("error", "warning", "info")  # error: training will read wrong data or fail
 
+# Where a finding is, as Finding.where() says it, outermost first.
+_PLACES = (
+    ("dataset", "dataset {}"),
+    ("episode", "episode {}"),
+    ("camera", "camera {!r}"),
+    ("frame", "frame {}"),
+    ("row", "row {}"),
+    ("shard", "shard {}"),
+    ("key", "key {!r}"),
+    ("field", "field {!r}"),
+)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -48,23 +60,11 @@ class Finding:
 
     def where(self) -> str:
         """The location as text: ``episode 3, camera 'top', frame 17``."""
-        parts = []
-        if self.dataset is not None:
-            parts.append(f"dataset {self.dataset}")
-        if self.episode is not None:
-            parts.append(f"episode {self.episode}")
-        if self.camera is not None:
-            parts.append(f"camera {self.camera!r}")
-        if self.frame is not None:
-            parts.append(f"frame {self.frame}")
-        if self.row is not None:
-            parts.append(f"row {self.row}")
-        if self.shard is not None:
-            parts.append(f"shard {self.shard}")
-        if self.key is not None:
-            parts.append(f"key {self.key!r}")
-        if self.field is not None:
-            parts.append(f"field {self.field!r}")
+        parts = [
+            template.format(getattr(self, name))
+            for name, template in _PLACES
+            if getattr(self, name) is not None
+        ]
         if self.file is not None and self.shard is None:
             parts.append(self.file)
         return ", ".join(parts)
