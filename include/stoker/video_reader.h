@@ -124,10 +124,11 @@ struct VerifyReport {
   std::vector<int32_t> pixel_format;
   /// Per frame: 1 when the decoder flagged the picture (decode errors, concealment, corrupt).
   std::vector<uint8_t> corrupt;
-  /// Per frame: the mean absolute difference of its first plane (luma, 8-bit samples; the top
-  /// byte of wider ones) from the previous frame's, in sample levels; -1 for the first frame,
-  /// a frame not produced, or one whose predecessor was not, or differs in size. Near 0: the
-  /// same picture twice (a duplicated frame, or a still scene).
+  /// Per frame: the mean absolute difference of its first plane (luma; samples wider than 8
+  /// bits by their top 8 bits) from the previous frame's, in 8-bit levels; -1 for the first
+  /// frame, a frame not produced, or one whose predecessor was not, or differs in size, and for
+  /// float or hardware pixel formats. Near 0: the same picture twice (a duplicated frame, or a
+  /// still scene).
   std::vector<float> difference;
   /// Packets (decode order) the decoder refused, with FFmpeg's reason.
   std::vector<std::pair<int64_t, std::string>> refused;

@@ -333,6 +333,10 @@ int64_t Container::locate(const FrameTable& table) {
 }
 
 Status Container::seek_to_timestamp(int64_t timestamp) {
+  // A seek starts reading afresh. FFmpeg keeps a failed read's error in the I/O context (a
+  // seek does not clear it) and returns it for every later end of file: a store that failed
+  // once, then recovered, would end each later pass over this pooled container in that error.
+  format_->pb->error = 0;
   const int error = av_seek_frame(format_.get(), stream_index_, timestamp, AVSEEK_FLAG_BACKWARD);
   return error < 0 ? failure(error, "cannot seek") : Status();
 }

@@ -412,31 +412,42 @@ class VerifyPass {
     report_.difference[frame] = difference_from_previous(frame);
   }
 
-  // Mean absolute difference of the first plane's samples (their top byte) from the frame
+  // Mean absolute difference of the first plane's samples (as 8-bit levels) from the frame
   // shown just before, kept from the last call; -1 when that frame is not the one kept.
   float difference_from_previous(int64_t frame) {
     const AVFrame& f = *frame_;
     const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(f.format));
-    if (desc == nullptr || (desc->flags & (AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BITSTREAM)) ||
+    constexpr uint64_t kUnread =
+        AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_FLOAT;
+    if (desc == nullptr || (desc->flags & kUnread) != 0 || desc->comp[0].depth > 16 ||
         f.data[0] == nullptr || f.width <= 0 || f.height <= 0) {
       kept_frame_ = -1;
       return -1.0f;
     }
-    // Bytes per sample of plane 0, and which byte of a sample is its top one.
-    const int step = desc->comp[0].step;
-    const int depth = desc->comp[0].depth;
-    const int top = depth > 8 ? ((desc->flags & AV_PIX_FMT_FLAG_BE) ? 0 : 1) : 0;
-    const int sample_bytes = depth > 8 ? 2 : 1;
+    // Plane 0's samples as 8-bit levels: a wider sample (16-bit words, its value `shift` bits
+    // up) by its top 8 bits of `depth`, so a 12-bit depth camera's levels span 0-255 as 8-bit
+    // video's do (its word's top byte would hold only 4 of them).
+    const AVComponentDescriptor& luma = desc->comp[0];
+    const int step = luma.step;
+    const bool wide = luma.depth > 8;
+    const bool big_endian = (desc->flags & AV_PIX_FMT_FLAG_BE) != 0;
+    const int down = wide ? luma.shift + luma.depth - 8 : 0;
     const size_t pixels = static_cast<size_t>(f.width) * f.height;
     current_.resize(pixels);
     for (int y = 0; y < f.height; ++y) {
-      const uint8_t* row =
-          f.data[0] + static_cast<ptrdiff_t>(y) * f.linesize[0] + desc->comp[0].offset;
+      const uint8_t* row = f.data[0] + static_cast<ptrdiff_t>(y) * f.linesize[0] + luma.offset;
       uint8_t* out = current_.data() + static_cast<size_t>(y) * f.width;
-      if (sample_bytes == 1 && step == 1) {
+      if (!wide && step == 1) {
         std::memcpy(out, row, static_cast<size_t>(f.width));
+      } else if (!wide) {
+        for (int x = 0; x < f.width; ++x) out[x] = row[x * step];
       } else {
-        for (int x = 0; x < f.width; ++x) out[x] = row[x * step + top];
+        for (int x = 0; x < f.width; ++x) {
+          const uint8_t* sample = row + static_cast<ptrdiff_t>(x) * step;
+          const unsigned word = big_endian ? (unsigned{sample[0]} << 8) | sample[1]
+                                           : (unsigned{sample[1]} << 8) | sample[0];
+          out[x] = static_cast<uint8_t>(word >> down);
+        }
       }
     }
     float result = -1.0f;
@@ -467,7 +478,7 @@ class VerifyPass {
   Decoder& decoder_;
   VerifyReport& report_;
   media::detail::UniqueFrame frame_;
-  std::vector<uint8_t> kept_;     // plane 0 of frame kept_frame_, top bytes, width x height
+  std::vector<uint8_t> kept_;     // plane 0 of frame kept_frame_, 8-bit levels, width x height
   std::vector<uint8_t> current_;  // the same of the frame being taken
   int64_t kept_frame_ = -1;
   int kept_width_ = 0;

@@ -261,6 +261,116 @@ TEST(VideoReaderBadInput, SourceFailingAfterOpenReportsItsOwnError) {
   EXPECT_TRUE(again.ok()) << again.message();
 }
 
+TEST(VideoReaderVerify, AStoreFailingMidPassStopsItAndALaterPassReadsToTheEnd) {
+  auto source = std::make_shared<FaultySource>("store://videos/verify-breaks.mp4",
+                                               as_unsigned(read_bytes(faststart_video())));
+  auto reader = VideoReader::open(source);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  source->fail_from = source->size() * 6 / 10;  // the index is at the front: packets fail
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();  // a report, not an error
+  EXPECT_NE(report->stopped.find("injected fault"), std::string::npos) << report->stopped;
+  EXPECT_EQ(report->width.front(), (*reader)->frame_table().stream().width);
+  EXPECT_EQ(report->width.back(), 0);  // never reached
+  // Once the store is back, the same reader (its pooled container) verifies every frame: the
+  // failed read is not kept to end this pass too (a regression: FFmpeg returned it at EOF).
+  source->fail_from = INT64_MAX;
+  auto again = (*reader)->verify();
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->stopped.empty()) << again->stopped;
+  EXPECT_EQ(std::count(again->width.begin(), again->width.end(), 0), 0);
+}
+
+// An AVI: no pts in the container, so the frame table keeps each packet's CRC-32C.
+TEST(VideoReaderVerify, APacketWhoseBytesChangedIsUnmatchedWithItsFrame) {
+  TestVideoSpec spec{.name = "verify_crc_source",
+                     .extension = "avi",
+                     .seconds = 1,
+                     .encoder_args = "-c:v libx264 -preset veryfast -pix_fmt yuv420p -g 10 -bf 2"};
+  auto source = make_test_video(spec);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  auto original = VideoReader::open(*source);
+  ASSERT_TRUE(original.ok()) << original.status().message();
+  const FrameTable& table = (*original)->frame_table();
+  ASSERT_TRUE(table.stream().pts_from_decoding);
+  const int64_t damaged = 7;
+  const PacketEntry& packet = table.packets()[damaged];
+  ASSERT_GE(packet.pos, 0);
+  ASSERT_GT(packet.size, 4);
+  std::vector<char> bytes = read_bytes(*source);
+  for (int64_t k = packet.pos + packet.size - 3; k < packet.pos + packet.size; ++k) {
+    bytes[static_cast<size_t>(k)] = static_cast<char>(bytes[static_cast<size_t>(k)] ^ 0x5a);
+  }
+  const std::string path = media_path("verify_crc_damaged.avi");
+  write_bytes(path, bytes);
+  // Bit rot: the bytes changed, the size and time did not. The saved table is taken (it is
+  // not stale) and the pass finds them.
+  std::filesystem::last_write_time(path, std::filesystem::last_write_time(*source));
+  auto reader = VideoReader::open(path, {.frame_table = (*original)->shared_frame_table()});
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->unmatched.size(), 1u);
+  EXPECT_EQ(report->unmatched[0].first, damaged);
+  EXPECT_EQ(report->unmatched[0].second, table.frame_of_packet(damaged));
+  EXPECT_EQ(report->packets_decoded, static_cast<int64_t>(table.packets().size()));
+  // The undamaged file matches packet for packet.
+  auto clean = (*original)->verify();
+  ASSERT_TRUE(clean.ok()) << clean.status().message();
+  EXPECT_TRUE(clean->unmatched.empty());
+}
+
+// Samples wider than 8 bits (a depth camera's gray12le) are compared by their top 8 bits.
+TEST(VideoReaderVerify, HighBitDepthFramesAreComparedOnTheirTopEightBits) {
+  TestVideoSpec spec{.name = "verify_gray12le",
+                     .extension = "mkv",
+                     .seconds = 1,
+                     .encoder_args = "-c:v ffv1 -pix_fmt gray12le -g 10"};
+  auto path = make_test_video(spec);
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  auto reader = VideoReader::open(*path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_FALSE(report->pixel_format_names.empty());
+  EXPECT_EQ(report->pixel_format_names[0].second, "gray12le");
+  const size_t n = report->width.size();
+  ASSERT_GT(n, 2u);
+  for (size_t i = 1; i < n; ++i) {
+    // testsrc2 moves every frame; on 8-bit levels its luma changes by about a level a pixel.
+    EXPECT_GT(report->difference[i], 0.5f) << "frame " << i;
+    EXPECT_LT(report->difference[i], 255.0f) << "frame " << i;
+  }
+}
+
+// Frames of another size mid-file: recorded per frame, never compared with the previous one.
+TEST(VideoReaderVerify, AFrameOfAnotherSizeIsRecordedAndNotCompared) {
+  const std::string first = media_path("verify_size_a.ts");
+  const std::string second = media_path("verify_size_b.ts");
+  const std::string joined = media_path("verify_size_change.ts");
+  const std::string encode =
+      "ffmpeg -nostdin -y -loglevel error -f lavfi -i testsrc2=rate=30:duration=0.2:size=";
+  const std::string x264 = " -c:v libx264 -preset veryfast -pix_fmt yuv420p -g 3 -bf 0 ";
+  ASSERT_TRUE(testing::run_command(encode + "64x48" + x264 + "'" + first + "'").ok());
+  ASSERT_TRUE(
+      testing::run_command(encode + "48x32" + x264 + "-output_ts_offset 0.2 '" + second + "'")
+          .ok());
+  ASSERT_TRUE(testing::run_command("cat '" + first + "' '" + second + "' > '" + joined + "'").ok());
+  auto reader = VideoReader::open(joined);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto report = (*reader)->verify();
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const size_t n = report->width.size();
+  ASSERT_EQ(n, 12u);
+  for (size_t i = 0; i < n; ++i) {
+    const bool later = i >= 6;
+    EXPECT_EQ(report->width[i], later ? 48 : 64) << "frame " << i;
+    EXPECT_EQ(report->height[i], later ? 32 : 48) << "frame " << i;
+  }
+  EXPECT_EQ(report->difference[6], -1.0f);  // its predecessor is another size
+  EXPECT_GE(report->difference[7], 0.0f);   // compared again from the next
+}
+
 TEST(VideoReaderBadInput, TruncatedBytesInMemory) {
   std::vector<char> bytes = read_bytes(faststart_video());
   bytes.resize(bytes.size() * 6 / 10);

@@ -590,3 +590,75 @@ def add_depth_camera(written: WrittenDataset, name: str = "observation.images.de
         info["total_videos"] += len(paths)
     lerobot_format.write_info(written.root, info)
     written.cameras.append(name)
+
+
+# Joint angles, in degrees, of the arm :func:`record_with_lerobot` records: where each joint
+# swings about, how far, and (the wrist roll) one that barely moves, a servo's jitter of
+# 0.01 degree about 90: its statistics are where LeRobot's float32 arithmetic rounds most.
+_JOINT_CENTRES = np.array([0.0, 45.0, -30.0, 60.0, 90.0, 20.0])
+_JOINT_SWINGS = np.array([25.0, 15.0, 20.0, 10.0, 0.0, 30.0])
+STILL_JOINT = 4
+
+
+def record_with_lerobot(root, episodes: Sequence[int], cameras=None, fps: int = 30,
+                        image_camera: Optional[str] = "observation.images.side",
+                        vcodec: str = "libsvtav1", seed: int = 0) -> WrittenDataset:
+    """A v3.0 dataset written by LeRobot's own recorder (``LeRobotDataset.create``, then
+    ``add_frame`` per frame and ``save_episode`` per episode, ``finalize``): its videos encoded
+    by LeRobot (``vcodec``, its default AV1 unless told) and packed into its files, its
+    offsets, episode table and statistics (per episode, and aggregated) LeRobot's. Needs the
+    lerobot package (``make test-lerobot``).
+
+    ``cameras`` maps each video feature to its (height, width) (default: a 48x64 top camera
+    and a 32x40 wrist camera, moving pictures with a seeded grain); ``image_camera`` adds an
+    image feature (PNG in the data files) of 24x32. Rows: ``observation.state``, six joint
+    angles in degrees (:data:`STILL_JOINT` barely moves), ``observation.gripper`` (one value
+    in [0, 1]), ``action`` (the next state, with noise), a task per episode (two tasks,
+    alternating)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    if cameras is None:
+        cameras = {DEFAULT_CAMERA: (48, 64), "observation.images.wrist": (32, 40)}
+    features = {
+        camera: {"dtype": "video", "shape": (height, width, 3),
+                 "names": ["height", "width", "channels"]}
+        for camera, (height, width) in cameras.items()
+    }
+    if image_camera:
+        features[image_camera] = {"dtype": "image", "shape": (24, 32, 3),
+                                  "names": ["height", "width", "channels"]}
+    features.update({
+        "observation.state": {"dtype": "float32", "shape": (6,), "names": None},
+        "observation.gripper": {"dtype": "float32", "shape": (1,), "names": None},
+        "action": {"dtype": "float32", "shape": (6,), "names": None},
+    })
+    dataset = LeRobotDataset.create("local/recorded", fps=fps, features=features,
+                                    root=str(root), use_videos=True, vcodec=vcodec)
+    rng = np.random.default_rng(seed)
+    episode_task = [e % len(TASKS) for e in range(len(episodes))]
+    for e, length in enumerate(episodes):
+        phase = rng.uniform(0, 2 * np.pi, size=6)
+        t = np.arange(length + 1) / fps
+        joints = (_JOINT_CENTRES + _JOINT_SWINGS * np.sin(2 * np.pi * 0.5 * t[:, None] + phase)
+                  + 0.01 * rng.normal(size=(length + 1, 6))).astype(np.float32)
+        for f in range(length):
+            frame = {
+                "observation.state": joints[f],
+                "observation.gripper": np.array([0.5 + 0.5 * np.sin(t[f] + e)], np.float32),
+                "action": (joints[f + 1] + 0.1 * rng.normal(size=6)).astype(np.float32),
+                "task": TASKS[episode_task[e]],
+            }
+            for camera, (height, width) in cameras.items():
+                picture = rng.integers(0, 24, (height, width, 3), dtype=np.uint8)
+                # A bar sweeping across, a level per frame: every frame a different picture.
+                picture[:, :, 0] += np.uint8((f * 7) % 200)
+                bar = (f * 3 + e * 5) % width
+                picture[:, bar:bar + 4, 1] = 230
+                frame[camera] = picture
+            if image_camera:
+                frame[image_camera] = rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)
+            dataset.add_frame(frame)
+        dataset.save_episode()
+    dataset.finalize()
+    return WrittenDataset(str(root), "v3.0", list(episodes), fps, list(cameras), list(TASKS),
+                          episode_task)

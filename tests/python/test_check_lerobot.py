@@ -490,6 +490,7 @@ def test_statistics_that_disagree_with_the_data_are_warnings_only(lerobot_v30, l
     root = lerobot_copy(lerobot_v30)
     stats = data_stats(lerobot_v30)
     stats["observation.state"]["mean"][1] += 50.0
+    stats["action"]["std"][3] *= 1.5  # beyond LeRobot's float32 rounding: still a warning
     # Image statistics from sampled frames, as LeRobot's recorder writes them: not compared.
     stats[TOP] = {
         "min": [[[0.0]]] * 3,
@@ -501,9 +502,116 @@ def test_statistics_that_disagree_with_the_data_are_warnings_only(lerobot_v30, l
     lerobot_format.write_stats(root, stats)
     report = check(root)
     assert report.ok, report
-    found = only(report, "stats_consistency", "warning")
-    assert found.field == "observation.state" and "mean[1]" in found.message
+    found = {f.field: f for f in report.warnings() if f.check == "stats_consistency"}
+    assert set(found) == {"observation.state", "action"}, report
+    assert "mean[1]" in found["observation.state"].message
+    assert "std[3]" in found["action"].message
     assert not [f for f in report.findings if f.check == "stats"]
+
+
+def lerobot_float32_stats(values):
+    """The statistics LeRobot's recorder computes for one episode's rows [n, dim]: min, max,
+    and the mean and sqrt(E[x²] - E[x]²) summed in the data's float32 (row by row)."""
+    values = values.astype(np.float32)
+    mean, mean_of_squares = values.mean(axis=0), (values**2).mean(axis=0)
+    return {
+        "min": values.min(0),
+        "max": values.max(0),
+        "mean": mean,
+        "std": np.sqrt(np.maximum(0, mean_of_squares - mean**2)),
+        "count": np.array([len(values)]),
+    }
+
+
+def lerobot_aggregate(stats):
+    """LeRobot's aggregate_stats of per-episode statistics: count-weighted means, and the
+    variances joined by the parallel algorithm."""
+    counts = np.array([s["count"][0] for s in stats], np.float64)[:, None]
+    means = np.stack([s["mean"] for s in stats])
+    mean = (means * counts).sum(0) / counts.sum()
+    variance = ((np.stack([s["std"] for s in stats]) ** 2 + (means - mean) ** 2) * counts).sum(
+        0
+    ) / counts.sum()
+    return {
+        "min": np.min([s["min"] for s in stats], axis=0),
+        "max": np.max([s["max"] for s in stats], axis=0),
+        "mean": mean,
+        "std": np.sqrt(variance),
+        "count": np.array([int(counts.sum())]),
+    }
+
+
+def write_a_still_joint(root, written, seed=0):
+    """Rewrites dimension 0 of every row's observation.state as a joint that barely moves
+    (90 degrees, a servo's jitter of 0.01) and gives the dataset the statistics LeRobot's
+    recorder computes for those rows (meta/stats.json and meta/episodes_stats.jsonl).
+    Returns the rows of each episode and the per-episode statistics."""
+    rng = np.random.default_rng(seed)
+    rows, per_episode = [], []
+    for e in range(len(written.lengths)):
+        path = v21_data(root, e)
+        table = pq.read_table(path)
+        values = np.stack(table.column("observation.state").to_numpy(zero_copy_only=False))
+        values[:, 0] = 90 + 0.01 * rng.normal(size=len(values))
+        values = values.astype(np.float32)
+        kind = table.schema.field("observation.state").type
+        column = pa.array(values.tolist(), kind)
+        table = table.set_column(
+            table.column_names.index("observation.state"), "observation.state", column
+        )
+        pq.write_table(table, path)
+        rows.append(values)
+        per_episode.append(lerobot_float32_stats(values))
+    lines = [
+        json.dumps(
+            {
+                "episode_index": e,
+                "stats": {"observation.state": {k: v.tolist() for k, v in stat.items()}},
+            }
+        )
+        for e, stat in enumerate(per_episode)
+    ]
+    with open(os.path.join(root, lerobot_format.V21_EPISODES_STATS_PATH), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    stats = data_stats(written)
+    stats["observation.state"] = {k: v.tolist() for k, v in lerobot_aggregate(per_episode).items()}
+    lerobot_format.write_stats(root, stats)
+    return rows, per_episode
+
+
+def test_statistics_rounded_as_lerobots_recorder_rounds_them_agree_with_the_data(
+    lerobot_v21, lerobot_copy
+):
+    """A regression: LeRobot's own recorder computes a std as sqrt(E[x²] - E[x]²) in float32,
+    which for a joint that barely moves about 90 degrees comes out several times the data's, or
+    0, and a mean a few float32 steps off; the check took that for statistics that disagree
+    with the data (a warning per episode on every dataset LeRobot records with such a joint)."""
+    root = lerobot_copy(lerobot_v21)
+    rows, per_episode = write_a_still_joint(root, lerobot_v21)
+    # The rounding is there: LeRobot's stds of the still joint are far off the rows' own.
+    true_std = [float(x[:, 0].astype(np.float64).std()) for x in rows]
+    assert any(abs(s["std"][0] - t) > 0.1 * t for s, t in zip(per_episode, true_std))
+    report = check(root)
+    assert report.ok, report
+    assert not [f for f in report.findings if f.check in ("stats", "stats_consistency")], report
+
+
+def test_a_std_rounded_far_below_the_data_is_a_warning_naming_the_blow_up(
+    lerobot_v21, lerobot_copy
+):
+    """Within LeRobot's rounding, but so small that normalizing by it (x - mean) / (std + 1e-8)
+    widens that joint a million times: a warning that says so, naming the dimension."""
+    root = lerobot_copy(lerobot_v21)
+    write_a_still_joint(root, lerobot_v21)
+    stats = lerobot_format.read_stats(root)
+    stats["observation.state"]["std"][0] = 0.0  # what LeRobot's clamp of E[x²] - E[x]² gives
+    lerobot_format.write_stats(root, stats)
+    report = check(root)
+    assert report.ok, report
+    found = only(report, "stats_consistency", "warning")
+    assert (found.field, found.episode, found.found) == ("observation.state", None, 0.0)
+    assert found.expected == pytest.approx(0.01, rel=0.5)
+    assert "std[0]" in found.message and "multiplies" in found.message, found
 
 
 # ---------------------------------------------------------------------------------------------

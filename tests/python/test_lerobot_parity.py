@@ -4,6 +4,8 @@
 Same dataset, same delta_timestamps: the same keys, shapes, rows, pad masks and frames. Both
 return images as float32 in [0, 1], channels first; their values must agree to within the
 rounding of the two colour conversions (FFmpeg's swscale in both, at the same size).
+
+And ``stoker check`` on a dataset LeRobot's own recorder wrote: no error, shallow or deep.
 """
 
 import os
@@ -225,3 +227,61 @@ def test_lerobot_reads_the_materialized_dataset(materialized, monkeypatch):
         assert reference["annotation.label"] == value["label"]
         assert reference["annotation.track"].tolist() == value["track"]
         assert reference["annotation.objects.xy"].tolist() == [o["xy"] for o in value["objects"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# stoker check on a dataset LeRobot's own recorder wrote.
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Four episodes recorded with LeRobot's LeRobotDataset.create / add_frame / save_episode:
+    two AV1 cameras LeRobot encoded and packed, an image feature, six joints (one barely
+    moving about 90 degrees), a gripper, actions; LeRobot's statistics."""
+    root = tmp_path_factory.mktemp("recorded") / "recorded"
+    return lerobot_datasets.record_with_lerobot(root, [24, 40, 9, 31])
+
+
+def _float32_std(values):
+    """The std LeRobot's recorder computes for one episode: sqrt(E[x²] - E[x]²) in float32."""
+    values = values.astype(np.float32)
+    mean, mean_of_squares = values.mean(axis=0), (values**2).mean(axis=0)
+    return np.sqrt(np.maximum(0, mean_of_squares - mean**2))
+
+
+def test_a_dataset_lerobots_recorder_wrote_has_no_error_shallow_or_deep(recorded):
+    """LeRobot's output, checked as it is: no error, shallow or deep. Its image statistics come
+    from sampled frames and its quantiles are approximate (never compared); its means and stds
+    are float32 sums, whose rounding is not a disagreement with the data; its offsets are the
+    running sums of its episode durations, which match its packed files (no drift)."""
+    import pyarrow.parquet as pq
+
+    shallow = stoker.check(recorded.root, progress=False)
+    deep = stoker.check(recorded.root, deep=True, progress=False)
+    absent = {"drift", "camera_offsets", "extra_frames", "duplicate_frames", "missing_frames",
+              "fps", "features", "stats", "counts", "decode", "frame_format", "images"}
+    for report in (shallow, deep):
+        shown = f"\n{report}"  # every finding, on failure
+        assert report.ok and not report.errors(), shown
+        assert report.kind == "lerobot" and report.scanned["episodes"] == 4, shown
+        # Nothing about the frames, the cameras' offsets or the statistics' presence.
+        assert not {f.check for f in report.findings} & absent, shown
+    assert deep.deep and deep.scanned["decoded_frames"] == deep.scanned["frames"] > 0, f"{deep}"
+    # The still joint's std is where LeRobot's float32 sums round most (its per-episode stds
+    # are far off the rows' own): the check takes that for rounding, and says so only if the
+    # dataset's std came out so small that normalizing by it blows the joint up (a warning
+    # that names it and the factor).
+    joint = lerobot_datasets.STILL_JOINT
+    state = np.stack(pq.read_table(os.path.join(recorded.root, "data"))
+                     .column("observation.state").to_numpy(zero_copy_only=False))
+    episodes = np.split(state, np.cumsum(recorded.lengths)[:-1])
+    true_std = [x[:, joint].astype(np.float64).std() for x in episodes]
+    assert any(abs(_float32_std(x)[joint] - t) > 0.1 * t for x, t in zip(episodes, true_std)), \
+        "the still joint no longer shows LeRobot's rounding"
+    for report in (shallow, deep):
+        shown = f"\n{report}"
+        for finding in (f for f in report.findings if f.check == "stats_consistency"):
+            assert "multiplies" in finding.message, shown  # not "disagrees with the data"
+            assert (finding.field, finding.episode) == ("observation.state", None), shown
+            assert f"std[{joint}]" in finding.message, shown
+            assert finding.found * 100 < finding.expected, shown
