@@ -315,3 +315,17 @@ def test_stoker_index_builds_the_index_a_job_with_cameras_or_skip_maps(lerobot_v
     assert ds.index.report is None and len(ds) == 11
     # Every camera named is the full index.
     assert "already current" in run("--cameras", WRIST, TOP, "--on-error", "skip").stdout
+
+
+def test_the_doctor_runs_on_a_dataset_whose_first_episode_was_left_out(lerobot_v21, lerobot_copy):
+    """The doctor reads a camera's source size from a video the dataset reads: with episode 0
+    left out under skip, not episode 0's (the broken one)."""
+    root = lerobot_copy(lerobot_v21)
+    break_video(read_lerobot_metadata(root).videos[WRIST].paths[0], "zeros")
+    with pytest.warns(UserWarning, match="left out 1 episode"):
+        ds = open_dataset(root, delta_timestamps={WRIST: [0.0], "action": [0.0]},
+                          on_error="skip")
+    loader = stoker.Loader(ds, batch_size=4, threads=2, output="numpy")
+    report = stoker.diagnose(loader, step=0.1, steps=6, sweep=False, progress=False)
+    kept = stoker.VideoReader(read_lerobot_metadata(root).videos[WRIST].paths[1])
+    assert report.decode_work["source_size"] == f"{kept.width}x{kept.height}", report.summary()

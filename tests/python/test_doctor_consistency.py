@@ -245,7 +245,7 @@ def test_a_cpu_burning_neighbour_keeps_the_verdict_and_is_reported(camera_datase
         neighbour.wait()
     # The neighbour is seen, and said at the top of the summary.
     assert noisy.other_cpus is not None and noisy.other_cpus >= 0.5, noisy.summary()
-    assert noisy.contention.startswith("contended run: other processes kept")
+    assert noisy.contention.startswith("contended run: other processes kept up to")
     assert noisy.summary().split("stoker doctor:")[0].count("contended run") == 1
     # The verdict and the advice are the quiet run's, when that run had most of the machine to
     # itself. On a runner that others already load, the reference is contended too and its
@@ -254,3 +254,14 @@ def test_a_cpu_burning_neighbour_keeps_the_verdict_and_is_reported(camera_datase
     if busiest < quiet.cores / 2:
         assert noisy.verdict == quiet.verdict, quiet.summary() + "\n=====\n" + noisy.summary()
         assert words(noisy.advice) == words(quiet.advice), (quiet.advice, noisy.advice)
+
+
+def test_the_contention_line_quotes_the_busiest_phase_within_the_machine():
+    """A short phase can read more CPUs than the machine has while the run's average reads none:
+    the line quotes the largest figure, capped at the cores, never 'kept 0.0 CPUs busy'."""
+    d = made_up(compute=8.3, supply=7.08, together=6.9, wait_share=0.1,
+                phase_cpus={"input": {"others": 0.0, "mine": 1.9},
+                            "together": {"others": 4.1, "mine": 1.0}})
+    line = d.contention
+    assert line.startswith("contended run: other processes kept up to 2.0 of 2 CPUs busy"), line
+    assert "(input 0.0, together 2.0)" in line, line

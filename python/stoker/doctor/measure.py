@@ -298,13 +298,17 @@ def _decode_work(loader: Loader, stats: dict[str, Any]) -> dict[str, Any]:
             h, w = (shape[-2], shape[-1]) if shape[-3] == 3 else (shape[-3], shape[-2])
             output.append(h * w)
             output_sizes.append(f"{w}x{h}")
+    # The first row the dataset reads: not the index's row 0, whose episode may have been left
+    # out (a broken video under on_error="skip", or episodes=).
+    first_row = 0 if getattr(ds, "rows", None) is None else int(ds.rows[0])
     for key in getattr(ds, "item_keys", ()):
         if key.source not in ds.cameras:
             continue
         if key.source in ds.index.image_cameras:  # images stored per row: the first one's size
-            _, width, height, _, _ = _core.probe_image(ds.index.image_bytes(key.source, 0))
+            _, width, height, _, _ = _core.probe_image(ds.index.image_bytes(key.source, first_row))
         else:
-            video = int(ds.index.videos_of(key.source)[0])
+            episode = ds.index.episode_of_row(first_row)
+            video = int(ds.index.videos_of(key.source)[episode])
             reader = VideoReader(
                 ds.index.video_files[video], frame_table=ds.index.frame_table(video)
             )

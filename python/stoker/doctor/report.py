@@ -165,11 +165,14 @@ class Diagnosis:
         overall = self.other_cpus or 0.0
         if max(overall, busiest) <= CONTENDED_CPUS:
             return ""
-        each = ", ".join(f"{phase} {cpus:.1f}" for phase, cpus in phases.items())
+        # The figure quoted is the largest one the phases give (a short phase's reading can be
+        # high while the run's average is low), never more CPUs than the machine has.
+        cap = float(self.cores)
+        each = ", ".join(f"{phase} {min(cpus, cap):.1f}" for phase, cpus in phases.items())
         return (
-            f"contended run: other processes kept {overall:.1f} of {self.cores} CPUs busy "
-            f"during the measurement{f' ({each})' if each else ''}; rates and the sweep are "
-            f"lower than on a quiet machine"
+            f"contended run: other processes kept up to {min(max(overall, busiest), cap):.1f} "
+            f"of {self.cores} CPUs busy during the measurement{f' ({each})' if each else ''}; "
+            f"rates and the sweep are lower than on a quiet machine"
         )
 
     def _known(self, name: str) -> str:
