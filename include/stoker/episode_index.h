@@ -16,7 +16,10 @@
 //   beside the index by the Python front and memory-mapped here (workers share its pages);
 // - the size and modification time of every source file, so a changed dataset is detected;
 // - the episodes some camera's video could not serve, when the build was asked to keep them
-//   (a reader leaves them out rather than refusing the whole dataset).
+//   (a reader leaves them out rather than refusing the whole dataset);
+// - arrays and lists of strings attached by the builder, which the index keeps without reading
+//   them (the Python front attaches the dataset's checked metadata, so that opening a current
+//   index spares reading the metadata tables again).
 //
 // Ownership: open() returns a shared, immutable index; its arrays point into the mapping and
 // live as long as it does.
@@ -29,6 +32,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoker/dtype.h"
@@ -74,6 +78,20 @@ struct EpisodeIndexSource {
   std::vector<std::vector<int64_t>> image_length;
   /// Other files whose change must rebuild the index (metadata, Parquet tables).
   std::vector<std::string> tracked_files;
+  /// Attached for the index's readers, unread by the index itself: named arrays of any length
+  /// (kInt32, kInt64, kFloat32 or kFloat64 values) and named lists of strings. Names are unique
+  /// within each kind. Default: none.
+  struct AttachedArray {
+    std::string name;
+    DType type = DType::kInt64;
+    std::vector<uint8_t> data;  // a whole number of values
+  };
+  std::vector<AttachedArray> attached_arrays;
+  struct AttachedStrings {
+    std::string name;
+    std::vector<std::string> values;
+  };
+  std::vector<AttachedStrings> attached_strings;
   /// How far a frame's pts may sit from the time its row states, after snapping, in seconds.
   double tolerance_s = 1e-4;
 };
@@ -147,6 +165,10 @@ class EpisodeIndex {
   int64_t episode_length(int64_t e) const { return episode_length_[e]; }
   int64_t episode_task(int64_t e) const { return episode_task_[e]; }
   double row_timestamp(int64_t row) const { return row_timestamp_[row]; }
+  /// The same per episode, as arrays in the mapping (num_episodes() values each).
+  std::span<const int64_t> episode_from_rows() const { return episode_from_row_; }
+  std::span<const int64_t> episode_lengths() const { return episode_length_; }
+  std::span<const int64_t> episode_tasks() const { return episode_task_; }
 
   /// Video camera c's file for episode e, the episode's first frame in it, and the drift of the
   /// stated offset from that frame's pts (seconds). REQUIRES: !is_image_camera(c).
@@ -194,6 +216,19 @@ class EpisodeIndex {
   };
   const std::vector<ColumnView>& columns() const { return columns_; }
 
+  /// An array attached at build (EpisodeIndexSource::attached_arrays), in the mapping; null
+  /// when the index has none of that name. It lives as long as the index.
+  struct AttachedArrayView {
+    std::string name;
+    DType type;
+    std::span<const uint8_t> data;
+  };
+  const AttachedArrayView* attached_array(const std::string& name) const;
+  /// A list of strings attached at build, decoded from the mapping on each call (so that an
+  /// index holding long lists costs nothing until they are asked for). kNotFound when the index
+  /// has none of that name; kCorruptData when its bytes do not decode.
+  Result<std::vector<std::string>> attached_strings(const std::string& name) const;
+
  private:
   EpisodeIndex();
   struct FrameTables;
@@ -221,6 +256,8 @@ class EpisodeIndex {
   std::vector<std::span<const uint8_t>> frame_table_bytes_;
   std::vector<TrackedFile> tracked_;
   std::vector<ColumnView> columns_;
+  std::vector<AttachedArrayView> attached_arrays_;
+  std::vector<std::pair<std::string, std::span<const uint8_t>>> attached_strings_;
   std::vector<BrokenEpisode> broken_;
   std::vector<uint8_t> broken_mask_;  // [camera][episode], empty when none is broken
   // The frame tables decoded so far, under their own lock.

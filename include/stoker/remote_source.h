@@ -120,8 +120,20 @@ struct ListedObject {
 /// a URL that is not s3://.
 Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_url);
 
+/// Tells open_source() the size and ETag of objects a listing gave (list_remote_objects()), so
+/// that opening one of them sends no HEAD request: its reads carry If-Match with that ETag and
+/// check each reply's, so an object replaced since the listing fails as changed (kCorruptData),
+/// as one replaced since a HEAD does. A later call replaces what an earlier one said of the same
+/// URL; objects without an ETag are left out (a listing gives no Last-Modified to check them
+/// by). A source already opened keeps the version it was opened at; set_remote_options() with
+/// new options for a prefix forgets what was said of the objects under it. What a dataset
+/// opened from a listing calls, so that its first batch does not send a HEAD per video. Per
+/// process: a forked child knows none (and opens with a HEAD).
+void remember_listed_objects(const std::vector<ListedObject>& objects);
+
 /// A local path opens open_file_source(); a URL opens open_remote_source() with the options
-/// registered for it. Remote sources are opened once per process and URL and shared.
+/// registered for it (or, for an object remember_listed_objects() was told of, with what the
+/// listing said and no request). Remote sources are opened once per process and URL and shared.
 Result<std::shared_ptr<const ByteSource>> open_source(const std::string& path_or_url);
 
 }  // namespace stoker

@@ -35,6 +35,7 @@ using Doubles = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device:
 using Int64Matrix = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using DoubleMatrix = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using AnyArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+using ReadOnlyArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 template <typename T, typename Array>
 std::vector<T> to_vector(const Array& array) {
@@ -60,15 +61,16 @@ struct ProgressRelay {
   }
 };
 
-nb::dict build_episode_index(const std::string& path, double fps, Int64s episode_from_row,
-                             Int64s episode_length, Int64s episode_task, Doubles row_timestamp,
-                             std::vector<std::string> cameras, std::vector<std::string> video_files,
-                             Int64Matrix episode_video, DoubleMatrix episode_video_offset,
-                             std::vector<std::pair<std::string, AnyArray>> columns,
-                             std::vector<std::string> tracked_files, double tolerance_s,
-                             int threads, std::optional<nb::callable> progress,
-                             std::vector<std::tuple<std::string, Int64s, Int64s>> image_cameras,
-                             std::string image_file, bool keep_broken_episodes) {
+nb::dict build_episode_index(
+    const std::string& path, double fps, Int64s episode_from_row, Int64s episode_length,
+    Int64s episode_task, Doubles row_timestamp, std::vector<std::string> cameras,
+    std::vector<std::string> video_files, Int64Matrix episode_video,
+    DoubleMatrix episode_video_offset, std::vector<std::pair<std::string, AnyArray>> columns,
+    std::vector<std::string> tracked_files, double tolerance_s, int threads,
+    std::optional<nb::callable> progress,
+    std::vector<std::tuple<std::string, Int64s, Int64s>> image_cameras, std::string image_file,
+    bool keep_broken_episodes, std::vector<std::pair<std::string, ReadOnlyArray>> attached_arrays,
+    std::vector<std::pair<std::string, std::vector<std::string>>> attached_strings) {
   const size_t num_episodes = episode_from_row.shape(0);
   const size_t num_rows = row_timestamp.shape(0);
   if (episode_length.shape(0) != num_episodes || episode_task.shape(0) != num_episodes) {
@@ -113,6 +115,21 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
                        array.size() * dtype_size(*type)});
   }
 
+  std::vector<PendingColumn> attached;
+  for (const auto& [name, array] : attached_arrays) {
+    const std::optional<DType> type = dtype_of(array.dtype());
+    if (type != DType::kInt32 && type != DType::kInt64 && type != DType::kFloat32 &&
+        type != DType::kFloat64) {
+      throw nb::type_error(
+          ("attached array '" + name + "': only int32, int64, float32 and float64 arrays").c_str());
+    }
+    if (array.ndim() != 1) {
+      throw nb::value_error(("attached array '" + name + "' must be one-dimensional").c_str());
+    }
+    attached.push_back({name, *type, 1, static_cast<const uint8_t*>(array.data()),
+                        array.size() * dtype_size(*type)});
+  }
+
   ProgressRelay relay;
   if (progress.has_value() && !progress->is_none()) relay.callable = progress->ptr();
 
@@ -148,6 +165,15 @@ nb::dict build_episode_index(const std::string& path, double fps, Int64s episode
       source.image_length.push_back(to_vector<int64_t>(length));
     }
     source.image_file = std::move(image_file);
+    for (const PendingColumn& array : attached) {
+      source.attached_arrays.push_back(
+          {.name = array.name,
+           .type = array.type,
+           .data = std::vector<uint8_t>(array.data, array.data + array.bytes)});
+    }
+    for (auto& [name, values] : attached_strings) {
+      source.attached_strings.push_back({.name = name, .values = std::move(values)});
+    }
     source.tracked_files = std::move(tracked_files);
     source.tolerance_s = tolerance_s;
 
@@ -224,6 +250,13 @@ nb::ndarray<nb::numpy, T> per_episode(const EpisodeIndex& index, Get get) {
   return owned_array(std::move(values));
 }
 
+// A read-only view of `count` values of `type` at `data` in the mapping, kept alive by `self`.
+nb::object mapped_view(nb::handle self, const void* data, size_t count, DType type) {
+  const size_t shape[1] = {count};
+  return nb::ndarray<nb::numpy, nb::ro>(data, 1, shape, self, nullptr, dlpack_dtype(type))
+      .cast(nb::rv_policy::reference);
+}
+
 nb::object column_view(nb::handle self, const EpisodeIndex::ColumnView& column, int64_t rows) {
   const size_t shape[2] = {static_cast<size_t>(rows), static_cast<size_t>(column.dim)};
   // The view borrows the mapping; `self` (the Python index) owns the shared index that owns it.
@@ -235,20 +268,26 @@ nb::object column_view(nb::handle self, const EpisodeIndex::ColumnView& column, 
 }  // namespace
 
 void register_dataset(nb::module_& m) {
-  m.def("build_episode_index", &build_episode_index, nb::arg("path"), nb::arg("fps"),
-        nb::arg("episode_from_row"), nb::arg("episode_length"), nb::arg("episode_task"),
-        nb::arg("row_timestamp"), nb::arg("cameras"), nb::arg("video_files"),
-        nb::arg("episode_video"), nb::arg("episode_video_offset"), nb::arg("columns"),
-        nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
-        nb::arg("progress").none(),
-        nb::arg("image_cameras") = std::vector<std::tuple<std::string, Int64s, Int64s>>(),
-        nb::arg("image_file") = "", nb::arg("keep_broken_episodes") = false,
-        "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
-        "image_cameras: (name, offset, length) per image camera, each row's image in "
-        "image_file.\n"
-        "keep_broken_episodes: episodes a camera's video cannot serve are recorded in the "
-        "index (EpisodeIndex.broken_episodes) instead of failing the build.\n"
-        "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
+  m.def(
+      "build_episode_index", &build_episode_index, nb::arg("path"), nb::arg("fps"),
+      nb::arg("episode_from_row"), nb::arg("episode_length"), nb::arg("episode_task"),
+      nb::arg("row_timestamp"), nb::arg("cameras"), nb::arg("video_files"),
+      nb::arg("episode_video"), nb::arg("episode_video_offset"), nb::arg("columns"),
+      nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
+      nb::arg("progress").none(),
+      nb::arg("image_cameras") = std::vector<std::tuple<std::string, Int64s, Int64s>>(),
+      nb::arg("image_file") = "", nb::arg("keep_broken_episodes") = false,
+      nb::arg("attached_arrays") = std::vector<std::pair<std::string, ReadOnlyArray>>(),
+      nb::arg("attached_strings") = std::vector<std::pair<std::string, std::vector<std::string>>>(),
+      "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
+      "image_cameras: (name, offset, length) per image camera, each row's image in "
+      "image_file.\n"
+      "keep_broken_episodes: episodes a camera's video cannot serve are recorded in the "
+      "index (EpisodeIndex.broken_episodes) instead of failing the build.\n"
+      "attached_arrays, attached_strings: (name, 1-D int32/int64/float32/float64 array) and "
+      "(name, list of str) kept in the index for its readers (attached_array, "
+      "attached_strings).\n"
+      "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
 
   nb::class_<IndexHandle>(m, "EpisodeIndex")
       .def_static("open", &open_index, nb::arg("path"))
@@ -338,6 +377,42 @@ void register_dataset(nb::module_& m) {
                  per_episode<int64_t>(index, [&](int64_t e) { return index.episode_length(e); }),
                  per_episode<int64_t>(index, [&](int64_t e) { return index.episode_task(e); }));
            })
+      .def(
+          "episode_views",
+          [](nb::pointer_and_handle<IndexHandle> self) {
+            const EpisodeIndex& index = *self.p->index;
+            auto view = [&](std::span<const int64_t> values) {
+              return mapped_view(self.h, values.data(), values.size(), DType::kInt64);
+            };
+            return nb::make_tuple(view(index.episode_from_rows()), view(index.episode_lengths()),
+                                  view(index.episode_tasks()));
+          },
+          "(from_row, length, task) per episode, as episode_table() but read-only views of the "
+          "mapped file (nothing copied); they keep the index alive.")
+      .def(
+          "attached_array",
+          [](nb::pointer_and_handle<IndexHandle> self, const std::string& name) -> nb::object {
+            const EpisodeIndex::AttachedArrayView* array = self.p->index->attached_array(name);
+            if (array == nullptr) {
+              throw nb::key_error(("the index has no attached array '" + name + "'").c_str());
+            }
+            return mapped_view(self.h, array->data.data(),
+                               array->data.size() / dtype_size(array->type), array->type);
+          },
+          nb::arg("name"),
+          "A read-only view of an array attached at build, in the mapped file; it keeps the "
+          "index alive. KeyError when there is none of that name.")
+      .def(
+          "attached_strings",
+          [](const IndexHandle& h, const std::string& name) {
+            Result<std::vector<std::string>> strings = h.index->attached_strings(name);
+            if (strings.status().code() == StatusCode::kNotFound) {
+              throw nb::key_error(strings.status().message().c_str());
+            }
+            return value_or_raise(std::move(strings), Area::kDataset);
+          },
+          nb::arg("name"),
+          "A list of strings attached at build. KeyError when there is none of that name.")
       .def(
           "videos_of",
           [](const IndexHandle& h, int64_t camera) {

@@ -133,10 +133,12 @@ void register_io(nb::module_& m) {
 
   m.def(
       "list_objects",
-      [](const std::string& prefix_url) {
+      [](const std::string& prefix_url, bool remember) {
         Result<std::vector<ListedObject>> listed = [&] {
           nb::gil_scoped_release release;  // one request per 1,000 objects
-          return list_remote_objects(prefix_url);
+          Result<std::vector<ListedObject>> objects = list_remote_objects(prefix_url);
+          if (objects.ok() && remember) remember_listed_objects(*objects);
+          return objects;
         }();
         std::vector<std::tuple<std::string, int64_t, std::string>> objects;
         for (ListedObject& object : value_or_raise(std::move(listed), Area::kDataset)) {
@@ -144,9 +146,10 @@ void register_io(nb::module_& m) {
         }
         return objects;
       },
-      nb::arg("prefix_url"),
+      nb::arg("prefix_url"), nb::arg("remember") = false,
       "(url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 "
-      "request per 1,000 objects.");
+      "request per 1,000 objects. remember: the engine then opens these objects with what the "
+      "listing said, without a HEAD each (remember_listed_objects).");
 
   m.def(
       "stat_source",

@@ -205,9 +205,9 @@ def configure_remote_cache(memory_bytes: int, disk_folder: str = '', disk_bytes:
 def remote_stats() -> dict:
     """Counters of this process's remote reads since it started."""
 
-def list_objects(prefix_url: str) -> list[tuple[str, int, str]]:
+def list_objects(prefix_url: str, remember: bool = False) -> list[tuple[str, int, str]]:
     """
-    (url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 request per 1,000 objects.
+    (url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 request per 1,000 objects. remember: the engine then opens these objects with what the listing said, without a HEAD each (remember_listed_objects).
     """
 
 def stat_source(path_or_url: str) -> tuple[int, str, int]:
@@ -380,11 +380,12 @@ class ClipSource:
         Copies the packets of frames [first_frame, first_frame + num_frames) into a new file `target` (atomically, checked); `format` is FFmpeg's muxer name, '' for the source's container. Returns frames, bytes and first_packet. Raises stoker.InvalidArgumentError when the run cannot be copied (see refusal()).
         """
 
-def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '', keep_broken_episodes: bool = False) -> dict:
+def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_task: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], cameras: Sequence[str], video_files: Sequence[str], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None, None), order='C', device='cpu', writable=False)], columns: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu')]]], tracked_files: Sequence[str], tolerance_s: float, threads: int, progress: Callable | None, image_cameras: Sequence[tuple[str, Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]]] = [], image_file: str = '', keep_broken_episodes: bool = False, attached_arrays: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu', writable=False)]]] = [], attached_strings: Sequence[tuple[str, Sequence[str]]] = []) -> dict:
     """
     Builds the episode index of a dataset from its columns and writes it to `path`.
     image_cameras: (name, offset, length) per image camera, each row's image in image_file.
     keep_broken_episodes: episodes a camera's video cannot serve are recorded in the index (EpisodeIndex.broken_episodes) instead of failing the build.
+    attached_arrays, attached_strings: (name, 1-D int32/int64/float32/float64 array) and (name, list of str) kept in the index for its readers (attached_array, attached_strings).
     Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.
     """
 
@@ -445,6 +446,21 @@ class EpisodeIndex:
     def frames_of_rows(self, camera: int, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.int64]: ...
 
     def episode_table(self) -> tuple: ...
+
+    def episode_views(self) -> tuple:
+        """
+        (from_row, length, task) per episode, as episode_table() but read-only views of the mapped file (nothing copied); they keep the index alive.
+        """
+
+    def attached_array(self, name: str) -> object:
+        """
+        A read-only view of an array attached at build, in the mapped file; it keeps the index alive. KeyError when there is none of that name.
+        """
+
+    def attached_strings(self, name: str) -> list[str]:
+        """
+        A list of strings attached at build. KeyError when there is none of that name.
+        """
 
     def videos_of(self, camera: int) -> NDArray[numpy.int64]: ...
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -31,7 +32,8 @@ constexpr char kMagic[8] = {'S', 'T', 'K', 'E', 'P', 'I', 'D', 'X'};
 // 4: image cameras (per row, an image's place in a side file of encoded images).
 // 5: broken episodes (episode, camera, why) after the columns; an unscanned video has an empty
 //    frame table.
-constexpr uint32_t kFormatVersion = 5;
+// 6: attached arrays and lists of strings after the broken episodes.
+constexpr uint32_t kFormatVersion = 6;
 constexpr size_t kMaxListed = 20;
 
 struct Section {
@@ -77,6 +79,16 @@ constexpr DType kColumnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kInt6
 int32_t column_type_code(DType type) {
   for (int32_t code = 0; code < static_cast<int32_t>(std::size(kColumnTypes)); ++code) {
     if (kColumnTypes[code] == type) return code;
+  }
+  return -1;
+}
+
+// An attached array's element type as the file stores it.
+constexpr DType kAttachedTypes[] = {DType::kInt32, DType::kInt64, DType::kFloat32, DType::kFloat64};
+
+int32_t attached_type_code(DType type) {
+  for (int32_t code = 0; code < static_cast<int32_t>(std::size(kAttachedTypes)); ++code) {
+    if (kAttachedTypes[code] == type) return code;
   }
   return -1;
 }
@@ -164,6 +176,22 @@ Status check_source(const EpisodeIndexSource& s) {
         return invalid("image camera '" + s.image_cameras[c] + "' has no image at row " +
                        std::to_string(r));
       }
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& array : s.attached_arrays) {
+    if (!names.insert(array.name).second) {
+      return invalid("two attached arrays are named '" + array.name + "'");
+    }
+    if (attached_type_code(array.type) < 0 || array.data.size() % dtype_size(array.type) != 0) {
+      return invalid("attached array '" + array.name + "' does not hold a whole number of " +
+                     "int32, int64, float32 or float64 values");
+    }
+  }
+  names.clear();
+  for (const auto& strings : s.attached_strings) {
+    if (!names.insert(strings.name).second) {
+      return invalid("two attached lists of strings are named '" + strings.name + "'");
     }
   }
   for (const auto& column : s.columns) {
@@ -447,6 +475,25 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     records.pod<int64_t>(static_cast<int64_t>(problem.camera));
     records.string(problem.why);
   }
+  records.pod<uint64_t>(source.attached_arrays.size());
+  for (const auto& array : source.attached_arrays) {
+    const Section section = append_array<uint8_t>(w, array.data);
+    records.string(array.name);
+    records.pod<int32_t>(attached_type_code(array.type));
+    records.pod<uint64_t>(section.offset);
+    records.pod<uint64_t>(section.bytes);
+  }
+  records.pod<uint64_t>(source.attached_strings.size());
+  for (const auto& strings : source.attached_strings) {
+    // Each list in a section of its own, decoded only when asked for.
+    ByteWriter list;
+    list.pod<uint64_t>(strings.values.size());
+    for (const std::string& value : strings.values) list.string(value);
+    const Section section = append_array<uint8_t>(w, list.buffer());
+    records.string(strings.name);
+    records.pod<uint64_t>(section.offset);
+    records.pod<uint64_t>(section.bytes);
+  }
   header.records = append_array<uint8_t>(w, records.buffer());
   header.file_bytes = w.size();
   header.body_crc = core::crc32c(std::span(w.buffer()).subspan(sizeof(Header)));
@@ -623,6 +670,34 @@ Result<std::shared_ptr<const EpisodeIndex>> EpisodeIndex::open(const std::string
     x.broken_mask_[broken.camera * episodes + broken.episode] = 1;
     x.broken_.push_back(std::move(broken));
   }
+  if (!r.pod(&count) || count > size) return malformed("attached arrays");
+  for (uint64_t k = 0; k < count; ++k) {
+    AttachedArrayView array;
+    int32_t type = 0;
+    Section data;
+    if (!r.string(&array.name, size) || !r.pod(&type) || !r.pod(&data.offset) ||
+        !r.pod(&data.bytes) || type < 0 ||
+        type >= static_cast<int32_t>(std::size(kAttachedTypes))) {
+      return malformed("attached arrays");
+    }
+    array.type = kAttachedTypes[type];
+    array.data = bytes_of(data, dtype_size(array.type));
+    if (array.data.data() == nullptr || array.data.size() % dtype_size(array.type) != 0) {
+      return malformed("attached array '" + array.name + "'");
+    }
+    x.attached_arrays_.push_back(std::move(array));
+  }
+  if (!r.pod(&count) || count > size) return malformed("attached strings");
+  for (uint64_t k = 0; k < count; ++k) {
+    std::string name;
+    Section data;
+    if (!r.string(&name, size) || !r.pod(&data.offset) || !r.pod(&data.bytes)) {
+      return malformed("attached strings");
+    }
+    std::span<const uint8_t> bytes = bytes_of(data, 1);
+    if (bytes.data() == nullptr) return malformed("attached strings '" + name + "'");
+    x.attached_strings_.emplace_back(std::move(name), bytes);
+  }
   if (!r.at_end()) return malformed("trailing records");
 
   // Every stored reference must hold, so lookups never leave the arrays.
@@ -676,6 +751,36 @@ std::vector<std::string> EpisodeIndex::stale_files() const {
     }
   }
   return stale;
+}
+
+const EpisodeIndex::AttachedArrayView* EpisodeIndex::attached_array(const std::string& name) const {
+  for (const AttachedArrayView& array : attached_arrays_) {
+    if (array.name == name) return &array;
+  }
+  return nullptr;
+}
+
+Result<std::vector<std::string>> EpisodeIndex::attached_strings(const std::string& name) const {
+  for (const auto& [listed, bytes] : attached_strings_) {
+    if (listed != name) continue;
+    ByteReader r(bytes);
+    uint64_t count = 0;
+    std::vector<std::string> values;
+    if (!r.pod(&count) || count > bytes.size()) {
+      return Status(StatusCode::kCorruptData, "attached strings '" + name + "' are malformed");
+    }
+    values.resize(count);
+    for (std::string& value : values) {
+      if (!r.string(&value, bytes.size())) {
+        return Status(StatusCode::kCorruptData, "attached strings '" + name + "' are malformed");
+      }
+    }
+    if (!r.at_end()) {
+      return Status(StatusCode::kCorruptData, "attached strings '" + name + "' are malformed");
+    }
+    return values;
+  }
+  return Status(StatusCode::kNotFound, "the index has no attached strings '" + name + "'");
 }
 
 Result<std::shared_ptr<const FrameTable>> EpisodeIndex::frame_table(int64_t v) const {

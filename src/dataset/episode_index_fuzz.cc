@@ -49,6 +49,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if ((*planner)->plan(row, &plan).ok()) static_cast<void>((*planner)->cost(row));
     }
   }
+  // What the Python front attaches (see python/stoker/datasets/lerobot/index.py).
+  if (const auto* array = index->attached_array("meta/episode_index")) {
+    volatile uint8_t last = array->data.empty() ? 0 : array->data.back();
+    (void)last;
+  }
+  static_cast<void>(index->attached_strings("meta/data_files"));
   index->stale_files();
   return 0;
 }

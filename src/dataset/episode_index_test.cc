@@ -172,6 +172,61 @@ TEST(EpisodeIndex, ChangedSourceFilesAreReportedStale) {
   EXPECT_EQ(index->stale_files().size(), 2u);
 }
 
+TEST(EpisodeIndex, AttachedArraysAndStringsComeBackFromTheMapping) {
+  EpisodeIndexSource source = make_source({episode_video("index_ep0")}, {0}, {0});
+  const std::vector<int32_t> numbers = {7, -1, 2};
+  const std::vector<double> spans = {0.5, 1.25};
+  auto bytes_of = [](const auto& values) {
+    const auto* data = reinterpret_cast<const uint8_t*>(values.data());
+    return std::vector<uint8_t>(data, data + values.size() * sizeof(values[0]));
+  };
+  source.attached_arrays = {{.name = "numbers", .type = DType::kInt32, .data = bytes_of(numbers)},
+                            {.name = "spans", .type = DType::kFloat64, .data = bytes_of(spans)},
+                            {.name = "none", .type = DType::kInt64, .data = {}}};
+  source.attached_strings = {{.name = "files", .values = {"a/b.parquet", "", "c\xc3\xa9"}},
+                             {.name = "empty", .values = {}}};
+  auto index = build_and_open(source, scratch("attached.index"));
+  ASSERT_NE(index, nullptr);
+  const EpisodeIndex::AttachedArrayView* got = index->attached_array("numbers");
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->type, DType::kInt32);
+  EXPECT_EQ(std::vector<uint8_t>(got->data.begin(), got->data.end()), bytes_of(numbers));
+  // In the mapping, aligned for its type: a reader may view it in place.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(got->data.data()) % alignof(int32_t), 0u);
+  ASSERT_NE(index->attached_array("spans"), nullptr);
+  EXPECT_EQ(index->attached_array("spans")->data.size(), 2 * sizeof(double));
+  ASSERT_NE(index->attached_array("none"), nullptr);
+  EXPECT_TRUE(index->attached_array("none")->data.empty());
+  EXPECT_EQ(index->attached_array("files"), nullptr);  // a list of strings, not an array
+  Result<std::vector<std::string>> files = index->attached_strings("files");
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(*files, (std::vector<std::string>{"a/b.parquet", "", "c\xc3\xa9"}));
+  ASSERT_TRUE(index->attached_strings("empty").ok());
+  EXPECT_TRUE(index->attached_strings("empty")->empty());
+  EXPECT_EQ(index->attached_strings("numbers").status().code(), StatusCode::kNotFound);
+  // The per-episode arrays are views of the mapping too.
+  EXPECT_EQ(index->episode_lengths().size(), 1u);
+  EXPECT_EQ(index->episode_lengths()[0], kFrames);
+  EXPECT_EQ(index->episode_from_rows()[0], 0);
+  EXPECT_EQ(index->episode_tasks()[0], 0);
+}
+
+TEST(EpisodeIndexBadInput, AttachedArraysOfOtherTypesOrRepeatedNamesAreRefused) {
+  EpisodeIndexSource source = make_source({episode_video("index_ep0")}, {0}, {0});
+  source.attached_arrays = {{.name = "flags", .type = DType::kUint8, .data = {1}}};
+  Status built = EpisodeIndex::build(source, scratch("attached-bad.index"));
+  EXPECT_EQ(built.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(built.message().find("'flags'"), std::string::npos) << built.message();
+  source.attached_arrays = {{.name = "odd", .type = DType::kInt64, .data = {1, 2, 3}}};
+  EXPECT_EQ(EpisodeIndex::build(source, scratch("attached-bad.index")).code(),
+            StatusCode::kInvalidArgument);
+  source.attached_arrays = {};
+  source.attached_strings = {{.name = "twice", .values = {}}, {.name = "twice", .values = {"x"}}};
+  built = EpisodeIndex::build(source, scratch("attached-bad.index"));
+  EXPECT_EQ(built.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(built.message().find("'twice'"), std::string::npos) << built.message();
+}
+
 TEST(EpisodeIndexBadInput, EmptyDataset) {
   EpisodeIndexSource source;
   source.fps = 30;
@@ -314,6 +369,13 @@ TEST(FuzzSeeds, Indexes) {
   two_cameras.cameras.push_back("observation.images.side");
   two_cameras.episode_video.push_back({1, 0});
   two_cameras.episode_video_offset.push_back({0, 0});
+  const int64_t numbers[] = {3, 5};
+  const auto* number_bytes = reinterpret_cast<const uint8_t*>(numbers);
+  two_cameras.attached_arrays = {
+      {.name = "meta/episode_index",
+       .type = DType::kInt64,
+       .data = std::vector<uint8_t>(number_bytes, number_bytes + sizeof(numbers))}};
+  two_cameras.attached_strings = {{.name = "meta/data_files", .values = {"/d/a.parquet", "/d/b"}}};
   sources.push_back(two_cameras);
   for (size_t k = 0; k < sources.size(); ++k) {
     const std::string path = (folder / ("index-" + std::to_string(k))).string();

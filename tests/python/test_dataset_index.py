@@ -1,8 +1,11 @@
 """The episode index: row -> episode -> frame mapping, columns, reuse and rebuild, cache folder,
 packed-video drift, and bad datasets."""
 
+import dataclasses
 import gc
+import glob
 import os
+import pickle
 import shutil
 import stat
 
@@ -150,6 +153,125 @@ def test_index_is_reused_then_rebuilt_when_files_change(lerobot_v30, lerobot_cop
     os.utime(info, ns=(built_at + 2 * 10**9,) * 2)
     assert load(root).report is not None
     assert load(root, rebuild=True).report is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening again: the metadata comes from the index
+
+
+def garble_keeping_size_and_time(path):
+    """Overwrites a file's bytes (same size) and puts its modification time back: a change the
+    index cannot see, and that any reader of the file would."""
+    before = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"\xff" * before.st_size)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def episode_tables(root, version):
+    if version == "v21":
+        return [os.path.join(root, "meta", "episodes.jsonl")]
+    return sorted(glob.glob(os.path.join(root, "meta", "episodes", "*", "*.parquet")))
+
+
+def assert_same_metadata(got, expected):
+    for field in dataclasses.fields(expected):
+        a, b = getattr(got, field.name), getattr(expected, field.name)
+        if field.name == "videos":
+            assert a.keys() == b.keys()
+            for camera in b:
+                for part in dataclasses.fields(b[camera]):
+                    x, y = getattr(a[camera], part.name), getattr(b[camera], part.name)
+                    assert x.dtype == y.dtype, (camera, part.name)
+                    np.testing.assert_array_equal(x, y, err_msg=f"{camera} {part.name}")
+                    assert not x.flags.writeable
+        elif isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype, field.name
+            np.testing.assert_array_equal(a, b, err_msg=field.name)
+            assert not a.flags.writeable, field.name
+        elif field.name != "source":
+            assert a == b, field.name
+
+
+@pytest.mark.parametrize("version", ["v21", "v30"])
+def test_opening_again_reads_no_episode_table(version, request, lerobot_copy):
+    """A dataset opened again with its index current takes the metadata its index was built
+    from (issue 22: a 10^6-episode dataset read 335 episode files on every open)."""
+    written = request.getfixturevalue(f"lerobot_{version}")
+    root = lerobot_copy(written)
+    first = stoker.LeRobotDataset(root, progress=False)
+    expected = read_lerobot_metadata(root)
+    for path in episode_tables(root, version):
+        garble_keeping_size_and_time(path)
+    with pytest.raises(DatasetError, match="cannot read meta file"):
+        read_lerobot_metadata(root)  # what reading the tables would meet
+
+    again = stoker.LeRobotDataset(root, progress=False)
+    assert again.index.path == first.index.path and again.index.report is None
+    assert_same_metadata(again.metadata, expected)
+    assert len(again) == len(first) and again.meta.total_episodes == len(written.lengths)
+    for i in (0, len(first) - 1):
+        item, wanted = again[i], first[i]
+        assert item.keys() == wanted.keys()
+        for key in wanted:
+            np.testing.assert_array_equal(np.asarray(item[key]), np.asarray(wanted[key]))
+    # So does a copy unpickled in another process (a spawn worker).
+    copy = pickle.loads(pickle.dumps(again))
+    assert_same_metadata(copy.metadata, expected)
+    np.testing.assert_array_equal(copy[3]["index"], first[3]["index"])
+    # The arguments load_index takes are checked all the same.
+    with pytest.raises(ValueError, match="threads"):
+        stoker.LeRobotDataset(root, progress=False, threads=0)
+    with pytest.raises(TypeError, match="progress"):
+        stoker.LeRobotDataset(root, progress="yes")
+
+
+def test_an_episode_table_file_that_came_since_the_build_is_read(lerobot_v30, lerobot_copy):
+    root = lerobot_copy(lerobot_v30)
+    stoker.LeRobotDataset(root, progress=False)
+    first = episode_tables(root, "v30")[0]
+    shutil.copyfile(first, os.path.join(os.path.dirname(first), "file-009.parquet"))
+    with pytest.raises(DatasetError, match="more than once") as cold:
+        read_lerobot_metadata(root)
+    with pytest.raises(DatasetError) as again:
+        stoker.LeRobotDataset(root, progress=False)
+    assert str(again.value) == str(cold.value)
+
+
+def test_a_camera_left_out_needs_its_videos_when_opened_again(lerobot_v21, lerobot_copy):
+    # The index of TOP only neither tracks nor scans WRIST's videos; the metadata checks they
+    # are there, opened again as the first time.
+    root = lerobot_copy(lerobot_v21)
+    stoker.LeRobotDataset(root, cameras=[TOP], progress=False)
+    os.remove(os.path.join(root, os.path.relpath(lerobot_v21.video_paths[WRIST][1],
+                                                 lerobot_v21.root)))
+    with pytest.raises(DatasetError, match=f"missing video files of camera '{WRIST}'") as cold:
+        read_lerobot_metadata(root)
+    with pytest.raises(DatasetError) as again:
+        stoker.LeRobotDataset(root, cameras=[TOP], progress=False)
+    assert str(again.value) == str(cold.value)
+
+
+OPEN_AGAIN = """
+import sys
+import stoker
+stoker.LeRobotDataset(sys.argv[1], progress=False)
+print(sorted(name for name in ("pandas", "pyarrow.dataset") if name in sys.modules))
+"""
+
+
+def test_opening_again_imports_neither_pandas_nor_pyarrow_dataset(lerobot_v30, lerobot_copy):
+    # pyarrow imports them for to_numpy(), pa.array() and read_table(): ~0.4 s and ~50 MB of a
+    # process's first open, for nothing stoker uses.
+    import subprocess
+    import sys
+
+    root = lerobot_copy(lerobot_v30)
+    stoker.LeRobotDataset(root, progress=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
+    found = subprocess.run([sys.executable, "-c", OPEN_AGAIN, root], capture_output=True,
+                           text=True, env=env, check=True).stdout
+    assert found.strip() == "[]"
 
 
 def test_copied_dataset_does_not_reuse_the_original_index(lerobot_v21, lerobot_copy, tmp_path):

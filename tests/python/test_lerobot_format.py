@@ -21,6 +21,52 @@ STATE = "observation.state"
 # Reading
 
 
+def test_columns_become_numpy_arrays_as_to_numpy_gives_them():
+    # numbers(), null_flags() and string_array() stand in for pyarrow's to_numpy() and
+    # pa.array(), which import pandas: the same values, sliced chunks and nulls included.
+    chunks = [pa.array([1, 2, None, 4], pa.int32()).slice(1), pa.array([7], pa.int32())]
+    column = pa.chunked_array(chunks)
+    np.testing.assert_array_equal(lerobot_format.numbers(column, np.int64, fill=-1), [2, -1, 4, 7])
+    np.testing.assert_array_equal(lerobot_format.null_flags(column), [False, True, False, False])
+    with pytest.raises(ValueError, match="missing"):
+        lerobot_format.numbers(column, np.int64)
+    for values in (pa.array([1.5, -2.0], pa.float16()), pa.array([2**40, 3], pa.uint64()),
+                   pa.array([0.25, 1e300], pa.float64()), pa.array([-3, 9], pa.int8())):
+        got = lerobot_format.numbers(values.slice(1), np.float64)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, values.slice(1).to_numpy().astype(np.float64))
+    assert lerobot_format.numbers(pa.chunked_array([], pa.int64()), np.int64).shape == (0,)
+    texts = ["pick", "", "place the cube", "é"]
+    assert lerobot_format.string_array(texts).equals(pa.array(texts, pa.string()))
+
+
+@pytest.mark.parametrize("tasks,expected", [
+    ([["TWO"], [], None], [1, -1, -1]),  # lists: the first; none listed, or no list: -1
+    ([["ONE", "TWO"], [None, "ONE"], ["TWO"]], [0, -1, 1]),  # a null first task: none
+    (["TWO", None, "ONE"], [1, -1, 0]),  # one text per episode, as older writers stored it
+])
+def test_each_episode_has_its_first_tasks_index(tasks, expected, lerobot_v21, lerobot_copy):
+    root = lerobot_copy(lerobot_v21)
+    texts = {t: text for t, text in enumerate(lerobot_v21.tasks)}
+    assert len(texts) == 2
+    named = [
+        None if t is None else ([texts[0] if x == "ONE" else texts[1] if x else x for x in t]
+                                if isinstance(t, list) else texts[0 if t == "ONE" else 1])
+        for t in tasks
+    ]
+    with open(os.path.join(root, "meta", "episodes.jsonl"), "w") as f:
+        for e, n in enumerate(lerobot_v21.lengths):
+            f.write(json.dumps({"episode_index": e, "tasks": named[e], "length": n}) + "\n")
+    np.testing.assert_array_equal(read_lerobot_metadata(root).task_index, expected)
+    # A task the tasks table does not have is named with its episode.
+    named[2] = ["no such task"] if isinstance(tasks[0], list) else "no such task"
+    with open(os.path.join(root, "meta", "episodes.jsonl"), "w") as f:
+        for e, n in enumerate(lerobot_v21.lengths):
+            f.write(json.dumps({"episode_index": e, "tasks": named[e], "length": n}) + "\n")
+    with pytest.raises(DatasetError, match="missing from the tasks table: episode 2"):
+        read_lerobot_metadata(root)
+
+
 @pytest.mark.parametrize("text,problem", [
     ("{\"codebase_version\": \"v3.0\",", "cannot read meta file"),
     ("[1, 2, 3]", "does not hold a JSON object"),

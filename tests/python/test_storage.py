@@ -253,6 +253,19 @@ def test_metadata_over_s3_equals_the_local_copy(s3_env, tiny, version):
         np.testing.assert_array_equal(read_columns(remote, names)[name], values)
 
 
+def test_parquet_reads_refuse_a_column_the_file_lacks_locally_and_over_s3(s3_env, tiny):
+    # Read through pyarrow's ParquetFile (not read_table, which imports pyarrow.dataset and
+    # pandas), and still refused as read_table refuses it, naming the file.
+    written = tiny["v21"]
+    member = os.path.relpath(written.data_paths[0], written.root)
+    for root in (open_dataset_root(written.root), open_dataset_root(url("v21"))):
+        table = root.read_parquet(member, "data file", columns=["index", "timestamp"])
+        assert table.column_names == ["index", "timestamp"] and table.num_rows == 3
+        assert root.read_parquet(member, "data file").num_rows == 3
+        with pytest.raises(stoker.DatasetError, match=f"cannot read data file {root.url(member)}"):
+            root.read_parquet(member, "data file", columns=["index", "no_such_column"])
+
+
 def test_explicit_options_reach_the_store_without_the_environment(s3, tiny, monkeypatch):
     for name in list(os.environ):
         if name.startswith("AWS_"):
@@ -482,6 +495,38 @@ def test_a_warm_open_sends_a_few_requests_whatever_the_object_count(proxy, many_
     assert few == many
     assert sum(many.values()) <= 16, many
     assert many.get("HEAD", 0) <= 4, many  # the meta files pyarrow reads; no object's own
+
+
+# A fresh process opening a dataset whose index is cached, then (with "read") reading every
+# sample: what a rank of a job does.
+WARM_PROCESS = """
+import sys
+import stoker
+dataset = stoker.LeRobotDataset(sys.argv[1], progress=False)
+if sys.argv[2] == "read":
+    for i in range(len(dataset)):
+        dataset[i]
+"""
+
+
+def test_a_warm_open_reads_its_videos_without_a_head_each(proxy, many_episodes):
+    """The listing gave every video's size and ETag: reading them sends GETs only (the first
+    batch of a 10^4-object dataset sent a HEAD per video, 63 of its 127 requests)."""
+    import subprocess
+    import sys
+
+    dataset = "s3://stoker-data/ds/many"
+    stoker.LeRobotDataset(dataset, spec(), progress=False)  # cold: builds the index
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
+
+    def requests(what):
+        proxy.methods.clear()
+        subprocess.run([sys.executable, "-c", WARM_PROCESS, dataset, what], env=env, check=True)
+        return dict(proxy.methods)
+
+    opened, read = requests("open"), requests("read")
+    assert read.get("HEAD", 0) == opened.get("HEAD", 0) <= 4, (opened, read)
+    assert read["GET"] >= opened["GET"] + 30, (opened, read)  # the videos were read
 
 
 def test_where_listing_is_refused_objects_are_asked_one_by_one(proxy, tiny):

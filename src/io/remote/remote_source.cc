@@ -7,6 +7,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,13 @@ class RemoteSource final : public ByteSource {
   const std::shared_ptr<const io::RemoteObject> object_;
 };
 
+// The key an object's bytes are cached under: its URL and its version.
+std::string cache_key(const std::string& name, const io::RemoteObject& object) {
+  return name + "\n" +
+         (object.etag.empty() ? std::to_string(object.size) + "@" + std::to_string(object.mtime_ns)
+                              : object.etag);
+}
+
 // What HEAD (or the GET of byte 0 that stands in for it) said about the object.
 Result<io::RemoteObject> describe(io::ObjectTarget target) {
   io::RemoteObject object;
@@ -90,13 +98,52 @@ Result<io::RemoteObject> describe(io::ObjectTarget target) {
       return head.status();
     }
   }
-  object.cache_key =
-      target.name + "\n" +
-      (object.etag.empty() ? std::to_string(object.size) + "@" + std::to_string(object.mtime_ns)
-                           : object.etag);
+  object.cache_key = cache_key(target.name, object);
   object.target = std::move(target);
   return object;
 }
+
+// Target of `url` with `options` resolved (credentials, region and endpoint for s3://).
+Result<io::ObjectTarget> resolved_target(const std::string& url, const RemoteOptions& options) {
+  RemoteOptions resolved;
+  if (starts_with(url, "s3://")) {
+    STOKER_ASSIGN_OR_RETURN(resolved, resolve_remote_options(options));
+  } else {
+    resolved = io::with_default_limits(options);  // no credentials, region or endpoint
+  }
+  return io::make_object_target(url, resolved);
+}
+
+// What remember_listed_objects() was told: URL -> (size, ETag). One table per fork generation.
+class ListedObjects {
+ public:
+  void remember(const std::vector<ListedObject>& objects) EXCLUDES(mutex_) {
+    core::MutexLock lock(&mutex_);
+    for (const ListedObject& object : objects) {
+      if (object.etag.empty() || object.size < 0) continue;
+      known_[object.url] = {object.size, object.etag};
+    }
+  }
+  std::optional<std::pair<int64_t, std::string>> find(const std::string& url) EXCLUDES(mutex_) {
+    core::MutexLock lock(&mutex_);
+    const auto found = known_.find(url);
+    if (found == known_.end()) return std::nullopt;
+    return found->second;
+  }
+  // What a listing said under `prefix` was seen with the options it replaces: forgotten.
+  void forget_prefix(const std::string& prefix) EXCLUDES(mutex_) {
+    core::MutexLock lock(&mutex_);
+    for (auto it = known_.lower_bound(prefix);
+         it != known_.end() && starts_with(it->first, prefix);) {
+      it = known_.erase(it);
+    }
+  }
+
+ private:
+  core::Mutex mutex_;
+  std::map<std::string, std::pair<int64_t, std::string>> known_ GUARDED_BY(mutex_);
+};
+io::PerForkGeneration<ListedObjects> listed_objects;
 
 // Options registered with set_remote_options(): an immutable list per call, swapped in
 // without a lock (a forked child reads it whatever its parent's threads were doing).
@@ -196,16 +243,14 @@ bool is_remote_url(const std::string& path) {
 
 Result<std::unique_ptr<ByteSource>> open_remote_source(const std::string& url,
                                                        const RemoteOptions& options) {
-  RemoteOptions resolved;
-  if (starts_with(url, "s3://")) {
-    STOKER_ASSIGN_OR_RETURN(resolved, resolve_remote_options(options));
-  } else {
-    resolved = io::with_default_limits(options);  // no credentials, region or endpoint
-  }
-  STOKER_ASSIGN_OR_RETURN(io::ObjectTarget target, io::make_object_target(url, resolved));
+  STOKER_ASSIGN_OR_RETURN(io::ObjectTarget target, resolved_target(url, options));
   STOKER_ASSIGN_OR_RETURN(io::RemoteObject object, describe(std::move(target)));
   return std::unique_ptr<ByteSource>(
       new RemoteSource(std::make_shared<const io::RemoteObject>(std::move(object))));
+}
+
+void remember_listed_objects(const std::vector<ListedObject>& objects) {
+  listed_objects.get().remember(objects);
 }
 
 void set_remote_options(const std::string& prefix, const RemoteOptions& options) {
@@ -227,8 +272,9 @@ void set_remote_options(const std::string& prefix, const RemoteOptions& options)
     fresh->entries.emplace_back(prefix, options);
     fresh->previous = current;
   } while (!registered_options.compare_exchange_weak(current, fresh, std::memory_order_acq_rel));
-  // Sources opened under the old options are opened again with the new.
+  // Sources opened under the old options are opened again with the new (and asked again).
   shared_sources.get().forget_prefix(prefix);
+  listed_objects.get().forget_prefix(prefix);
 }
 
 void configure_remote_cache(int64_t memory_bytes, const std::string& disk_folder,
@@ -284,8 +330,20 @@ Result<std::shared_ptr<const ByteSource>> open_source(const std::string& path_or
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> file, open_file_source(path_or_url));
     return std::shared_ptr<const ByteSource>(std::move(file));
   }
-  return shared_sources.get().get(
-      path_or_url, [&] { return open_remote_source(path_or_url, options_for(path_or_url)); });
+  return shared_sources.get().get(path_or_url, [&]() -> Result<std::unique_ptr<ByteSource>> {
+    const RemoteOptions options = options_for(path_or_url);
+    const auto listed = listed_objects.get().find(path_or_url);
+    if (!listed.has_value()) return open_remote_source(path_or_url, options);
+    // Its size and version as listed: no HEAD (Last-Modified unknown, 0: the ETag rules).
+    STOKER_ASSIGN_OR_RETURN(io::ObjectTarget target, resolved_target(path_or_url, options));
+    io::RemoteObject object;
+    object.size = listed->first;
+    object.etag = listed->second;
+    object.cache_key = cache_key(target.name, object);
+    object.target = std::move(target);
+    return std::unique_ptr<ByteSource>(
+        new RemoteSource(std::make_shared<const io::RemoteObject>(std::move(object))));
+  });
 }
 
 }  // namespace stoker

@@ -549,6 +549,58 @@ TEST_F(RemoteSourceTest, OpenSourceSharesOneSourcePerUrl) {
   EXPECT_FALSE(is_remote_url("/tmp/s3://x"));
 }
 
+// Issue 22: a dataset's first batch sent a HEAD per video, though the listing the dataset was
+// opened from had given each object's size and ETag.
+TEST_F(RemoteSourceTest, AListedObjectOpensWithoutAHeadAndReadsAtTheListedVersion) {
+  const auto bytes = random_bytes(200000, 30);
+  server_.put(path("v.mp4"), bytes);
+  server_.put(path("other.mp4"), random_bytes(1000, 31));
+  set_remote_options(server_.url(path("")), fast_options());
+  const std::string url = server_.url(path("v.mp4"));
+  const std::string etag = server_.etag(path("v.mp4"));
+  remember_listed_objects({{.url = url, .size = 200000, .etag = etag},
+                           {.url = server_.url(path("untagged.mp4")), .size = 5, .etag = ""}});
+  server_.reset_log();
+  auto source = open_source(url);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  EXPECT_EQ(server_.requests(), 0);  // no HEAD
+  EXPECT_EQ((*source)->size(), 200000);
+  EXPECT_EQ((*source)->version_tag(), etag);
+  std::vector<uint8_t> out(1000);
+  ASSERT_EQ(*(*source)->read_at(150000, out), out.size());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), bytes.begin() + 150000));
+  const auto log = server_.log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].rfind("GET", 0), 0u) << log[0];
+  EXPECT_NE(log[0].find("if-match"), std::string::npos) << log[0];
+
+  // Replaced since the listing: the read fails as changed, as after a HEAD.
+  server_.put(path("v.mp4"), random_bytes(200000, 32));
+  auto read = (*source)->read_at(0, out);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(read.status().message().find("changed since it was opened (ETag " + etag),
+            std::string::npos)
+      << read.status().message();
+
+  // Objects the listing did not name, or named without an ETag, are opened with a HEAD.
+  server_.reset_log();
+  ASSERT_TRUE(open_source(server_.url(path("other.mp4"))).ok());
+  ASSERT_EQ(server_.log().size(), 1u);
+  EXPECT_EQ(server_.log()[0].rfind("HEAD", 0), 0u) << server_.log()[0];
+  EXPECT_EQ(open_source(server_.url(path("untagged.mp4"))).status().code(),
+            StatusCode::kNotFound);  // asked, and missing
+
+  // New options for the prefix: what the listing said is asked again.
+  RemoteOptions other = fast_options();
+  other.max_attempts = 3;
+  set_remote_options(server_.url(path("")), other);
+  server_.reset_log();
+  ASSERT_TRUE(open_source(url).ok());
+  ASSERT_EQ(server_.log().size(), 1u);
+  EXPECT_EQ(server_.log()[0].rfind("HEAD", 0), 0u) << server_.log()[0];
+}
+
 TEST_F(RemoteSourceTest, ThreadsOpeningOneUrlAtOnceShareOneHead) {
   server_.put(path("v.mp4"), random_bytes(1000, 17));
   set_remote_options(server_.url(path("")), fast_options());

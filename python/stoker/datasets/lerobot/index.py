@@ -16,7 +16,10 @@ pages); Python never holds the images.
 
 Later calls map the file and return at once, unless a dataset file (meta files, Parquet tables,
 videos) changed size or modification time since the build, in which case the index is rebuilt.
-An index file that cannot be read (corrupted, from another format version) is rebuilt too.
+An index file that cannot be read (corrupted, from another format version) is rebuilt too. The
+index also carries the metadata it was built from (:func:`metadata.metadata_attachments`), which
+:func:`current_index_and_metadata` hands back with a current index: a dataset opened again
+reads no episode table.
 
 An index covers the cameras asked for (``cameras=``, default every camera): the index of some
 cameras is a file of its own beside the full one, ``index-v1-cameras-<hash of their names>.bin``,
@@ -30,8 +33,8 @@ their rows, and repairing the video makes the index stale.
 A remote dataset (``s3://``, ``https://``) has its index in the local cache folder,
 ``<cache_dir>/index/<name>-<hash of the URL>/index-v1-<key>.bin`` (for some cameras,
 ``index-v1-cameras-<hash>-<key>.bin``), where the key hashes the URL and the size and version
-tag (ETag) of every object read: a HEAD request per object on every
-open, on a thread pool; an object changed since gives another key, hence a rebuild.
+tag (ETag) of every object read, from the root's listing (a HEAD per object where listing is
+refused); an object changed since gives another key, hence a rebuild.
 
 Lookups are vectorised: pass numpy arrays of rows, get numpy arrays back; each costs O(1) per
 row whatever the number of episodes or files.
@@ -55,7 +58,9 @@ from stoker._core import DatasetError, InvalidArgumentError
 from stoker.datasets.lerobot import format as lerobot_format
 from stoker.datasets.lerobot.metadata import (
     LeRobotMetadata,
+    attached_metadata,
     image_cameras,
+    metadata_attachments,
     read_columns,
     read_image_column,
     read_lerobot_metadata,
@@ -458,16 +463,7 @@ def load_index(
             timestamps, naming the episode, camera and file.
         stoker.InvalidArgumentError: ``cameras`` names a camera the dataset does not have.
     """
-    if threads is None:
-        threads = 0
-    elif not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
-    if not (progress is True or progress is False or callable(progress)):
-        raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
-    if not tolerance_s >= 0:
-        raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
-    if cache_dir is not None:
-        cache_dir = checked_path(cache_dir, "cache_dir")
+    threads, cache_dir = checked_index_arguments(threads, progress, tolerance_s, cache_dir)
     cameras = checked_cameras(cameras)
     on_error = checked_on_error(on_error)
     if isinstance(root, Root) or is_url(root):
@@ -491,20 +487,9 @@ def load_index(
     if not os.path.isdir(root):
         raise DatasetError(f"dataset folder {root} does not exist")
     local, cached = index_paths(root, cache_dir, cameras)
-    # Every camera named is the full index's cameras: found there too when it is current.
-    candidates = [local, cached] + ([] if cameras is None else list(index_paths(root, cache_dir)))
 
     def current() -> EpisodeIndex | None:
-        for path in candidates:
-            if not os.path.exists(path):
-                continue
-            try:
-                index = EpisodeIndex.open(path)
-            except DatasetError:
-                continue  # unreadable (corrupted, another version): rebuilt below
-            if not index.stale_files() and _describes(index, root, cameras):
-                return index
-        return None
+        return _current_local_index(root, cache_dir, cameras)
 
     found = None if rebuild else current()
     if found is not None:
@@ -532,6 +517,79 @@ def load_index(
         if index.broken_episodes and on_error == "raise":
             _remove_index(path)  # a refused dataset leaves no index behind
         return _applied(index, root, on_error)
+
+
+def checked_index_arguments(
+    threads: Any, progress: Any, tolerance_s: Any, cache_dir: Any
+) -> tuple[int, str | None]:
+    """Refuses the arguments of :func:`load_index` that are not what it takes, as it does;
+    returns (threads, 0 for the default; cache_dir, checked)."""
+    if threads is None:
+        threads = 0
+    elif not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    if not (progress is True or progress is False or callable(progress)):
+        raise TypeError(f"progress must be a bool or a callable, got {progress!r}")
+    if not tolerance_s >= 0:
+        raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
+    if cache_dir is not None:
+        cache_dir = checked_path(cache_dir, "cache_dir")
+    return threads, cache_dir
+
+
+def _current_local_index(
+    root: str, cache_dir: str | None, cameras: Sequence[str] | None
+) -> EpisodeIndex | None:
+    """The index of ``cameras`` (None: every camera) of the local dataset folder ``root``
+    (absolute) that is current: in the dataset's ``.stoker/``, else in the cache folder; for
+    cameras named, the full index is current too. None when there is none (or none readable)."""
+    candidates = list(index_paths(root, cache_dir, cameras))
+    # Every camera named is the full index's cameras: found there too when it is current.
+    if cameras is not None:
+        candidates += list(index_paths(root, cache_dir))
+    for path in candidates:
+        if not os.path.exists(path):
+            continue
+        try:
+            index = EpisodeIndex.open(path)
+        except DatasetError:
+            continue  # unreadable (corrupted, another version): rebuilt by load_index
+        if not index.stale_files() and _describes(index, root, cameras):
+            return index
+    return None
+
+
+def current_index_and_metadata(
+    root: str, cameras: Sequence[str] | None, cache_dir: Any = None
+) -> tuple[EpisodeIndex, LeRobotMetadata] | None:
+    """The current index of the local dataset folder ``root`` (absolute) for ``cameras`` (names,
+    checked by :func:`checked_cameras`; None: every camera), as :func:`load_index` would map it,
+    with the metadata its build read (:func:`metadata.attached_metadata`): a dataset opened
+    again reads its info and tasks, stats its files and maps its index, but reads no episode
+    table. None whenever that cannot be had, for the caller to read the metadata and call
+    :func:`load_index` (which says what is wrong, if anything): no current index, a camera the
+    dataset does not have, an argument :func:`load_index` would refuse, an index that attaches
+    no metadata, or meta files that came or went since."""
+    try:
+        if cache_dir is not None:
+            cache_dir = checked_path(cache_dir, "cache_dir")
+        source = open_dataset_root(root)
+        info = lerobot_format.read_info(source)
+        images = [name for name, f in info.features.items() if f.dtype == "image"]
+        every = (*info.cameras, *images)
+        chosen = None
+        if cameras is not None:
+            if any(name not in every for name in cameras):
+                return None
+            picked = tuple(name for name in every if name in cameras)
+            chosen = None if picked == every else picked
+        index = _current_local_index(root, cache_dir, chosen)
+        if index is None:
+            return None
+        meta = attached_metadata(index.native, source, info)
+    except (_core.Error, OSError):  # whatever it is, the first open's way says it
+        return None
+    return (index, meta) if meta is not None else None
 
 
 def _applied(index: EpisodeIndex, root: str, on_error: str) -> EpisodeIndex:
@@ -664,8 +722,8 @@ def remote_index_path(
 ) -> str:
     """Where the index of ``cameras`` (default: every camera) of remote dataset ``source`` in
     its present state is cached: keyed by its URL and the size and version tag of every object
-    the index is built from (videos, meta files, data files), learned by one HEAD request per
-    object, in parallel."""
+    the index is built from (videos, meta files, data files), learned from the root's listing
+    (:meth:`Root.versions`)."""
     objects = sorted({*_video_files(meta), *_tracked_files(meta)})
     versions = source.versions(objects)
     key = hashlib.sha256(source.location.encode("utf-8"))
@@ -809,6 +867,7 @@ def _build(
         callback = None
     else:
         callback = progress
+    attached_arrays, attached_strings = metadata_attachments(meta)
     try:
         result = _core.build_episode_index(
             path,
@@ -829,6 +888,8 @@ def _build(
             located,
             image_file,
             keep_broken_episodes=True,
+            attached_arrays=attached_arrays,
+            attached_strings=attached_strings,
         )
     finally:
         if isinstance(callback, ProgressBar):

@@ -147,12 +147,134 @@ def read_lerobot_metadata(
         info=info.raw,
         **parts,
     )
+    _freeze(meta)
+    return meta
+
+
+def _freeze(meta: LeRobotMetadata) -> None:
+    """Makes every array of ``meta`` read-only."""
     for value in vars(meta).values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
     for videos in meta.videos.values():
         for value in vars(videos).values():
             value.flags.writeable = False
+
+
+# What an index attaches of the metadata it was built from (see metadata_attachments): names
+# under this prefix, and the layout of the set, which a reader checks before trusting it.
+_ATTACHED = "meta/"
+_ATTACHED_LAYOUT = "1"
+
+
+def metadata_attachments(
+    meta: LeRobotMetadata,
+) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, list[str]]]]:
+    """What of ``meta`` an episode index keeps beside its own arrays, as (named arrays, named
+    lists of strings), so that :func:`attached_metadata` gives ``meta`` back from the index
+    without reading the episode tables: the fields the index does not hold itself (its
+    episodes' first rows, lengths and tasks are ``meta``'s), and the meta files they were read
+    from."""
+    arrays = [
+        ("episode_index", meta.episode_index),
+        ("dataset_to_index", meta.dataset_to_index),
+        ("episode_data_file", meta.episode_data_file),
+        ("data_file_from_index", meta.data_file_from_index),
+        ("data_file_to_index", meta.data_file_to_index),
+    ]
+    strings = [
+        ("layout", [_ATTACHED_LAYOUT]),
+        ("meta_files", lerobot_format.meta_files(meta.source, meta.codebase_version)),
+        ("cameras", list(meta.cameras)),
+        ("data_files", [str(p) for p in meta.data_files]),
+    ]
+    for camera, videos in meta.videos.items():
+        prefix = f"videos/{camera}/"
+        arrays += [
+            (prefix + "file_index", videos.file_index),
+            (prefix + "from_timestamp", videos.from_timestamp),
+            (prefix + "to_timestamp", videos.to_timestamp),
+        ]
+        strings.append((prefix + "files", [str(p) for p in videos.files]))
+    return (
+        [(_ATTACHED + name, np.ascontiguousarray(values)) for name, values in arrays],
+        [(_ATTACHED + name, values) for name, values in strings],
+    )
+
+
+def attached_metadata(
+    index: Any, source: Root, info: lerobot_format.Info | None = None
+) -> LeRobotMetadata | None:
+    """The metadata an episode index was built from (what :func:`read_lerobot_metadata` gave
+    then), from what it attached (:func:`metadata_attachments`) and its own per-episode arrays,
+    with the info and tasks read again (``info``: already read); its arrays are views of the
+    mapped index, so a dataset of millions of episodes costs no memory until they are read.
+
+    REQUIRES: the index (an ``_core.EpisodeIndex``) is current (its tracked files unchanged),
+    so that the meta files it tracks hold what they held at its build. Returns None, for the
+    caller to read the metadata instead, when the index attaches no metadata (or another
+    layout of it), when the meta files are not the same set (a file of the episode table came
+    since), or when a video file of a camera the index does not cover (and does not track) is
+    missing or empty: what read_lerobot_metadata would refuse.
+    """
+    try:
+        if index.attached_strings(_ATTACHED + "layout") != [_ATTACHED_LAYOUT]:
+            return None
+        info = info if info is not None else lerobot_format.read_info(source)
+        if list(info.cameras) != index.attached_strings(_ATTACHED + "cameras"):
+            return None
+        meta_files = lerobot_format.meta_files(source, info.codebase_version)
+        if meta_files != index.attached_strings(_ATTACHED + "meta_files"):
+            return None
+
+        def array(name: str) -> np.ndarray:
+            return index.attached_array(_ATTACHED + name)
+
+        def paths(name: str) -> np.ndarray:
+            return np.array(index.attached_strings(_ATTACHED + name), dtype=str)
+
+        indexed = set(index.cameras)
+        videos = {}
+        for camera in info.cameras:
+            prefix = f"videos/{camera}/"
+            files = paths(prefix + "files")
+            if camera not in indexed and _absent(source, files):
+                return None
+            videos[camera] = CameraVideos(
+                files=files,
+                file_index=array(prefix + "file_index"),
+                from_timestamp=array(prefix + "from_timestamp"),
+                to_timestamp=array(prefix + "to_timestamp"),
+            )
+        from_index, length, task_index = index.episode_views()
+        to_index = array("dataset_to_index")
+        task_texts, _ = lerobot_format.read_tasks(source, info.codebase_version)
+        meta = LeRobotMetadata(
+            root=source.location,
+            source=source,
+            codebase_version=info.codebase_version,
+            fps=info.fps,
+            cameras=info.cameras,
+            features=info.features,
+            chunks_size=info.chunks_size,
+            info=info.raw,
+            tasks=task_texts,
+            num_episodes=len(length),
+            num_frames=int(to_index[-1]),
+            episode_index=array("episode_index"),
+            length=length,
+            dataset_from_index=from_index,
+            dataset_to_index=to_index,
+            task_index=task_index,
+            episode_data_file=array("episode_data_file"),
+            data_files=paths("data_files"),
+            data_file_from_index=array("data_file_from_index"),
+            data_file_to_index=array("data_file_to_index"),
+            videos=videos,
+        )
+    except KeyError:  # not attached: an index built without them
+        return None
+    _freeze(meta)
     return meta
 
 
@@ -484,7 +606,7 @@ def _camera_videos_v30(
     prefix = f"videos/{camera}/"
     missing = np.zeros(episodes.num_rows, bool)
     for field in _VIDEO_FIELDS:
-        missing |= episodes.column(prefix + field).is_null().to_numpy(zero_copy_only=False)
+        missing |= lerobot_format.null_flags(episodes.column(prefix + field))
     if missing.any():
         raise DatasetError(
             f"camera {camera!r} is missing from some episodes (no {prefix}* entries in "
@@ -556,37 +678,37 @@ def _check_lengths(episode_index: np.ndarray, length: np.ndarray, where: str) ->
 
 
 def _episode_tasks(episodes, texts, task_index, episode_index, where) -> np.ndarray:
-    """The task_index of each episode's first listed task, -1 where it lists none."""
+    """The task_index of each episode's first listed task, -1 where it lists none. Computed on
+    Arrow arrays: no Python object per episode."""
+    result = np.full(episodes.num_rows, -1, np.int64)
     if "tasks" not in episodes.column_names or texts.size == 0:
-        return np.full(episodes.num_rows, -1, np.int64)
+        return result
     column = episodes.column("tasks")
     if pa.types.is_null(column.type):
-        return np.full(episodes.num_rows, -1, np.int64)
+        return result
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        first = column.combine_chunks()
-    else:
+        values = column.combine_chunks()  # one text per episode
+        first = np.arange(len(values), dtype=np.int64)  # where each episode's text is
+        listing = np.ones(len(values), bool)
+    else:  # lists of texts
         column = column.combine_chunks()
-        counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        listing = np.flatnonzero(counts > 0)
-        first = pa.nulls(len(column), pa.string()).to_numpy(zero_copy_only=False)
-        first[listing] = (
-            column.flatten().take(pa.array(starts[listing])).to_numpy(zero_copy_only=False)
-        )
-        first = pa.array(first, pa.string())
-    listed = texts[task_index]
-    position = pc.index_in(first, value_set=pa.array(listed, pa.string())).to_numpy(
-        zero_copy_only=False
-    )
-    has_task = ~first.is_null().to_numpy(zero_copy_only=False)
-    unknown = has_task & np.isnan(position.astype(np.float64))
+        counts = lerobot_format.numbers(pc.list_value_length(column), np.int64, fill=0)
+        values = column.flatten()  # every episode's texts, back to back
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        listing = counts > 0
+    listed = lerobot_format.string_array(texts[task_index])
+    found = lerobot_format.numbers(pc.index_in(values, value_set=listed), np.int64, fill=-1)
+    position = np.full(len(result), -1, np.int64)
+    position[listing] = found[first[listing]]
+    has_task = listing.copy()
+    has_task[listing] = ~lerobot_format.null_flags(values)[first[listing]]
+    unknown = has_task & (position < 0)
     if unknown.any():
         raise DatasetError(
             f"{where}: episodes name tasks missing from the tasks table: "
             + _listing(f"episode {e}" for e in episode_index[unknown])
         )
-    result = np.full(episodes.num_rows, -1, np.int64)
-    result[has_task] = task_index[position[has_task].astype(np.int64)]
+    result[has_task] = task_index[position[has_task]]
     return result
 
 
@@ -601,7 +723,7 @@ def _absent(root: Root, paths: np.ndarray) -> list[int]:
     """Positions of the paths (members of ``root``) that are missing or empty."""
     if not root.remote:
         return [i for i, path in enumerate(paths) if not _nonempty_file(path)]
-    sizes = _parallel(root.size, [str(p) for p in paths], remote=True)
+    sizes = root.sizes([str(p) for p in paths])  # an S3 root's listing: no request per path
     return [i for i, size in enumerate(sizes) if size <= 0]
 
 
