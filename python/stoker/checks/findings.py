@@ -126,7 +126,10 @@ class CheckReport:
         counts = ", ".join(
             _counted(sum(f.severity == s for f in self.findings), s) for s in SEVERITIES
         )
-        scanned = ", ".join(f"{v:,} {k}" for k, v in self.scanned.items())
+        scanned = ", ".join(
+            f"{v:,} {k.replace('_', ' ').removesuffix('s') if v == 1 else k.replace('_', ' ')}"
+            for k, v in self.scanned.items()
+        )
         head = (
             f"stoker check {self.dataset} ({self.kind}{', deep' if self.deep else ''}): "
             f"{counts} in {self.seconds:.1f} s" + (f" over {scanned}" if scanned else "")
