@@ -6,7 +6,6 @@ for the module (several nodes: test_ray_cluster.py)."""
 
 import collections
 import glob
-import json
 import os
 import re
 import signal
@@ -16,6 +15,7 @@ import time
 import lerobot_datasets
 import numpy as np
 import pytest
+from ray_task_log import event_log
 
 import stoker
 from stoker.writers import etl
@@ -207,22 +207,6 @@ def test_shards_are_read_by_the_same_read_tasks_row_for_row(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # Faults: a worker killed mid-read, an object store that stops answering
-
-
-def event_log(path):
-    """A task_hook appending each ReadTaskEvent to the file ``path`` (one JSON line; every
-    worker of this machine's cluster sees it), and a reader of the lines. A closure, so that
-    Ray pickles it by value into the workers."""
-
-    def hook(event):
-        with open(path, "a") as f:
-            f.write(json.dumps(event.__dict__) + "\n")
-
-    def read():
-        with open(path) as f:
-            return [json.loads(line) for line in f]
-
-    return hook, read
 
 
 def test_a_worker_killed_mid_read_loses_and_repeats_no_row(lerobot_v30, tmp_path):

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from ray_task_log import event_log
 
 import stoker
 
@@ -42,21 +43,6 @@ def spec_for(cameras):
     return stoker.WindowSpec(
         delta_timestamps={cameras[0]: [-1 / 30, 0.0], "action": [0.0, 1 / 30, 2 / 30]},
         size=(32, 32))
-
-
-def event_log(path):
-    """A task_hook appending each ReadTaskEvent to ``path`` (the nodes share this machine's
-    disk), and a reader of the lines; a closure, so that Ray pickles it by value."""
-
-    def hook(event):
-        with open(path, "a") as f:
-            f.write(json.dumps(event.__dict__) + "\n")
-
-    def read():
-        with open(path) as f:
-            return [json.loads(line) for line in f]
-
-    return hook, read
 
 
 def test_three_nodes_give_the_loaders_rows_row_for_row(cluster, lerobot_v30, tmp_path):

@@ -540,35 +540,36 @@ def _parallel(function: Callable[[Any], Any], items: Sequence[Any], remote: bool
 
 def _check_files_present(run: _Run, meta: _Meta) -> None:
     remote = meta.source.remote
-    data_present = _parallel(lambda p: _exists(meta.source, p), meta.data_files, remote)
-    for f, present in enumerate(data_present):
-        if present:
-            continue
-        path = meta.data_files[f]
+
+    def absent(files: Sequence[str], file_of: np.ndarray):
+        """(path, its episodes) of each file of ``files`` that is missing or empty."""
+        present = _parallel(lambda p: _exists(meta.source, p), files, remote)
+        for f, ok in enumerate(present):
+            if not ok:
+                yield files[f], meta.episode_index[file_of == f]
+
+    def plural(episodes: np.ndarray) -> str:
+        return f"episode{'s' if len(episodes) > 1 else ''} {_listing(episodes)}"
+
+    for path, episodes in absent(meta.data_files, meta.data_file_of):
         meta.missing_data.add(path)
-        episodes = meta.episode_index[meta.data_file_of == f]
         run.add(
             "error",
             "files",
-            f"data file {meta.relative(path)} is missing or empty: the rows of episode"
-            f"{'s' if len(episodes) > 1 else ''} {_listing(episodes)} are lost",
+            f"data file {meta.relative(path)} is missing or empty: the rows of "
+            f"{plural(episodes)} are lost",
             "restore the file, or drop its episodes from the metadata",
             episode=int(episodes[0]) if len(episodes) else None,
             file=path,
         )
     for camera in meta.cameras:
-        present = _parallel(lambda p: _exists(meta.source, p), camera.files, remote)
-        for v, ok in enumerate(present):
-            if ok:
-                continue
-            path = camera.files[v]
+        for path, episodes in absent(camera.files, camera.file_of):
             meta.missing_videos.add(path)
-            episodes = meta.episode_index[camera.file_of == v]
             run.add(
                 "error",
                 "files",
                 f"video file {meta.relative(path)} of camera {camera.name!r} is missing or empty"
-                f" (episode{'s' if len(episodes) > 1 else ''} {_listing(episodes)})",
+                f" ({plural(episodes)})",
                 "restore the video, or drop its episodes",
                 episode=int(episodes[0]) if len(episodes) else None,
                 camera=camera.name,
