@@ -1,6 +1,8 @@
 // Executor: a fixed pool of worker threads running queued tasks, lowest priority value first
 // (first come, first served among equals). The loader gives each batch's tasks the batch's
-// serial number, so the batch the consumer waits for is always worked on first.
+// serial number, so the batch the consumer waits for is always worked on first. The workers run
+// under SCHED_BATCH (Linux): as CPU-bound background work, they do not preempt the consumer when
+// it wakes them.
 //
 // Ownership: owns its threads; the destructor drops the tasks still queued and joins the
 // threads after their current task.

@@ -1,6 +1,7 @@
 #include "pipeline/executor.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +30,25 @@ TEST(Executor, RunsEveryTaskOnItsThreads) {
     while (ran < submitted) std::this_thread::yield();
   }
   EXPECT_EQ(ran, 1000);
+}
+
+// The workers are background work: they run under SCHED_BATCH (no wake-up preemption of the
+// consumer that submits to them), and the submitting thread's own policy is left as it was.
+TEST(Executor, WorkersRunAsBatchWorkAndLeaveTheSubmitterAlone) {
+  const int submitter_policy = sched_getscheduler(0);
+  auto created = Executor::create(2);
+  ASSERT_TRUE(created.ok());
+  std::atomic<int> policies_seen{0};
+  std::atomic<int> batch_policies{0};
+  for (int k = 0; k < 8; ++k) {
+    (*created)->submit(0, [&] {
+      if (sched_getscheduler(0) == SCHED_BATCH) ++batch_policies;
+      ++policies_seen;
+    });
+  }
+  while (policies_seen < 8) std::this_thread::yield();
+  EXPECT_EQ(batch_policies.load(), 8);
+  EXPECT_EQ(sched_getscheduler(0), submitter_policy);
 }
 
 TEST(Executor, LowestPriorityFirstThenFirstComeFirstServed) {
