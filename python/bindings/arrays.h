@@ -13,6 +13,10 @@
 
 namespace stoker::python {
 
+/// A 1-D int64 array argument (numpy or torch, C-contiguous, on the CPU), read in place.
+using Int64s =
+    nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
+
 /// The DLPack element type of `dtype`.
 inline nanobind::dlpack::dtype dlpack_dtype(DType dtype) {
   using nanobind::dlpack::dtype_code;

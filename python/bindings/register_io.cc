@@ -152,6 +152,25 @@ void register_io(nb::module_& m) {
       "listing said, without a HEAD each (remember_listed_objects).");
 
   m.def(
+      "remember_objects",
+      [](const std::vector<std::string>& urls, const Int64s& sizes,
+         const std::vector<std::string>& etags) {
+        if (urls.size() != static_cast<size_t>(sizes.size()) || urls.size() != etags.size()) {
+          throw nb::value_error("remember_objects: urls, sizes and etags differ in length");
+        }
+        std::vector<ListedObject> objects(urls.size());
+        for (size_t k = 0; k < urls.size(); ++k) {
+          objects[k] = ListedObject{.url = urls[k], .size = sizes(k), .etag = etags[k]};
+        }
+        nb::gil_scoped_release release;
+        remember_listed_objects(objects);
+      },
+      nb::arg("urls"), nb::arg("sizes"), nb::arg("etags"),
+      "Tells the engine the size and ETag of objects (a listing's, or an index's record of "
+      "one): it opens them without a HEAD each and reads them with If-Match "
+      "(remember_listed_objects).");
+
+  m.def(
       "stat_source",
       [](const std::string& path_or_url) {
         Result<std::tuple<int64_t, std::string, int64_t>> stat =

@@ -146,8 +146,6 @@ std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<Window
   return value_or_raise(std::move(loader), Area::kDataset);
 }
 
-using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
 std::vector<int32_t> narrowed(const Int64s& values) {
   std::vector<int32_t> out(values.shape(0));
   for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<int32_t>(values(k));

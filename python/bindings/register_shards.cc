@@ -25,8 +25,6 @@ namespace nb = nanobind;
 namespace stoker::python {
 namespace {
 
-using Int64s = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
 template <typename T, typename Field>
 nb::ndarray<nb::numpy, T> member_column(const ShardIndex& index, Field field) {
   std::vector<T> values;

@@ -210,6 +210,11 @@ def list_objects(prefix_url: str, remember: bool = False) -> list[tuple[str, int
     (url, size, ETag) of every object under an s3:// prefix, in key order: one ListObjectsV2 request per 1,000 objects. remember: the engine then opens these objects with what the listing said, without a HEAD each (remember_listed_objects).
     """
 
+def remember_objects(urls: Sequence[str], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], etags: Sequence[str]) -> None:
+    """
+    Tells the engine the size and ETag of objects (a listing's, or an index's record of one): it opens them without a HEAD each and reads them with If-Match (remember_listed_objects).
+    """
+
 def stat_source(path_or_url: str) -> tuple[int, str, int]:
     """
     (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).

@@ -31,7 +31,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 REGION = "us-east-1"
 # Requests moto serves unauthenticated: create_user, put_user_policy, create_access_key, and
@@ -224,6 +224,7 @@ class FaultProxy:
         self._closed = threading.Event()
         self.requests = 0
         self.methods: Dict[str, int] = {}  # requests by HTTP method
+        self.log: List[Tuple[str, str]] = []  # (method, path and query) of every request
         self.bytes_sent = 0
         self.faults_injected: Dict[str, int] = {}
         self.in_flight = 0
@@ -292,6 +293,7 @@ class FaultProxy:
         body = handler.rfile.read(length) if length else None
         with self._lock:
             self.methods[handler.command] = self.methods.get(handler.command, 0) + 1
+            self.log.append((handler.command, urllib.parse.unquote(handler.path)))
         kind, faults = self._draw(handler.path)
         if faults.latency_s:
             time.sleep(faults.latency_s)

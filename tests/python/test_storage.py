@@ -12,6 +12,7 @@ import os
 import pickle
 import threading
 import time
+import urllib.parse
 
 import botocore.exceptions
 import lerobot_datasets
@@ -312,27 +313,81 @@ def test_metadata_over_http_equals_the_local_copy(http_root, tiny, version):
 # The index cache of remote datasets
 
 
-def test_the_remote_index_key_changes_when_an_object_is_uploaded_again(s3_env, tiny, tmp_path):
+def test_the_remote_index_key_follows_the_meta_files_not_the_videos(s3_env, tiny, tmp_path):
+    """The key is the meta files' versions (one listing of meta/, whatever the number of
+    videos): a meta file uploaded again gives a new key, a video uploaded again does not (its
+    reads are refused instead: the test below)."""
     written = tiny["v30"]
     source = open_dataset_root(url("v30"))
-    meta = read_lerobot_metadata(source)
-    first = remote_index_path(source, meta, str(tmp_path))
+    first = remote_index_path(source, "v3.0", str(tmp_path))
     assert first.startswith(os.path.join(str(tmp_path), "index", "v30-"))
-    assert remote_index_path(source, meta, str(tmp_path)) == first  # nothing changed
+    assert remote_index_path(source, "v3.0", str(tmp_path)) == first  # nothing changed
     video = written.video_paths[CAMERAS[1]][0]
-    key = f"ds/v30/{os.path.relpath(video, written.root)}"
+    video_key = f"ds/v30/{os.path.relpath(video, written.root)}"
+    tasks = os.path.join(written.root, "meta", "tasks.parquet")
+    tasks_key = "ds/v30/meta/tasks.parquet"
     try:
         with open(video, "rb") as f:
-            s3_env.put(BUCKET, key, f.read() + b"\0")  # a new version of one video
-        # A root is one look at the store (one listing): the old root still sees what it
-        # listed, a root opened again sees the new version.
-        assert remote_index_path(source, meta, str(tmp_path)) == first
-        second = remote_index_path(open_dataset_root(url("v30")), meta, str(tmp_path))
+            s3_env.put(BUCKET, video_key, f.read() + b"\0")
+        assert remote_index_path(open_dataset_root(url("v30")), "v3.0", str(tmp_path)) == first
+        with open(tasks, "rb") as f:
+            s3_env.put(BUCKET, tasks_key, f.read() + b"\0")  # a new version of a meta file
+        # A root is one look at the store (one listing per folder): the old root still sees
+        # what it listed, a root opened again sees the new version.
+        assert remote_index_path(source, "v3.0", str(tmp_path)) == first
+        second = remote_index_path(open_dataset_root(url("v30")), "v3.0", str(tmp_path))
         assert second != first and os.path.dirname(second) == os.path.dirname(first)
     finally:
-        s3_env.s3.upload_file(video, BUCKET, key)
+        s3_env.s3.upload_file(video, BUCKET, video_key)
+        s3_env.s3.upload_file(tasks, BUCKET, tasks_key)
     # Restored bytes: the same size and ETag (S3's ETag of a single-part upload is its MD5).
-    assert remote_index_path(open_dataset_root(url("v30")), meta, str(tmp_path)) == first
+    assert remote_index_path(open_dataset_root(url("v30")), "v3.0", str(tmp_path)) == first
+
+
+# A fresh process (a rank) opening a dataset and reading every sample, printing the first
+# error: argv[1] the URL, argv[2] "rebuild" to rebuild the index.
+READ_ALL = """
+import sys
+import stoker
+dataset = stoker.LeRobotDataset(sys.argv[1], progress=False, rebuild=sys.argv[2] == "rebuild")
+try:
+    for i in range(len(dataset)):
+        dataset[i]
+except stoker.Error as error:
+    print(error)
+    sys.exit(3)
+"""
+
+
+def test_a_video_rewritten_under_unchanged_meta_files_is_refused_by_name(s3_env, tiny):
+    """A warm open trusts its index while the meta files are unchanged, and reads each video
+    with the ETag the index recorded: a video rewritten in place since is refused by name as
+    changed, never decoded against a stale index; rebuild=True indexes it again."""
+    import subprocess
+    import sys
+
+    written = tiny["v21"]
+    prefix = "ds/v21-rewritten"
+    s3_env.upload_tree(written.root, BUCKET, prefix)
+    dataset = f"s3://{BUCKET}/{prefix}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
+
+    def read_all(how):
+        return subprocess.run(
+            [sys.executable, "-c", READ_ALL, dataset, how], env=env, capture_output=True, text=True
+        )
+
+    assert read_all("cold").returncode == 0  # builds the index
+    video = written.video_paths[CAMERAS[0]][0]
+    key = f"{prefix}/{os.path.relpath(video, written.root)}"
+    with open(video, "rb") as f:
+        s3_env.put(BUCKET, key, f.read() + b"\0")  # the same frames, another version
+    refused = read_all("warm")
+    assert refused.returncode == 3, refused.stderr
+    assert f"s3://{BUCKET}/{key}" in refused.stdout and "changed" in refused.stdout, refused.stdout
+    rebuilt = read_all("rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert read_all("warm").returncode == 0  # the new index, current again
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,22 +534,32 @@ def many_episodes(tmp_path_factory, lerobot_cache, s3):
 
 
 def opening_requests(proxy, dataset_url):
-    """The requests, by method, that opening the dataset at ``dataset_url`` sends."""
+    """The requests, by method, that opening the dataset at ``dataset_url`` sends, and the
+    prefixes it listed."""
     proxy.methods.clear()
+    proxy.log.clear()
     stoker.LeRobotDataset(dataset_url, spec(), progress=False)
-    return dict(proxy.methods)
+    listed = [
+        urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("prefix", [""])[0]
+        for method, path in proxy.log
+        if "list-type=" in path
+    ]
+    return dict(proxy.methods), listed
 
 
 def test_a_warm_open_sends_a_few_requests_whatever_the_object_count(proxy, many_episodes):
-    """The objects' sizes and versions come from one listing (a request per 1,000 objects),
-    not from a HEAD per object (a warm open of 123 objects sent 257 requests)."""
+    """A warm open keys its index on the meta files (one listing of meta/) and takes the
+    videos' and data files' versions from the index: nothing it sends grows with the objects
+    (a warm open of 123 objects sent 257 requests, a HEAD each; at 10^4 objects one listing
+    request per 1,000 of them)."""
     for dataset in (url("v21"), "s3://stoker-data/ds/many"):
         opening_requests(proxy, dataset)  # cold: builds the index
-    few = opening_requests(proxy, url("v21"))  # 9 objects
-    many = opening_requests(proxy, "s3://stoker-data/ds/many")  # 93 objects
+    few, few_listed = opening_requests(proxy, url("v21"))  # 9 objects
+    many, many_listed = opening_requests(proxy, "s3://stoker-data/ds/many")  # 93 objects
     assert few == many
     assert sum(many.values()) <= 16, many
     assert many.get("HEAD", 0) <= 4, many  # the meta files pyarrow reads; no object's own
+    assert few_listed == ["ds/v21/meta/"] and many_listed == ["ds/many/meta/"], many_listed
 
 
 # A fresh process opening a dataset whose index is cached, then (with "read") reading every

@@ -482,31 +482,44 @@ class S3Root(Root):
         if not self.bucket:
             raise InvalidArgumentError(f"{url}: an S3 URL names a bucket, s3://bucket/prefix")
         self._fs = _s3_filesystem(options.resolved())
-        # The objects under the root, url -> (size, ETag), from one listing on first use; None
-        # before it, or when listing is refused (objects are then asked one by one).
-        self._listing: dict[str, tuple[int, str]] | None = None
+        # The objects under the root, url -> (size, ETag), listed on first use one top-level
+        # folder at a time ("meta", "data", "videos"; "" for the whole root): what a warm open
+        # asks of its meta files costs one request, whatever the number of videos. Listing
+        # refused: objects are then asked one by one.
+        self._listings: dict[str, dict[str, tuple[int, str]]] = {}
         self._listing_refused = False
         self._listing_lock = threading.Lock()
 
     def _listed(self, url: str) -> dict[str, tuple[int, str]] | None:
-        """The root's listing when ``url`` lies under the root and listing is allowed, else
-        None. The first call lists (one request per 1,000 objects)."""
-        if not url.startswith(self.location + "/"):
+        """The listing that holds ``url`` when it lies under the root and listing is allowed,
+        else None: its top-level folder's (one request per 1,000 objects, the first time), or
+        for the root itself or an object at its top, the whole root's."""
+        inside = self.location + "/"
+        if not url.startswith(inside):
             return None
+        relative = url[len(inside) :]
+        folder = relative.split("/", 1)[0] if "/" in relative else ""
         with self._listing_lock:
-            if self._listing is None and not self._listing_refused:
-                register_remote_options(self.location + "/", self.options)
+            if self._listing_refused:
+                return None
+            whole = self._listings.get("")
+            if whole is not None:
+                return whole
+            if folder not in self._listings:
+                register_remote_options(inside, self.options)
                 try:
                     # The engine opens these objects (the videos) with what the listing says,
                     # without a HEAD each.
-                    objects = _core.list_objects(self.location + "/", remember=True)
+                    objects = _core.list_objects(
+                        inside + (folder + "/" if folder else ""), remember=True
+                    )
                 except _core.AccessDeniedError:
                     self._listing_refused = True  # allowed to get, not to list
                     return None
                 except _core.Error as e:
                     raise DatasetError(str(e)) from None
-                self._listing = {url: (int(size), str(tag)) for url, size, tag in objects}
-            return self._listing
+                self._listings[folder] = {u: (int(size), str(tag)) for u, size, tag in objects}
+            return self._listings[folder]
 
     def url(self, member: Member) -> str:
         if is_url(member):
@@ -556,14 +569,13 @@ class S3Root(Root):
         return info.size if info.type == fs.FileType.File else -1
 
     def sizes(self, members: Sequence[Member]) -> list[int]:
-        """From the listing, in one pass (those outside the root, or all of them when listing
-        is refused, by a request each)."""
+        """From the listings of their folders (those outside the root, or all of them when
+        listing is refused, by a request each)."""
         urls = [self.url(m) for m in members]
-        listing = self._listed(self.location + "/")
-        if listing is None:
-            return _on_threads(self.size, urls)
-        inside = self.location + "/"
-        result = [listing.get(url, (-1, ""))[0] if url.startswith(inside) else None for url in urls]
+        result: list[int | None] = []
+        for url in urls:
+            listing = self._listed(url)
+            result.append(None if listing is None else listing.get(url, (-1, ""))[0])
         outside = [url for url, size in zip(urls, result) if size is None]
         asked = dict(zip(outside, _on_threads(self.size, outside)))
         return [asked[url] if size is None else size for url, size in zip(urls, result)]

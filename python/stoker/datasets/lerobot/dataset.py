@@ -33,10 +33,12 @@ from stoker.datasets.lerobot.index import (
     checked_on_error,
     counted,
     current_index_and_metadata,
+    current_remote_index_and_metadata,
     indexed_cameras,
     listed,
     load_index,
     load_remote_index,
+    remember_indexed_objects,
 )
 from stoker.datasets.lerobot.meta_view import DatasetMeta, looks_like_repo_id, resolve_repo_id
 from stoker.datasets.lerobot.metadata import (
@@ -379,24 +381,31 @@ class LeRobotDataset:
         chosen = checked_cameras(cameras)
         if is_url(location):
             source = open_dataset_root(checked_path(location, "dataset URL"), storage_options)
-            metadata = read_lerobot_metadata(source)
             if threads is not None and (not isinstance(threads, int) or threads < 1):
                 raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
             if cache_dir is not None:
                 cache_dir = checked_path(cache_dir, "cache_dir")
-            self._cameras_arg = _camera_selection(metadata, chosen)
-            # Broken episodes are recorded in the index (skip) and judged here, by this
-            # dataset's policy and episodes.
-            index = load_remote_index(
-                source,
-                metadata,
-                rebuild=rebuild,
-                threads=threads or 0,
-                progress=progress,
-                cache_dir=cache_dir,
-                cameras=self._cameras_arg,
-                on_error="skip",
-            )
+            # Opened again with its index current: the metadata comes from the index, and the
+            # objects' versions too (no listing of the videos, no episode table read).
+            warm = None if rebuild else current_remote_index_and_metadata(source, chosen, cache_dir)
+            if warm is not None:
+                index, metadata = warm
+                self._cameras_arg = _camera_selection(metadata, chosen)
+            else:
+                metadata = read_lerobot_metadata(source)
+                self._cameras_arg = _camera_selection(metadata, chosen)
+                # Broken episodes are recorded in the index (skip) and judged here, by this
+                # dataset's policy and episodes.
+                index = load_remote_index(
+                    source,
+                    metadata,
+                    rebuild=rebuild,
+                    threads=threads or 0,
+                    progress=progress,
+                    cache_dir=cache_dir,
+                    cameras=self._cameras_arg,
+                    on_error="skip",
+                )
             self._storage_options: S3Options | None = source.options
             self._open(source.location, metadata, index, spec)
             return
@@ -463,7 +472,8 @@ class LeRobotDataset:
         if self._storage_options is not None:
             # Registers the options again, for the videos this process will open.
             source = open_dataset_root(state["root"], self._storage_options)
-            metadata = read_lerobot_metadata(source)
+            metadata = attached_metadata(index.native, source) or read_lerobot_metadata(source)
+            remember_indexed_objects(index)
             self._open(state["root"], metadata, index, state["spec"], warn=False)
             return
         stale = index.stale_files()

@@ -653,7 +653,7 @@ def load_remote_index(
     chosen = indexed_cameras(meta, cameras)
     if chosen == indexed_cameras(meta, None):
         cameras = None  # every camera: the full index
-    path = remote_index_path(source, meta, cache_dir, cameras)
+    path = remote_index_path(source, meta.codebase_version, cache_dir, cameras)
 
     def current() -> EpisodeIndex | None:
         if os.path.exists(path):
@@ -666,6 +666,7 @@ def load_remote_index(
 
     found = None if rebuild else current()
     if found is not None:
+        remember_indexed_objects(found)
         return _applied(found, source.location, on_error)
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
@@ -676,17 +677,29 @@ def load_remote_index(
     with _building(path, source.location, progress):
         found = None if rebuild else current()
         if found is not None:
+            remember_indexed_objects(found)
             return _applied(found, source.location, on_error)
         names = _indexable_columns(meta)
         columns = read_columns(
             meta, list(dict.fromkeys([*names, "timestamp"])), tolerance_s=tolerance_s
         )
-        # The key already says whether any object changed: nothing for the engine to stat.
-        # Scanning remote videos waits on the store's latency more than on the cores.
+        # No file is tracked for the engine to stat: the key (the meta files' versions) and the
+        # objects' versions the index records say what changed. Scanning remote videos waits on
+        # the store's latency more than on the cores.
         scans = threads or _REMOTE_SCANS
         index = _build_and_open(
-            meta, chosen, columns, names, path, [], scans, progress, tolerance_s
+            meta,
+            chosen,
+            columns,
+            names,
+            path,
+            [],
+            scans,
+            progress,
+            tolerance_s,
+            attached=_object_attachments(source, meta),
         )
+        remember_indexed_objects(index)
         if index.broken_episodes and on_error == "raise":
             _remove_index(path)
     kept = {os.path.basename(f) for f in (path, image_file_of(path), path + ".lock")}
@@ -716,17 +729,23 @@ _REMOTE_SCANS = 16
 
 def remote_index_path(
     source: Root,
-    meta: LeRobotMetadata,
+    codebase_version: str,
     cache_dir: str | None = None,
     cameras: Sequence[str] | None = None,
 ) -> str:
     """Where the index of ``cameras`` (default: every camera) of remote dataset ``source`` in
-    its present state is cached: keyed by its URL and the size and version tag of every object
-    the index is built from (videos, meta files, data files), learned from the root's listing
-    (:meth:`Root.versions`)."""
-    objects = sorted({*_video_files(meta), *_tracked_files(meta)})
+    its present state is cached: keyed by its URL and the size and version tag of each of its
+    meta files (info.json, the tasks, the episode table's files), learned from the listing of
+    its ``meta/`` folder (:meth:`Root.versions`): a few requests whatever the number of videos.
+
+    The meta files say which data and video files there are and what they hold (each episode's
+    rows, timestamps and statistics), so a dataset that gains, loses or rewrites episodes gets
+    a new key. The index records the size and ETag of every data and video file it was built
+    from (:func:`remember_indexed_objects`): a video rewritten in place under unchanged meta
+    files is refused by name at its first read, never decoded against a stale index."""
+    objects = lerobot_format.meta_files(source, codebase_version)
     versions = source.versions(objects)
-    key = hashlib.sha256(source.location.encode("utf-8"))
+    key = hashlib.sha256(f"{source.location}\0meta-files".encode())
     for url, (size, tag) in zip(objects, versions):
         key.update(f"\n{url}\0{size}\0{tag}".encode("utf-8", "surrogateescape"))
     url_digest = hashlib.sha256(source.location.encode("utf-8")).hexdigest()[:16]
@@ -740,6 +759,71 @@ def remote_index_path(
     )
 
 
+# What a remote index attaches of the objects it was built from: every data and video file's
+# URL, size and ETag (see remember_indexed_objects).
+_OBJECTS = "remote/objects"
+_OBJECT_SIZES = "remote/object_sizes"
+_OBJECT_TAGS = "remote/object_etags"
+
+
+def _object_attachments(
+    source: Root, meta: LeRobotMetadata
+) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, list[str]]]]:
+    """The size and ETag of every data and video file of ``meta``, as index attachments: from
+    the listings of the data and video folders (a request per 1,000 objects, at the build)."""
+    objects = sorted({*_video_files(meta), *(str(p) for p in meta.data_files)})
+    versions = source.versions(objects)
+    sizes = np.array([size for size, _ in versions], dtype=np.int64)
+    return [(_OBJECT_SIZES, sizes)], [(_OBJECTS, objects), (_OBJECT_TAGS, [t for _, t in versions])]
+
+
+def remember_indexed_objects(index: EpisodeIndex) -> None:
+    """Tells the engine the size and ETag that each data and video file of remote index
+    ``index`` had when it was built, so that it opens them without a HEAD each and reads them
+    with ``If-Match``: one rewritten since is refused by name as a changed object. Nothing for
+    an index that attaches none (a local one)."""
+    try:
+        objects = index.native.attached_strings(_OBJECTS)
+        tags = index.native.attached_strings(_OBJECT_TAGS)
+        sizes = index.native.attached_array(_OBJECT_SIZES)
+    except KeyError:
+        return
+    _core.remember_objects(objects, np.ascontiguousarray(sizes, np.int64), tags)
+
+
+def current_remote_index_and_metadata(
+    source: Root, cameras: Sequence[str] | None, cache_dir: str | None = None
+) -> tuple[EpisodeIndex, LeRobotMetadata] | None:
+    """:func:`current_index_and_metadata` of a remote dataset: its cached index, when one is
+    current (the meta files unchanged), with the metadata the build read, and the engine told
+    of the objects' versions (:func:`remember_indexed_objects`). A warm open so reads info.json,
+    the tasks and the listing of ``meta/``, whatever the number of objects. None whenever that
+    cannot be had, for the caller to read the metadata and call :func:`load_remote_index`."""
+    try:
+        info = lerobot_format.read_info(source)
+        images = [name for name, f in info.features.items() if f.dtype == "image"]
+        every = (*info.cameras, *images)
+        chosen = None
+        if cameras is not None:
+            if any(name not in every for name in cameras):
+                return None
+            picked = tuple(name for name in every if name in cameras)
+            chosen = None if picked == every else picked
+        path = remote_index_path(source, info.codebase_version, cache_dir, chosen)
+        if not os.path.exists(path):
+            return None
+        index = EpisodeIndex.open(path)
+        if not _describes(index, source.location, chosen):
+            return None
+        meta = attached_metadata(index.native, source, info)
+        if meta is None:
+            return None
+        remember_indexed_objects(index)
+    except (_core.Error, OSError):  # whatever it is, the first open's way says it
+        return None
+    return index, meta
+
+
 def _build_and_open(
     meta: LeRobotMetadata,
     cameras: tuple[str, ...],
@@ -750,7 +834,10 @@ def _build_and_open(
     threads: int,
     progress: Progress,
     tolerance_s: float,
+    attached: tuple[list[tuple[str, np.ndarray]], list[tuple[str, list[str]]]] = ([], []),
 ) -> EpisodeIndex:
+    """Builds the index at ``path`` and maps it; ``attached``: (arrays, string lists) it keeps
+    besides the metadata's."""
     timestamp = columns["timestamp"].astype(np.float64)
     report = _build(
         meta,
@@ -762,6 +849,7 @@ def _build_and_open(
         threads,
         progress,
         tolerance_s,
+        attached,
     )
     index = EpisodeIndex.open(path)
     index._report = report
@@ -842,6 +930,7 @@ def _build(
     threads: int,
     progress: Progress,
     tolerance_s: float,
+    attached: tuple[list[tuple[str, np.ndarray]], list[tuple[str, list[str]]]],
 ) -> IndexReport:
     video_files: list[str] = []
     video_cameras = [camera for camera in meta.cameras if camera in cameras]
@@ -868,6 +957,8 @@ def _build(
     else:
         callback = progress
     attached_arrays, attached_strings = metadata_attachments(meta)
+    attached_arrays += attached[0]
+    attached_strings += attached[1]
     try:
         result = _core.build_episode_index(
             path,
