@@ -562,6 +562,23 @@ def test_a_warm_open_sends_a_few_requests_whatever_the_object_count(proxy, many_
     assert few_listed == ["ds/v21/meta/"] and many_listed == ["ds/many/meta/"], many_listed
 
 
+def test_a_remote_schema_is_read_from_the_footer(s3, proxy, tmp_path):
+    """Every open asks the first data file's schema; a v3.0 data file runs to hundreds of MB:
+    ranged reads of its footer, not the whole file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "big.parquet"
+    rows = 1_000_000
+    pq.write_table(pa.table({"x": np.random.default_rng(0).random(rows)}), path)
+    assert path.stat().st_size > 4_000_000
+    s3.s3.upload_file(str(path), BUCKET, "ds/footer/data/big.parquet")
+    root = open_dataset_root(f"s3://{BUCKET}/ds/footer")
+    sent = proxy.bytes_sent
+    assert root.read_schema("data/big.parquet").names == ["x"]
+    assert proxy.bytes_sent - sent < 200_000, proxy.bytes_sent - sent
+
+
 # A fresh process opening a dataset whose index is cached, then (with "read") reading every
 # sample: what a rank of a job does.
 WARM_PROCESS = """

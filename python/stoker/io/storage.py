@@ -656,6 +656,17 @@ class S3Root(Root):
         # Read whole, so that a transfer cut short is retried here, not met mid-table.
         return pa.BufferReader(self.read_bytes(member, "file"))
 
+    def read_schema(self, member: Member, what: str = "file") -> pa.Schema:
+        """From the file's footer, by ranged reads (a v3.0 data file runs to hundreds of MB;
+        every open asks the first one's schema)."""
+
+        def read() -> pa.Schema:
+            with self._fs.open_input_file(self._key(member)) as f:
+                return pq.read_schema(f)
+
+        with self._errors(self.url(member), what):
+            return self._retrying(read)
+
     @contextmanager
     def _errors(self, url: str, what: str) -> Iterator[None]:
         try:
