@@ -256,14 +256,15 @@ def test_metadata_over_s3_equals_the_local_copy(s3_env, tiny, version):
 
 def test_parquet_reads_refuse_a_column_the_file_lacks_locally_and_over_s3(s3_env, tiny):
     # Read through pyarrow's ParquetFile (not read_table, which imports pyarrow.dataset and
-    # pandas), and still refused as read_table refuses it, naming the file.
+    # pandas), and refused naming the file and the columns it lacks.
     written = tiny["v21"]
     member = os.path.relpath(written.data_paths[0], written.root)
     for root in (open_dataset_root(written.root), open_dataset_root(url("v21"))):
         table = root.read_parquet(member, "data file", columns=["index", "timestamp"])
         assert table.column_names == ["index", "timestamp"] and table.num_rows == 3
         assert root.read_parquet(member, "data file").num_rows == 3
-        with pytest.raises(stoker.DatasetError, match=f"cannot read data file {root.url(member)}"):
+        lacks = f"data file {root.url(member)} lacks the columns \\['no_such_column'\\]"
+        with pytest.raises(stoker.DatasetError, match=lacks):
             root.read_parquet(member, "data file", columns=["index", "no_such_column"])
 
 
