@@ -49,7 +49,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Union, cast
+from typing import Any, Callable, Literal, NamedTuple, Union, cast
 
 import numpy as np
 
@@ -575,14 +575,9 @@ def current_index_and_metadata(
             cache_dir = checked_path(cache_dir, "cache_dir")
         source = open_dataset_root(root)
         info = lerobot_format.read_info(source)
-        images = [name for name, f in info.features.items() if f.dtype == "image"]
-        every = (*info.cameras, *images)
-        chosen = None
-        if cameras is not None:
-            if any(name not in every for name in cameras):
-                return None
-            picked = tuple(name for name in every if name in cameras)
-            chosen = None if picked == every else picked
+        chosen = _index_cameras(info, cameras)
+        if chosen is False:
+            return None
         index = _current_local_index(root, cache_dir, chosen)
         if index is None:
             return None
@@ -590,6 +585,22 @@ def current_index_and_metadata(
     except (_core.Error, OSError):  # whatever it is, the first open's way says it
         return None
     return (index, meta) if meta is not None else None
+
+
+def _index_cameras(
+    info: lerobot_format.Info, cameras: Sequence[str] | None
+) -> tuple[str, ...] | None | Literal[False]:
+    """The cameras (videos and image features, in info.json order) whose index serves
+    ``cameras``: None for every camera's (the full index), False when one of ``cameras`` is
+    not the dataset's."""
+    images = [name for name, f in info.features.items() if f.dtype == "image"]
+    every = (*info.cameras, *images)
+    if cameras is None:
+        return None
+    if any(name not in every for name in cameras):
+        return False
+    picked = tuple(name for name in every if name in cameras)
+    return None if picked == every else picked
 
 
 def _applied(index: EpisodeIndex, root: str, on_error: str) -> EpisodeIndex:
@@ -801,14 +812,9 @@ def current_remote_index_and_metadata(
     cannot be had, for the caller to read the metadata and call :func:`load_remote_index`."""
     try:
         info = lerobot_format.read_info(source)
-        images = [name for name, f in info.features.items() if f.dtype == "image"]
-        every = (*info.cameras, *images)
-        chosen = None
-        if cameras is not None:
-            if any(name not in every for name in cameras):
-                return None
-            picked = tuple(name for name in every if name in cameras)
-            chosen = None if picked == every else picked
+        chosen = _index_cameras(info, cameras)
+        if chosen is False:
+            return None
         path = remote_index_path(source, info.codebase_version, cache_dir, chosen)
         if not os.path.exists(path):
             return None
