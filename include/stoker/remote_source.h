@@ -127,8 +127,9 @@ Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_
 /// URL; objects without an ETag are left out (a listing gives no Last-Modified to check them
 /// by). A source already opened keeps the version it was opened at; set_remote_options() with
 /// new options for a prefix forgets what was said of the objects under it. What a dataset
-/// opened from a listing calls, so that its first batch does not send a HEAD per video. Per
-/// process: a forked child knows none (and opens with a HEAD).
+/// calls with its listing, or with the versions its cached index recorded at its build (a warm
+/// open lists no videos), so that its first batch does not send a HEAD per video. Per process:
+/// a forked child knows none (and opens with a HEAD).
 void remember_listed_objects(const std::vector<ListedObject>& objects);
 
 /// A local path opens open_file_source(); a URL opens open_remote_source() with the options

@@ -1,5 +1,8 @@
 #include "io/remote/io_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <system_error>
 #include <thread>
 
@@ -34,6 +37,11 @@ bool IoPool::submit(std::function<void()> job) {
 }
 
 void IoPool::run() {
+  // These threads wait on the network, and a worker blocks on what they fetch: they keep the
+  // normal policy, and its wake-up preemption, even when a loader's worker (SCHED_BATCH,
+  // pipeline/executor.h) started them.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_OTHER, &param);
   while (true) {
     std::function<void()> job;
     {

@@ -1,7 +1,8 @@
 // The process's I/O threads: they run the range cache's background fetches (prefetch), each
 // with its own curl handle. Started on the first job; a forked child gets a pool of its own
 // (PerForkGeneration). Jobs wait in a bounded queue; submit() refuses one when it is full,
-// and the cache then leaves that fetch to the read that needs it.
+// and the cache then leaves that fetch to the read that needs it. The threads run under the
+// normal scheduling policy (SCHED_OTHER), whatever the thread that started them.
 //
 // Thread-safety: submit() may be called from any thread. The threads live until exit.
 #pragma once

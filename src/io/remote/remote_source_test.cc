@@ -1,6 +1,7 @@
 #include "stoker/remote_source.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "io/remote/io_pool.h"
 #include "io/remote/testing/http_test_server.h"
 
 namespace stoker {
@@ -765,4 +767,22 @@ TEST(ResolveRemoteOptions, ReadsTheEnvironmentAndTheSharedFilesLikeTheAwsCli) {
 }
 
 }  // namespace
+// The I/O threads keep the normal policy when a loader's worker (SCHED_BATCH) starts them: a
+// worker waits on what they fetch. In a child, whose pool starts with its first job.
+TEST(IoPool, ThreadsStartedByABatchThreadRunUnderTheNormalPolicy) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sched_param param{};
+    if (pthread_setschedparam(pthread_self(), SCHED_BATCH, &param) != 0) ::_exit(2);
+    std::atomic<int> policy{-1};
+    if (!io::io_pool().submit([&] { policy = sched_getscheduler(0); })) ::_exit(3);
+    while (policy == -1) std::this_thread::yield();
+    ::_exit(policy == SCHED_OTHER ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 }  // namespace stoker
