@@ -256,6 +256,23 @@ def test_a_cpu_burning_neighbour_keeps_the_verdict_and_is_reported(camera_datase
         assert words(noisy.advice) == words(quiet.advice), (quiet.advice, noisy.advice)
 
 
+def test_waits_with_the_loader_far_ahead_and_training_at_the_step_rate_are_compute_bound():
+    """CI's run with a CPU-burning neighbour: the loader alone at 10x the step, training at the
+    step's rate within the intervals, yet 6.2% of the time waiting (the hand-off of ready
+    batches on a busy machine). That is compute-bound, said so; not "decode-bound"."""
+    precision = {"compute": 0.01, "input": 0.10, "together": 0.08}
+    d = made_up(compute=9.96, supply=105.83, together=9.29, wait_share=0.062, precision=precision)
+    assert d.verdict == "compute-bound", d.summary()
+    assert "not a short supply" in d.headline and "6.2%" in d.headline
+    assert_headline_quotes_the_table(d)
+    # Training well below the step's rate, beyond the intervals: the waits cost throughput.
+    slow = made_up(compute=9.96, supply=105.83, together=8.0, wait_share=0.2, precision=precision)
+    assert slow.bound == "input", slow.summary()
+    # The loader near the step's rate: a wait over 5% is a short supply.
+    near = made_up(compute=9.96, supply=15.0, together=9.29, wait_share=0.062, precision=precision)
+    assert near.bound == "input", near.summary()
+
+
 def test_the_contention_line_quotes_the_busiest_phase_within_the_machine():
     """A short phase can read more CPUs than the machine has while the run's average reads none:
     the line quotes the largest figure, capped at the cores, never 'kept 0.0 CPUs busy'."""

@@ -27,6 +27,10 @@ STAGES_OVER, STAGES_UNDER = 1.2, 0.5
 TOGETHER_FAR_BELOW = 0.75
 # The step "uses CPUs" (it competes with the loader's threads) above this many, on average.
 STEP_CPUS = 0.3
+# The loader has headroom when it alone supplies this many times the step's rate: a wait over
+# SMALL_WAIT_SHARE is then the hand-off's latency (on a contended machine), not a short supply,
+# when the achieved rate is the step's within the rates' intervals.
+HEADROOM = 2.0
 
 
 def _projected(d: Diagnosis) -> list[SweepPoint]:
@@ -356,12 +360,24 @@ def _decide(d: Diagnosis, sweep: list[SweepPoint], plateau: SweepPoint | None) -
     }.get(dominant, dominant)
     share = groups[dominant] / (sum(groups.values()) or 1)
 
-    if compute < supply and small_wait:
+    together = d.achieved_batches_per_s
+    at_step_rate = supply >= HEADROOM * compute and together >= compute * (
+        1 - _margin(d, "compute", "together")
+    )
+    if compute < supply and (small_wait or at_step_rate):
         d.bound, d.verdict = "compute", "compute-bound"
+        waits = ""
+        if not small_wait:
+            busy = " on a busy machine" if d.contention else ""
+            waits = (
+                " (not a short supply: the loader alone gives over twice the step's rate "
+                "and training ran at the step's, within the rates' intervals; the waits are "
+                f"the hand-off of ready batches{busy})"
+            )
         d.headline = (
             f"The step runs at {compute:.2f} batches/s (the compute-only row) and the loader "
             f"{_supply_text(d)}; the trainer waited for data "
-            f"{d.data_wait_share:.1%} of the time."
+            f"{d.data_wait_share:.1%} of the time{waits}."
         )
         d.advice = [
             "Stop tuning the loader: it is not the bottleneck.",
