@@ -667,17 +667,18 @@ def load_remote_index(
     path = remote_index_path(source, meta.codebase_version, cache_dir, cameras)
 
     def current() -> EpisodeIndex | None:
+        """The cached index, when current, the engine told of its objects' versions."""
         if os.path.exists(path):
             # An index that cannot be read (corrupted, another version) is rebuilt below.
             with contextlib.suppress(DatasetError):
                 index = EpisodeIndex.open(path)
                 if _describes(index, source.location, cameras):
+                    remember_indexed_objects(index)
                     return index
         return None
 
     found = None if rebuild else current()
     if found is not None:
-        remember_indexed_objects(found)
         return _applied(found, source.location, on_error)
     folder = os.path.dirname(path)
     if not _writable_folder(folder):
@@ -688,7 +689,6 @@ def load_remote_index(
     with _building(path, source.location, progress):
         found = None if rebuild else current()
         if found is not None:
-            remember_indexed_objects(found)
             return _applied(found, source.location, on_error)
         names = _indexable_columns(meta)
         columns = read_columns(
