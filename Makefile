@@ -20,7 +20,8 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ffmpeg libavcodec-d
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-cpp test-python test-sanitize test-thread-safety test-fuzz fuzz test-lerobot \
-	test-wheel wheel lint bench build deps deps-demo format stubs clean
+	lerobot-module \
+	test-wheel wheel lint bench build module deps deps-demo format stubs clean
 
 ## Dependencies ---------------------------------------------------------------------------
 
@@ -63,6 +64,10 @@ $(BUILD)/build.ninja: CMakeLists.txt | deps-demo
 build: deps-demo $(BUILD)/build.ninja $(VENV)/bin/stoker
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The Python module alone (what the demo runs), without the C++ tests.
+module: deps-demo $(BUILD)/build.ninja $(VENV)/bin/stoker
+	cmake --build $(BUILD) -j $(JOBS) --target _core
+
 # The project installed in its own .venv, editable: `import stoker` from any folder and the
 # `stoker` command (after `source .venv/bin/activate`) use python/ and the module the build
 # puts there; no second build of the engine, as `pip install -e .` would make.
@@ -97,22 +102,29 @@ lint: deps
 # The C++ tests again, bad input included, under AddressSanitizer + UndefinedBehaviorSanitizer
 # (with LeakSanitizer), then the loader's threads and the samplers' shared caches (the shard
 # stream's epochs, filled from many threads) under ThreadSanitizer.
-SANITIZED_TESTS = core_test io_test media_test sampling_test dataset_test transform_test \
-  image_test pipeline_test etl_test
+# The longest first: they run $(JOBS) at a time, each binary's log kept beside it and shown when
+# it fails. Built -O1 with line tables only (-g1): what sanitizer reports need (file and line of
+# each frame), at under half the compile time of -O2 -g.
+SANITIZED_TESTS = media_test pipeline_test image_test io_test core_test etl_test sampling_test \
+  dataset_test transform_test
+SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DSTOKER_BUILD_PYTHON=OFF
+# Runs the test binaries $(2) of build folder $(1) $(JOBS) at a time, with the environment $(3).
+define run_tests_in_parallel
+	printf '%s\n' $(2) | xargs -P $(JOBS) -I{} sh -c '$(3) $(1)/{} --gtest_brief=1 > $(1)/{}.log \
+	  2>&1 && echo "{}: $$(grep PASSED $(1)/{}.log)" || { cat $(1)/{}.log; echo "{} FAILED"; exit 255; }'
+endef
 test-sanitize: deps
-	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja $(SANITIZER_FLAGS) -DSTOKER_SANITIZE=address,undefined \
+	  $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target $(SANITIZED_TESTS)
-	for t in $(SANITIZED_TESTS); do \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media $(SANITIZE_BUILD)/$$t --gtest_brief=1 \
-	  || exit 1; done
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DSTOKER_SANITIZE=thread -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null
+	$(call run_tests_in_parallel,$(SANITIZE_BUILD),$(SANITIZED_TESTS),ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media)
+	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZER_FLAGS) -DSTOKER_SANITIZE=thread $(CMAKE_FLAGS) \
+	  > /dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target pipeline_test sampling_test
-	TSAN_OPTIONS=halt_on_error=1 STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media \
-	  $(TSAN_BUILD)/pipeline_test --gtest_brief=1
-	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/sampling_test --gtest_brief=1
+	$(call run_tests_in_parallel,$(TSAN_BUILD),pipeline_test sampling_test,TSAN_OPTIONS=halt_on_error=1 \
+	  STOKER_TEST_MEDIA_DIR=$(abspath $(BUILD))/test-media)
 
 # Every library again with clang's thread-safety analysis (-Wthread-safety, as errors): each
 # GUARDED_BY field is touched only with its mutex held. The probe checks that the analysis is
@@ -129,7 +141,8 @@ test-thread-safety: deps
 # libFuzzer on each parser of untrusted bytes (the frame table, the episode index, a shard's tar
 # headers and saved index, a video's container and decoder over bytes in memory), from seeds the C++ tests write: FUZZ_SECONDS
 # each (30 in `make test`; `make fuzz` runs 10 minutes each). A crash, a leak, undefined
-# behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/.
+# behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/. The
+# fuzzers run $(JOBS) at a time (each on one core, for its full FUZZ_SECONDS).
 FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz image_decoder_fuzz \
   shard_index_fuzz shard_members_fuzz
 test-fuzz: build
@@ -142,52 +155,87 @@ test-fuzz: build
 	  $(BUILD)/dataset_test --gtest_filter='FuzzSeeds.*' --gtest_brief=1
 	STOKER_FUZZ_CORPUS=$(abspath $(FUZZ_BUILD))/seeds $(BUILD)/image_test --gtest_filter='FuzzSeeds.*' \
 	  --gtest_brief=1
-	for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_BUILD)/found/$$t; \
-	  if (cd $(FUZZ_BUILD) && ./$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
-	      -rss_limit_mb=4096 -print_final_stats=1 found/$$t seeds/$$t > $$t.log 2>&1); then \
-	    echo "$$t: $$(grep -E '^(#[0-9]+|stat::number_of_executed_units)' $(FUZZ_BUILD)/$$t.log | tail -n 1)"; \
-	  else tail -n 40 $(FUZZ_BUILD)/$$t.log; exit 1; fi; done
+	printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(JOBS) -I{} sh -c 'mkdir -p $(FUZZ_BUILD)/found/{}; \
+	  if (cd $(FUZZ_BUILD) && ./{} -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	      -rss_limit_mb=4096 -print_final_stats=1 found/{} seeds/{} > {}.log 2>&1); then \
+	    echo "{}: $$(grep -E "^(#[0-9]+|stat::number_of_executed_units)" $(FUZZ_BUILD)/{}.log | tail -n 1)"; \
+	  else tail -n 40 $(FUZZ_BUILD)/{}.log; exit 255; fi'
 
 fuzz:
 	$(MAKE) test-fuzz FUZZ_SECONDS=600
 
-# Parity with LeRobot's own LeRobotDataset. lerobot brings PyTorch and more, so it lives in its
-# own virtual environment; `make test` skips this comparison when lerobot is not importable.
+# Parity with LeRobot's own LeRobotDataset, for the LeRobot of the day (0.6.1 and
+# lerobot-lancedb, in .venv-lerobot under Python 3.12, which LeRobot 0.6 requires) and for
+# LeRobot 0.4.4 (in .venv-lerobot-044 under the tests' Python). lerobot brings PyTorch and more,
+# so each lives in its own virtual environment; `make test` skips these comparisons. Python 3.12:
+# `python3.12` on the path, or pyenv's (these machines have it); elsewhere `pyenv install 3.12`
+# (or Debian 13's python3.12 package), or `make test-lerobot PYTHON312=/path/to/python3.12`.
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) \
+  $(shell command -v python3.12))
 LEROBOT_VENV ?= .venv-lerobot
+LEROBOT044_VENV ?= .venv-lerobot-044
+LEROBOT_BUILD ?= build-lerobot
+# A .venv-lerobot of another Python (an earlier LeRobot's) is made anew.
 $(LEROBOT_VENV)/.stamp: requirements-lerobot.txt .stamps/apt
-	@[ -x $(LEROBOT_VENV)/bin/python ] || python3 -m venv $(LEROBOT_VENV)
+	@if ! "$(PYTHON312)" -c "" 2>/dev/null; then echo "LeRobot 0.6 needs Python 3.12, which was not found:" \
+	  "install it (pyenv install 3.12) or give PYTHON312=/path/to/python3.12"; exit 1; fi
+	@[ "$$($(LEROBOT_VENV)/bin/python -c 'import sys; print(sys.version_info[:2])' 2>/dev/null)" \
+	  = "(3, 12)" ] || { rm -rf $(LEROBOT_VENV) && $(PYTHON312) -m venv $(LEROBOT_VENV); }
 	$(LEROBOT_VENV)/bin/python -m pip install -q -r requirements-lerobot.txt
 	@touch $@
 
-test-lerobot: build $(LEROBOT_VENV)/.stamp
-	PYTHONPATH=python $(LEROBOT_VENV)/bin/python -m pytest -q tests/python/test_lerobot_parity.py
+$(LEROBOT044_VENV)/.stamp: requirements-lerobot-044.txt .stamps/apt
+	@[ -x $(LEROBOT044_VENV)/bin/python ] || python3 -m venv $(LEROBOT044_VENV)
+	$(LEROBOT044_VENV)/bin/python -m pip install -q -r requirements-lerobot-044.txt
+	@touch $@
+
+# stoker's module for .venv-lerobot's Python (python/stoker/_core.cpython-312-*.so, beside the
+# tests' own), built alone in its own folder.
+lerobot-module: $(LEROBOT_VENV)/.stamp
+	cmake -S . -B $(LEROBOT_BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(LEROBOT_VENV)/bin/python) \
+	  -DSTOKER_BUILD_TESTS=OFF $(CMAKE_FLAGS) > /dev/null
+	cmake --build $(LEROBOT_BUILD) -j $(JOBS) --target _core
+
+test-lerobot: build lerobot-module $(LEROBOT044_VENV)/.stamp
+	PYTHONPATH=python $(LEROBOT_VENV)/bin/python -m pytest -q tests/python/test_lerobot_parity.py \
+	  tests/python/test_lance_parity.py
+	PYTHONPATH=python $(LEROBOT044_VENV)/bin/python -m pytest -q tests/python/test_lerobot_parity.py
 
 ## The wheel -----------------------------------------------------------------------------
 
 # A wheel of this platform that carries its shared libraries (FFmpeg's, libcurl's: see
 # THIRD_PARTY.md), so it installs without compiling on a machine without them: built by
 # scikit-build-core into $(WHEEL_BUILD) (incremental), then repaired by auditwheel into dist/.
+# It needs the demo's Python packages and requirements-wheel.txt, not the tests'.
 WHEEL_BUILD ?= build-wheel
-$(VENV)/.wheel-stamp: requirements-wheel.txt $(VENV)/.stamp
+$(VENV)/.wheel-stamp: requirements-wheel.txt $(VENV)/.demo-stamp
 	$(PYTHON) -m pip install -q -r requirements-wheel.txt
 	@touch $@
 
-wheel: deps $(VENV)/.wheel-stamp
+# The wheel of the module built in folder $(1), scikit-build-core's options $(2), repaired.
+define pack_wheel
 	rm -rf dist/raw && mkdir -p dist/raw
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PYTHON) -m pip wheel . --no-deps --no-build-isolation \
-	  -w dist/raw -Cbuild-dir=$(WHEEL_BUILD) -Ccmake.define.STOKER_WERROR=OFF
+	  -w dist/raw -Cbuild-dir=$(1) $(2)
 	rm -f dist/stoker-*.whl
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/auditwheel repair dist/raw/stoker-*.whl -w dist
 	@ls -l dist/stoker-*.whl
+endef
+
+wheel: deps-demo $(VENV)/.wheel-stamp
+	$(call pack_wheel,$(WHEEL_BUILD),-Ccmake.define.STOKER_WERROR=OFF)
 
 # The repaired wheel installed into a fresh virtual environment (no system site-packages, no
-# build tools used) decodes a video made by ffmpeg; its FFmpeg is the wheel's own copy.
-test-wheel: wheel
+# build tools used) decodes a video made by ffmpeg; its FFmpeg is the wheel's own copy. It packs
+# the module the tests built and ran ($(BUILD): the same Release configuration, its tests and
+# warnings-as-errors kept, so nothing is compiled again).
+test-wheel: build $(VENV)/.wheel-stamp
+	$(call pack_wheel,$(BUILD),-Ccmake.define.STOKER_BUILD_TESTS=ON -Ccmake.define.STOKER_WERROR=ON)
 	$(PYTHON) tests/wheel/check_wheel.py dist/stoker-*.whl
 
 ## Demo and benchmarks --------------------------------------------------------------------
 
-demo: build
+demo: module
 	PYTHONPATH=python $(PYTHON) demo/doctor_demo.py
 
 $(VENV)/.bench-stamp: requirements-bench.txt $(VENV)/.stamp
@@ -223,16 +271,22 @@ bench: deps $(VENV)/.bench-stamp
 	# test-lerobot), else the LeRobot row reads "not measured".
 	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(LEROBOT_VENV)/bin/python bench/parity_bench.py; \
 	else PYTHONPATH=python $(PYTHON) bench/parity_bench.py; fi
+	# LeRobot 0.6 windows from the MP4 and the Lance copy: stoker, LeRobot 0.6.1 and
+	# lerobot-lancedb; depth windows against RGB ones (needs make test-lerobot's .venv-lerobot).
+	if [ -x $(LEROBOT_VENV)/bin/python ]; then $(MAKE) lerobot-module && \
+	  $(LEROBOT_VENV)/bin/python bench/lerobot06_bench.py; \
+	else PYTHONPATH=python $(PYTHON) bench/lerobot06_bench.py; fi
 
 ## Housekeeping ---------------------------------------------------------------------------
 
 # Type stubs of the compiled module, checked in so editors and type checkers see its API.
 stubs: build
-	PYTHONPATH=python $(PYTHON) -m nanobind.stubgen -m stoker._core -o python/stoker/_core.pyi
+	PYTHONPATH=python $(PYTHON) -m nanobind.stubgen -m stoker._core -p python/stubgen_patterns.txt \
+	  -o python/stoker/_core.pyi
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) \
-	  $(WHEEL_BUILD) dist python/stoker/_core*.so
+	  $(WHEEL_BUILD) $(LEROBOT_BUILD) dist python/stoker/_core*.so

@@ -775,16 +775,17 @@ def own_cpu_seconds() -> float:
                                                    resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
-def run_worker(spec: dict, python: str, log: Path) -> dict:
-    """Runs one worker; its result with peak_rss_mb / peak_pss_mb and other_load (CPUs kept
-    busy by processes outside this benchmark meanwhile), or {"error": why}."""
+def run_worker(spec: dict, python: str, log: Path, script: Optional[Path] = None) -> dict:
+    """Runs one worker (``script --worker SPEC``, this file by default) in a fresh process; its
+    result with peak_rss_mb / peak_pss_mb and other_load (CPUs kept busy by processes outside
+    this benchmark meanwhile), or {"error": why}."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
     env.setdefault("OMP_NUM_THREADS", "1")
     Path(spec["result"]).unlink(missing_ok=True)
     busy, own, started = busy_cpu_seconds(), own_cpu_seconds(), time.monotonic()
     with log.open("w") as err:
-        child = subprocess.Popen([python, str(Path(__file__).resolve()), "--worker",
+        child = subprocess.Popen([python, str(script or Path(__file__).resolve()), "--worker",
                                   json.dumps(spec)], stdout=subprocess.PIPE, stderr=err,
                                  text=True, env=env, cwd=ROOT)
         memory = TreeMemory(child.pid)
@@ -807,6 +808,40 @@ def run_worker(spec: dict, python: str, log: Path) -> dict:
     result["peak_pss_mb"] = memory.peak_pss_kb / 1024
     result["other_load"] = other_load
     return result
+
+
+def time_loop(stream, spec: dict, touch) -> None:
+    """A worker's timed loop: 2 warm-up batches of ``stream``, then ``spec["batches"]`` batches
+    or ``spec["max_seconds"]``, each given to ``touch`` (what a training step does with it;
+    returns its samples). Prints TIMING_DONE and writes samples, batches and seconds to
+    ``spec["result"]``."""
+    for _ in range(2):
+        touch(next(stream))
+    samples, count, started = 0, 0, time.perf_counter()
+    while count < spec["batches"] and time.perf_counter() - started < spec["max_seconds"]:
+        samples += touch(next(stream))
+        count += 1
+    seconds = time.perf_counter() - started
+    print(TIMING_DONE, flush=True)
+    Path(spec["result"]).write_text(
+        json.dumps({"samples": samples, "batches": count, "seconds": seconds}))
+
+
+def timed_loop_arguments(description: str, batches: int, worker) -> Optional[argparse.Namespace]:
+    """The command line of a benchmark that times batch loops in worker processes (--out,
+    --batches, --max-seconds): its arguments, or None after running ``worker(spec)`` when this
+    process is one of its workers (--worker SPEC)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    parser.add_argument("--batches", type=int, default=batches)
+    parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(json.loads(args.worker))
+        return None
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return args
 
 
 def lerobot_python() -> Optional[str]:

@@ -32,7 +32,6 @@ What it does:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -45,7 +44,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "python"), str(ROOT / "tests" / "python")]
 
-from loader_bench import TIMING_DONE, TreeMemory, busy_cpu_seconds, own_cpu_seconds  # noqa: E402
+from loader_bench import (  # noqa: E402
+    TIMING_DONE,
+    TreeMemory,
+    busy_cpu_seconds,
+    own_cpu_seconds,
+    time_loop,
+    timed_loop_arguments,
+)
 
 FPS = 30
 EPISODES = [150] * 4
@@ -126,16 +132,7 @@ def stoker_batches(root: str):
 
 def worker(spec: dict) -> None:
     batches = (lerobot_batches if spec["kind"] == "lerobot" else stoker_batches)(spec["root"])
-    for _ in range(2):
-        touch(next(batches))
-    samples, count, started = 0, 0, time.perf_counter()
-    while count < spec["batches"] and time.perf_counter() - started < spec["max_seconds"]:
-        samples += touch(next(batches))
-        count += 1
-    seconds = time.perf_counter() - started
-    print(TIMING_DONE, flush=True)
-    Path(spec["result"]).write_text(json.dumps(
-        {"samples": samples, "batches": count, "seconds": seconds}))
+    time_loop(batches, spec, touch)
 
 
 def run(kind: str, root: Path, out: Path, args) -> dict:
@@ -179,17 +176,10 @@ def lerobot_missing() -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
-    parser.add_argument("--batches", type=int, default=120)
-    parser.add_argument("--max-seconds", type=float, default=60.0)
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        worker(json.loads(args.worker))
+    args = timed_loop_arguments(__doc__.splitlines()[0], 120, worker)
+    if args is None:
         return 0
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     root = write_dataset(out / "parity_data")
     missing = lerobot_missing()
     results = {"lerobot": {"error": missing} if missing else run("lerobot", root, out, args),

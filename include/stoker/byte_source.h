@@ -40,10 +40,13 @@ class ByteSource {
   /// source cannot say. With size(), the version a saved frame table is checked against.
   virtual int64_t mtime_ns() const { return 0; }
   /// OK while the bytes are those the source opened; kCorruptData naming the source once they
-  /// changed (a file rewritten in place). Cheap enough for every read call: one fstat for a
-  /// file, nothing for bytes in memory.
+  /// changed (a file written into in place: its size or mtime differs; a rename over its path
+  /// leaves the open file's bytes as they were). Cheap enough for every
+  /// read call: one fstat for a file, nothing for bytes in memory.
   virtual Status check_unchanged() const { return Status(); }
-  /// A tag that changes whenever the bytes do (an object's ETag); "" when the source has none.
+  /// A tag that changes whenever the bytes do, as of opening: an object's ETag; a local file's
+  /// device, inode, size, modification and change time (a rewrite in place changes the change
+  /// time, a rename over the path the inode); "" when the source has none (bytes in memory).
   virtual std::string version_tag() const { return ""; }
 
   /// Whether every read costs a request (object storage, HTTP). Readers of such a source ask

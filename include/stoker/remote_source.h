@@ -132,6 +132,8 @@ Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_
 /// a forked child knows none (and opens with a HEAD).
 void remember_listed_objects(const std::vector<ListedObject>& objects);
 
+/// A byte slice's name (`<path or URL>#bytes=<offset>+<length>`, stoker/byte_slice.h) opens
+/// its whole file or object as below and returns the slice over it.
 /// A local path opens open_file_source(); a URL opens open_remote_source() with the options
 /// registered for it (or, for an object remember_listed_objects() was told of, with what the
 /// listing said and no request). Remote sources are opened once per process and URL and shared.

@@ -12,6 +12,14 @@
 // match (check_headers: two small reads), and every member read by read_members is checked
 // against its header on the way (the header is read with the data: one range each), so an
 // index of another shard, or of an earlier version of this one, cannot deliver a wrong member.
+// Headers alone do not tell a shard rewritten with the same names and sizes (tar headers of
+// mtime 0, as Python's tarfile and stoker shard write them) from the one indexed, so an index
+// opened by open_shard_indexes is also bound to the shard's version when it was opened
+// (ByteSource::version_tag: a file's device, inode, size, mtime and ctime; an object's ETag),
+// which read_members compares before and after reading. Not detected: bytes that change without
+// a write through the file system (bit rot, a disk's silent corruption: shards carry no
+// checksum of their data), and a rewrite within the file system's timestamp granularity of the
+// previous write that keeps the inode and size.
 //
 // Damage: a scan keeps the members before the first damage (a corrupt header, a member cut by
 // the end of the file, no end-of-archive marker) and says what and where in damage().
@@ -64,16 +72,24 @@ class ShardIndex {
   /// "" when the tar was whole; else what is wrong and at which byte (members after it lost).
   const std::string& damage() const { return damage_; }
 
+  /// The version (ByteSource::version_tag) of the shard this index was opened for; "" when
+  /// not bound (made by scan or decode alone, or a source without versions).
+  const std::string& opened_version() const { return opened_version_; }
+  /// Binds the index to the shard's version at open (open_shard_indexes calls it).
+  void bind_to_version(std::string version) { opened_version_ = std::move(version); }
+
   /// OK when `source` has this index's size and its first and last members' headers; else
   /// kCorruptData saying how it differs (the index belongs to another shard or version).
   Status check_headers(const ByteSource& source) const;
 
   /// Reads members `members` (indices into members()) of `source` into `out`, one after
   /// another, each as its kHeaderBytes header then its data; `starts[i]` receives where member
-  /// i's data begins in `out`. Each header is checked against the index. REQUIRES: out.size()
-  /// == bytes_to_read(members), starts.size() == members.size(). Errors: kInvalidArgument (a
-  /// member out of range); kCorruptData naming the shard and the member when the shard's size
-  /// or a header differs from the index ("changed since its index was made"); the reads'.
+  /// i's data begins in `out`. Each header is checked against the index, and a bound index's
+  /// version against the source's before the reads and after them (check_unchanged).
+  /// REQUIRES: out.size() == bytes_to_read(members), starts.size() == members.size(). Errors:
+  /// kInvalidArgument (a member out of range); kCorruptData naming the shard (and the member)
+  /// when the shard's size, version or a header differs from the index ("changed since its
+  /// index was made"); the reads'.
   Status read_members(const ByteSource& source, std::span<const int64_t> members,
                       std::span<uint8_t> out, std::span<int64_t> starts) const;
   /// The bytes read_members needs for `members`; -1 when one is out of range.
@@ -83,6 +99,7 @@ class ShardIndex {
   int64_t shard_bytes_ = 0;
   std::vector<Member> members_;
   std::string damage_;
+  std::string opened_version_;  // not saved: a property of the open, not of the bytes
 };
 
 /// Opens the index of each shard in `urls` (local paths or URLs, as open_source takes them),

@@ -105,6 +105,7 @@ struct DecodeStats {
   int64_t packets_skippable = 0;  // of those, sent with the non-reference skip switched on
   int64_t frames_received = 0;    // frames the decoder returned
   int64_t frames_converted = 0;   // conversions: one per distinct (frame, crop) asked for
+  int64_t bytes_read = 0;         // bytes read from the video's source (headers included)
   /// Time in seeking (flush, demuxer seek, packets read up to the keyframe) and in colour
   /// conversion and copies to the output; the rest of a call is demuxing and decoding.
   int64_t seek_ns = 0;

@@ -5,14 +5,17 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "arrays.h"
 #include "errors.h"
+#include "stoker/member_check.h"
 #include "stoker/transcode.h"
 #include "stoker/video_reader.h"
 
@@ -51,6 +54,30 @@ nb::dict transcode(const std::string& source, std::optional<nb::bytes> frame_tab
 
 }  // namespace
 
+// The members of one sample checked with the GIL released: the writer's threads check many
+// samples at once.
+std::vector<std::string> check_members(const std::vector<std::string>& fields,
+                                       const std::vector<nb::bytes>& members) {
+  if (fields.size() != members.size()) {
+    raise_if_error(
+        Status(StatusCode::kInvalidArgument, std::to_string(fields.size()) + " fields for " +
+                                                 std::to_string(members.size()) + " members"),
+        Area::kDataset);
+  }
+  std::vector<std::span<const uint8_t>> bytes;
+  bytes.reserve(members.size());
+  for (const nb::bytes& member : members) {
+    bytes.emplace_back(reinterpret_cast<const uint8_t*>(member.c_str()), member.size());
+  }
+  std::vector<std::string> problems(members.size());
+  nb::gil_scoped_release release;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const Status status = check_member(fields[i], bytes[i]);
+    if (!status.ok()) problems[i] = status.message();
+  }
+  return problems;
+}
+
 void register_etl(nb::module_& m) {
   nb::class_<TranscodeOptions>(m, "TranscodeOptions")
       .def(nb::init<>())
@@ -60,6 +87,11 @@ void register_etl(nb::module_& m) {
       .def_rw("interpolation", &TranscodeOptions::interpolation)
       .def_rw("chunk_frames", &TranscodeOptions::chunk_frames)
       .doc() = "One transcode: output size, encoder, resampling (see stoker/transcode.h).";
+
+  m.def("check_members", &check_members, nb::arg("fields"), nb::arg("members"),
+        "Per member, \"\" when the loader can read it as its field's kind (images decoded "
+        "whole; json an object; txt, text UTF-8; npy an array; cls an integer; other fields "
+        "unchecked), else what is wrong (stoker/member_check.h).");
 
   m.def("transcode", &transcode, nb::arg("source"), nb::arg("frame_table").none(),
         nb::arg("first_frame"), nb::arg("num_frames"), nb::arg("target"), nb::arg("options"),

@@ -4,6 +4,7 @@
 // or the disk releases the GIL.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -15,6 +16,7 @@
 
 #include "arrays.h"
 #include "errors.h"
+#include "stoker/byte_slice.h"
 #include "stoker/byte_source.h"
 #include "stoker/remote_source.h"
 
@@ -169,6 +171,25 @@ void register_io(nb::module_& m) {
       "Tells the engine the size and ETag of objects (a listing's, or an index's record of "
       "one): it opens them without a HEAD each and reads them with If-Match "
       "(remember_listed_objects).");
+
+  m.def(
+      "byte_slice_name",
+      [](const std::string& whole, int64_t offset, int64_t length) {
+        return byte_slice_name(ByteSlice{whole, ByteRange{offset, length}});
+      },
+      nb::arg("whole"), nb::arg("offset"), nb::arg("length"),
+      "The name of `length` bytes at `offset` of the file or object `whole` "
+      "('<whole>#bytes=<offset>+<length>'): what open_source, VideoReader and the episode "
+      "index read as a file of its own (stoker/byte_slice.h).");
+  m.def(
+      "parse_byte_slice",
+      [](const std::string& name) -> std::optional<std::tuple<std::string, int64_t, int64_t>> {
+        std::optional<ByteSlice> slice = parse_byte_slice(name);
+        if (!slice.has_value()) return std::nullopt;
+        return std::make_tuple(slice->whole, slice->range.offset, slice->range.length);
+      },
+      nb::arg("name"),
+      "(whole, offset, length) of a byte slice's name, or None for a plain path or URL.");
 
   m.def(
       "stat_source",

@@ -90,6 +90,7 @@ nb::dict decode_stats_dict(const DecodeStats& s) {
   d["packets_skippable"] = s.packets_skippable;
   d["frames_received"] = s.frames_received;
   d["frames_converted"] = s.frames_converted;
+  d["bytes_read"] = s.bytes_read;
   d["seek_seconds"] = s.seek_ns * 1e-9;
   d["convert_seconds"] = s.convert_ns * 1e-9;
   return d;

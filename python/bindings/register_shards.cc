@@ -92,8 +92,9 @@ void register_shards(nb::module_& m) {
           nb::arg("members"),
           "(bytes, starts): members `members` read one after another, each its tar header "
           "then its data, which starts at bytes[starts[i]]. Every header is checked against "
-          "the index: a shard rewritten, replaced or resized since is a DatasetError saying "
-          "it changed since its index was made.");
+          "the index, and the shard's version against the one it had when the index was opened: "
+          "a shard rewritten, replaced or resized since is a DatasetError saying it changed "
+          "since its index was made.");
 
   m.def(
       "open_shard_indexes",

@@ -12,8 +12,9 @@ layout) for the same :class:`Loader`; :func:`write_shards` (``stoker shard``) wr
 The package, one concept per folder: ``loader``, ``sampling`` and ``transforms`` at the top;
 ``datasets/`` (``lerobot/``, ``shards``, ``mix``), ``io/`` (storage, video, image),
 ``writers/`` (``stoker etl``, ``stoker shard``, clips, typed columns), ``integrations/``
-(``ray``, ``torchdata``), ``doctor/`` and ``checks/`` (``stoker.check``). Every public name
-is re-exported here.
+(``ray``, ``torchdata``: also ``stoker.ray`` and ``stoker.torchdata``), ``doctor/`` and
+``checks/`` (``stoker.check``). Every public name is re-exported here; a public name that moves
+keeps its old name as an alias that warns (``stoker.adapters``, ``stoker.etl``).
 """
 
 from stoker._core import (
@@ -60,6 +61,12 @@ from stoker.sampling import (
 from stoker.transforms import Transforms
 from stoker.version import __version__
 from stoker.writers.shards import write_shards
+
+# The exceptions are made by the native module; they are public here, and named so in
+# tracebacks, reprs and pickles (`stoker.DatasetError`, not `stoker._core.DatasetError`).
+for _error in (Error, *Error.__subclasses__()):
+    _error.__module__ = __name__
+del _error
 
 __all__ = [
     "AccessDeniedError",

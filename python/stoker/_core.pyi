@@ -215,6 +215,16 @@ def remember_objects(urls: Sequence[str], sizes: Annotated[NDArray[numpy.int64],
     Tells the engine the size and ETag of objects (a listing's, or an index's record of one): it opens them without a HEAD each and reads them with If-Match (remember_listed_objects).
     """
 
+def byte_slice_name(whole: str, offset: int, length: int) -> str:
+    """
+    The name of `length` bytes at `offset` of the file or object `whole` ('<whole>#bytes=<offset>+<length>'): what open_source, VideoReader and the episode index read as a file of its own (stoker/byte_slice.h).
+    """
+
+def parse_byte_slice(name: str) -> tuple[str, int, int] | None:
+    """
+    (whole, offset, length) of a byte slice's name, or None for a plain path or URL.
+    """
+
 def stat_source(path_or_url: str) -> tuple[int, str, int]:
     """
     (size, version_tag, mtime_ns) of a local file or a remote object (opened once per process and URL).
@@ -538,7 +548,7 @@ class ShardIndex:
 
     def read(self, members: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> tuple[NDArray[numpy.uint8], NDArray[numpy.int64]]:
         """
-        (bytes, starts): members `members` read one after another, each its tar header then its data, which starts at bytes[starts[i]]. Every header is checked against the index: a shard rewritten, replaced or resized since is a DatasetError saying it changed since its index was made.
+        (bytes, starts): members `members` read one after another, each its tar header then its data, which starts at bytes[starts[i]]. Every header is checked against the index, and the shard's version against the one it had when the index was opened: a shard rewritten, replaced or resized since is a DatasetError saying it changed since its index was made.
         """
 
 def open_shard_indexes(urls: Sequence[str], cache_dir: str, threads: int) -> tuple[list[ShardIndex], list[str]]:
@@ -725,16 +735,28 @@ class TransformOptions:
     @interpolation.setter
     def interpolation(self, arg: Interpolation, /) -> None: ...
 
+class DepthCoding(enum.Enum):
+    affine = 0
+
+    lerobot_linear = 1
+
+    lerobot_log = 2
+
+class DepthUnit(enum.Enum):
+    metres = 0
+
+    millimetres = 1
+
 class DepthCamera:
     """
-    A depth camera of a Loader: one channel, uint16 as stored or float32 metres.
+    A depth camera of a Loader: one channel, uint16 as stored or float32 distances.
     """
 
     @overload
     def __init__(self) -> None: ...
 
     @overload
-    def __init__(self, camera: str, metric: bool = False, scale: float = 1.0, offset: float = 0.0) -> None: ...
+    def __init__(self, camera: str, metric: bool = False, scale: float = 1.0, offset: float = 0.0, coding: DepthCoding = DepthCoding.affine, depth_min: float = 0.01, depth_max: float = 10.0, shift: float = 3.5, code_max: int = 4095, unit: DepthUnit = DepthUnit.metres) -> None: ...
 
     @property
     def camera(self) -> str: ...
@@ -744,24 +766,68 @@ class DepthCamera:
 
     @property
     def metric(self) -> bool:
-        """False: uint16 samples; True: float32 metres"""
+        """False: uint16 samples; True: float32 distances"""
 
     @metric.setter
     def metric(self, arg: bool, /) -> None: ...
 
     @property
     def scale(self) -> float:
-        """metres per stored unit (metric)"""
+        """affine: metres per stored unit"""
 
     @scale.setter
     def scale(self, arg: float, /) -> None: ...
 
     @property
     def offset(self) -> float:
-        """metres added (metric)"""
+        """affine: metres added"""
 
     @offset.setter
     def offset(self, arg: float, /) -> None: ...
+
+    @property
+    def coding(self) -> DepthCoding: ...
+
+    @coding.setter
+    def coding(self, arg: DepthCoding, /) -> None: ...
+
+    @property
+    def depth_min(self) -> float:
+        """LeRobot quantizers: metres at code 0"""
+
+    @depth_min.setter
+    def depth_min(self, arg: float, /) -> None: ...
+
+    @property
+    def depth_max(self) -> float:
+        """LeRobot quantizers: metres at code_max"""
+
+    @depth_max.setter
+    def depth_max(self, arg: float, /) -> None: ...
+
+    @property
+    def shift(self) -> float:
+        """LeRobot's log quantizer: metres added before log"""
+
+    @shift.setter
+    def shift(self, arg: float, /) -> None: ...
+
+    @property
+    def code_max(self) -> int: ...
+
+    @code_max.setter
+    def code_max(self, arg: int, /) -> None: ...
+
+    @property
+    def unit(self) -> DepthUnit: ...
+
+    @unit.setter
+    def unit(self, arg: DepthUnit, /) -> None: ...
+
+def depth_value_table(depth: DepthCamera) -> NDArray[numpy.float32]:
+    """
+    float32 [65536]: the distance every stored sample stands for, in the camera's unit (what the Loader looks each pixel up in).
+    """
 
 def probe_image(data: bytes) -> tuple[str, int, int, int, int]:
     """
@@ -1054,6 +1120,11 @@ class TranscodeOptions:
 
     @chunk_frames.setter
     def chunk_frames(self, arg: int, /) -> None: ...
+
+def check_members(fields: Sequence[str], members: Sequence[bytes]) -> list[str]:
+    """
+    Per member, "" when the loader can read it as its field's kind (images decoded whole; json an object; txt, text UTF-8; npy an array; cls an integer; other fields unchecked), else what is wrong (stoker/member_check.h).
+    """
 
 def transcode(source: str, frame_table: bytes | None, first_frame: int, num_frames: int, target: str, options: TranscodeOptions) -> dict:
     """

@@ -9,9 +9,11 @@ reports failing (:func:`report_errors`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 # subcommand -> (module, one-line help)
 COMMANDS = {
@@ -30,6 +32,14 @@ COMMANDS = {
     ),
     "shard": ("stoker.writers.shards", "write samples into tar shards of equal bytes, shuffled"),
 }
+
+
+# What `stoker --help` says first: plain text (argparse shows it as written).
+DESCRIPTION = (
+    "stoker's commands: check a dataset, measure which roofline bounds training (doctor), "
+    "materialize a dataset at training size (etl), build its index ahead of a job (index), "
+    "write tar shards (shard). `stoker COMMAND --help` describes each."
+)
 
 
 def report_errors(command: str, run: Callable[[], object]) -> int:
@@ -59,9 +69,28 @@ def _version() -> str:
     return __version__
 
 
+@contextlib.contextmanager
+def _logs_shown() -> Iterator[None]:
+    """The library logs its progress and summaries at INFO (quiet by default); a command shows
+    them on stderr while it runs, unless the application configured the ``stoker`` logger."""
+    stoker_logger = logging.getLogger("stoker")
+    if stoker_logger.handlers or stoker_logger.level != logging.NOTSET:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    stoker_logger.addHandler(handler)
+    stoker_logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        stoker_logger.removeHandler(handler)
+        stoker_logger.setLevel(logging.NOTSET)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="stoker", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"stoker {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     chosen = None
@@ -72,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen.add_arguments(command)
     args = parser.parse_args(argv)
     assert chosen is not None  # parse_args exits unless argv names a command
-    return chosen.main(args)
+    with _logs_shown():
+        return chosen.main(args)
 
 
 if __name__ == "__main__":

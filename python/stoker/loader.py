@@ -49,6 +49,7 @@ import numpy as np
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.arguments import MAX_EPOCH, MAX_INT64, check_int, check_seed
+from stoker.datasets.lerobot.dataset import LeRobotDataset
 from stoker.datasets.mix import MixFront, MultiDataset
 from stoker.datasets.shards import DEFAULT_SHUFFLE_BUFFER, Json, ShardDataset, Tokens
 from stoker.sampling import (
@@ -363,6 +364,14 @@ def raise_if_iteration_ended(run: int, current: int, closed: tuple[int, str] | N
     raise RuntimeError("another iteration of this loader started; one iteration at a time")
 
 
+_NOT_A_DATASET = (
+    "a stoker.Loader is the iterator itself (it builds batches on its own threads), not a "
+    "Dataset: iterate it (`for batch in loader`) instead of handing it to "
+    "torch.utils.data.DataLoader, pickle or another process. Where several processes read, "
+    "each makes its own stoker.Loader from the dataset, which pickles"
+)
+
+
 class Loader:
     """Batches of a stoker dataset (:class:`stoker.LeRobotDataset`, :class:`stoker.ShardDataset`
     or a :class:`stoker.MultiDataset` of those), built on native threads by one native engine.
@@ -406,6 +415,11 @@ class Loader:
             rank and world size apply. Batches are its ids in order, as deterministic and
             resumable as the default order; ``seed`` still keys the transforms and
             replacements.
+        keep_language: batches of LeRobot datasets leave out their language columns
+            (``"dtype": "language"``: ``language_persistent``, ``language_events``), as
+            LeRobot's training collate (``lerobot_collate_fn``) does; True keeps them, each a
+            list over the batch of what ``ds[i]`` holds (lists of dicts), for training that
+            renders them into prompts. Items (``ds[i]``) always hold them, as LeRobot's.
 
     Iteration is a DataLoader's: ``iter(loader)`` starts the current epoch from its beginning
     (resuming mid-epoch only right after :meth:`load_state_dict`), and the loader is a context
@@ -423,8 +437,10 @@ class Loader:
 
     Processes: in a child forked after iteration started (``os.fork``, a fork-based
     ``multiprocessing`` or DataLoader worker), the next iteration starts new threads at the
-    loader's position (the parent's stayed in the parent). A loader is not picklable: under
-    spawn, create one in each process.
+    loader's position (the parent's stayed in the parent). A loader is not picklable, and not
+    a Dataset for ``torch.utils.data.DataLoader`` (both raise a ``TypeError`` saying so): it is
+    the iterator itself. Under spawn, pass the dataset (which pickles) and create a Loader in
+    each process.
     """
 
     def __init__(
@@ -449,11 +465,29 @@ class Loader:
         sampler: Sampler | None = None,
         shuffle_buffer: int | None = None,
         equal_batches: bool | None = None,
+        keep_language: bool = False,
         **unknown: Any,
     ):
         if unknown:
             raise TypeError(_unknown_arguments(unknown))
+        if not isinstance(dataset, (LeRobotDataset, ShardDataset, MultiDataset)):
+            raise TypeError(
+                "stoker.Loader reads a stoker.LeRobotDataset, a stoker.ShardDataset or a "
+                f"stoker.MultiDataset of those, got {type(dataset).__name__}"
+                + (
+                    ": a Loader is not a dataset; give it the dataset it was made from"
+                    if isinstance(dataset, Loader)
+                    else ""
+                )
+            )
         self._shards = isinstance(dataset, ShardDataset)
+        if not isinstance(keep_language, bool):
+            raise TypeError(f"keep_language must be True or False, got {keep_language!r}")
+        # The row keys batches leave out: LeRobot's language columns, unless kept.
+        self._keep_language = keep_language
+        self._dropped: frozenset[str] = frozenset(
+            () if keep_language else getattr(dataset, "language_columns", ())
+        )
         self._mix: MixFront | None = None
         if isinstance(dataset, MultiDataset) and (balance or sampler is not None):
             raise TypeError(
@@ -526,7 +560,7 @@ class Loader:
         )
         if self._shards:
             self._arguments.update(shuffle_buffer=shuffle_buffer, equal_batches=equal_batches)
-        self.dataset = dataset
+        self.dataset: Any = dataset
         self.batch_size = int(batch_size)
         self.seed = check_seed(seed)
         self.drop_last = bool(drop_last)
@@ -678,12 +712,18 @@ class Loader:
         self.rank, self.world_size = rank, world_size
         self.shuffle = True
         self._check_epoch_has_a_batch()
-        self._mix = MixFront(dataset, transforms)
+        self._mix = MixFront(dataset, transforms, keep_language=self._keep_language)
         self._squeezed = self._mix.squeezed
         self._one_frame = self._mix.one_frame
         self._arguments["transforms"] = transforms  # None: each dataset's own
         self._native_factory = self._mix.native
         self._native_arguments = (self.sampler.native, options)
+
+    def __reduce__(self):
+        raise TypeError(_NOT_A_DATASET + " (a Loader does not pickle)")
+
+    def __getitem__(self, index):
+        raise TypeError(_NOT_A_DATASET + " (a Loader has no items to index)")
 
     def __len__(self) -> int:
         """Batches in the current epoch for this rank (for a ShardDataset, ranks and epochs
@@ -1279,7 +1319,7 @@ class Loader:
             item[key.name] = value[:, 0] if key.name in self._one_frame else value
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
-        row_keys = self.dataset.row_keys(samples, episodes, skip=item)
+        row_keys = self.dataset.row_keys(samples, episodes, skip=item.keys() | self._dropped)
         for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
             is_array = isinstance(value, np.ndarray)
             item[name] = torch.from_numpy(value) if self._torch and is_array else value

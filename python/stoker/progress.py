@@ -1,12 +1,17 @@
 """The progress bar of stoker's long runs (indexing videos, ``stoker etl``, ``stoker shard``): one
-line on stderr with the count, the rate and the time left, redrawn in place on a terminal and
-every 5 s into a log. Called from the thread that runs the work."""
+line with the count, the rate and the time left, redrawn in place on a terminal; elsewhere (a
+log file, a job's captured stderr) a line every 5 s, logged at INFO by the ``stoker.progress``
+logger, so a library run is quiet unless the application shows INFO logs (the ``stoker``
+command does). Called from the thread that runs the work."""
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import time
+
+logger = logging.getLogger(__name__)
 
 
 class ProgressBar:
@@ -18,12 +23,18 @@ class ProgressBar:
         self._started = time.monotonic()
         self._last_draw = 0.0
         self._drawn = False
+        self._finished = False  # the last line (done == total) is drawn once
         self._tty = getattr(self._stream, "isatty", lambda: False)()
+        self._logged = stream is None  # stderr that is not a terminal: lines go to the log
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if done < total and now - self._last_draw < (0.1 if self._tty else 5.0):
             return
+        if done >= total:
+            if self._finished:
+                return
+            self._finished = True
         self._last_draw = now
         elapsed = max(now - self._started, 1e-9)
         rate = done / elapsed
@@ -34,6 +45,9 @@ class ProgressBar:
             f"{self._label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
             f"{rate:.1f}/s ETA {_clock(eta)}"
         )
+        if not self._tty and self._logged:
+            logger.info("%s", line)
+            return
         self._stream.write(("\r" if self._tty else "") + line + ("" if self._tty else "\n"))
         self._stream.flush()
         self._drawn = True

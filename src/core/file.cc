@@ -5,10 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 namespace stoker::core {
 namespace {
@@ -81,6 +86,25 @@ Result<FileIdentity> stat_file(const std::string& path) {
 
 namespace {
 
+// The crash-test hook (see kPauseWritingVariable in file.h): pauses at `moment` ("half" or
+// "whole") when the variable asks for it and `path` contains its text, after saying so on
+// stderr, so that a test can kill the process right there.
+void pause_for_crash_test(const std::string& path, const std::string& temporary,
+                          const std::string& moment) {
+  const char* variable = std::getenv(kPauseWritingVariable);
+  if (variable == nullptr) return;
+  const std::string wanted(variable);
+  const std::string prefix = moment + ":";
+  if (wanted.rfind(prefix, 0) != 0 || wanted.size() == prefix.size() ||
+      path.find(wanted.substr(prefix.size())) == std::string::npos) {
+    return;
+  }
+  std::fprintf(stderr, "stoker debug: paused writing '%s' to '%s': %s\n", temporary.c_str(),
+               path.c_str(), moment == "half" ? "half of it written" : "written, not renamed");
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::seconds(kPauseWritingSeconds));
+}
+
 Status write_by_rename(const std::string& path, std::span<const uint8_t> bytes, bool durable) {
   STOKER_RETURN_IF_ERROR(check_path(path));
   static std::atomic<uint64_t> writes{0};
@@ -90,8 +114,16 @@ Status write_by_rename(const std::string& path, std::span<const uint8_t> bytes, 
     Descriptor fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return os_error("cannot create '" + temporary + "'", errno);
     size_t done = 0;
+    bool paused = false;
     while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (!paused && done >= bytes.size() / 2) {
+        pause_for_crash_test(path, temporary, "half");
+        paused = true;
+      }
+      // At most half at a time, so that the hook above sees the file half written.
+      const size_t chunk = std::max<size_t>(bytes.size() / 2, 1);
+      const ssize_t n =
+          ::write(fd.get(), bytes.data() + done, std::min(chunk, bytes.size() - done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return os_error("cannot write '" + temporary + "'", errno);
       done += static_cast<size_t>(n);
@@ -100,6 +132,7 @@ Status write_by_rename(const std::string& path, std::span<const uint8_t> bytes, 
       return os_error("cannot flush '" + temporary + "'", errno);
     }
     if (fd.close() != 0) return os_error("cannot close '" + temporary + "'", errno);
+    pause_for_crash_test(path, temporary, "whole");
     if (::rename(temporary.c_str(), path.c_str()) != 0) {
       return os_error("cannot rename '" + temporary + "' to '" + path + "'", errno);
     }

@@ -41,6 +41,15 @@ Result<FileIdentity> stat_file(const std::string& path);
 /// was not there before, and the temporary file is removed.
 Status write_file_atomically(const std::string& path, std::span<const uint8_t> bytes);
 
+/// Debug hook for crash tests (an index build takes milliseconds, too short to kill it by
+/// chance): when this environment variable is "half:TEXT" or "whole:TEXT" and `path` contains
+/// TEXT, write_file_atomically and write_cache_file pause kPauseWritingSeconds with the
+/// temporary file half written, or whole but not yet renamed, first writing "stoker debug:
+/// paused writing '<temporary>' to '<path>': <when>" on stderr. Unset (always, outside tests):
+/// one getenv per file written, nothing else.
+inline constexpr const char* kPauseWritingVariable = "STOKER_DEBUG_PAUSE_WRITING";
+inline constexpr int kPauseWritingSeconds = 30;
+
 /// As write_file_atomically, without the flushes: readers see the whole file or the old one,
 /// but a crash may leave it damaged. For caches whose checksum refuses a damaged file, where a
 /// flush per file would cost more than the work cached (8 ms each, for thousands of shards).

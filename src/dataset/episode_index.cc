@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -16,12 +17,26 @@
 #include "core/file.h"
 #include "core/fuzzing.h"
 #include "core/mutex.h"
+#include "stoker/byte_slice.h"
 #include "stoker/cores.h"
 #include "stoker/remote_source.h"
 #include "stoker/video_reader.h"
 
 namespace stoker {
 namespace {
+
+// A video's identity as its frame table records it: a file's size and modification time; for a
+// slice of a file (stoker/byte_slice.h), the slice's length and the file's time, as long as the
+// file still holds the slice.
+Result<core::FileIdentity> stat_video(const std::string& path) {
+  std::optional<ByteSlice> slice = parse_byte_slice(path);
+  if (!slice.has_value()) return core::stat_file(path);
+  STOKER_ASSIGN_OR_RETURN(core::FileIdentity whole, core::stat_file(slice->whole));
+  if (whole.size < slice->range.end()) {
+    return Status(StatusCode::kCorruptData, "'" + slice->whole + "' is shorter than the slice");
+  }
+  return core::FileIdentity{.size = slice->range.length, .mtime_ns = whole.mtime_ns};
+}
 
 using core::ByteReader;
 using core::ByteWriter;
@@ -442,7 +457,7 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     if (scanned) {
       file_size = scanned->file_size();
       file_mtime_ns = scanned->file_mtime_ns();
-    } else if (Result<core::FileIdentity> identity = core::stat_file(source.video_files[v]);
+    } else if (Result<core::FileIdentity> identity = stat_video(source.video_files[v]);
                identity.ok()) {
       file_size = identity->size;
       file_mtime_ns = identity->mtime_ns;
@@ -745,7 +760,7 @@ std::vector<std::string> EpisodeIndex::stale_files() const {
     // A remote object's version is its ETag, checked by every ranged read (If-Match) and by
     // the key its dataset's index is cached under, not by a request per object here.
     if (is_remote_url(file.path)) continue;
-    Result<core::FileIdentity> now = core::stat_file(file.path);
+    Result<core::FileIdentity> now = stat_video(file.path);
     if (!now.ok() || now->size != file.size || now->mtime_ns != file.mtime_ns) {
       stale.push_back(file.path);
     }

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "core/byte_io.h"
@@ -358,6 +359,13 @@ Status ShardIndex::read_members(const ByteSource& source, std::span<const int64_
     return changed("it has " + std::to_string(source.size()) + " bytes, the index " +
                    std::to_string(shard_bytes_));
   }
+  const auto replaced = [&](const std::string& now) {
+    return changed("it was replaced or rewritten since it was opened (" + opened_version_ +
+                   " then, " + now + " now)");
+  };
+  if (!opened_version_.empty() && source.version_tag() != opened_version_) {
+    return replaced(source.version_tag());
+  }
   if (source.is_remote()) {
     std::vector<ByteRange> ranges;
     ranges.reserve(members.size());
@@ -383,6 +391,11 @@ Status ShardIndex::read_members(const ByteSource& source, std::span<const int64_
     starts[i] = static_cast<int64_t>(at + kBlock);
     at += slot.size();
   }
+  // A rewrite during the reads: the bytes read may be of either version.
+  if (!opened_version_.empty()) {
+    const Status unchanged = source.check_unchanged();
+    if (!unchanged.ok()) return changed(unchanged.message());
+  }
   return Status();
 }
 
@@ -404,10 +417,10 @@ std::string shard_index_cache_path(const std::string& cache_dir, const std::stri
 namespace {
 
 // The sidecar of a shard, when it has one that describes it; `note` says why one was refused.
-std::shared_ptr<const ShardIndex> usable_sidecar(const std::string& url, const ByteSource& shard,
-                                                 std::string* note) {
+std::optional<ShardIndex> usable_sidecar(const std::string& url, const ByteSource& shard,
+                                         std::string* note) {
   Result<std::shared_ptr<const ByteSource>> sidecar = open_source(url + ".index");
-  if (!sidecar.ok()) return nullptr;  // none: the common case for shards of other writers
+  if (!sidecar.ok()) return std::nullopt;  // none: the common case for shards of other writers
   const int64_t size = (*sidecar)->size();
   std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(size, 0)));
   Result<size_t> got = (*sidecar)->read_at(0, bytes);
@@ -419,9 +432,9 @@ std::shared_ptr<const ShardIndex> usable_sidecar(const std::string& url, const B
   if (!status.ok()) {
     *note = "sidecar " + url + ".index refused (" + status.message() + ")";
     if (index.ok()) *note += "; it lists " + std::to_string(index->members().size()) + " members";
-    return nullptr;
+    return std::nullopt;
   }
-  return std::make_shared<const ShardIndex>(std::move(index).value());
+  return std::move(index).value();
 }
 
 Result<std::shared_ptr<const ShardIndex>> open_one(const std::string& url,
@@ -437,21 +450,23 @@ Result<std::shared_ptr<const ShardIndex>> open_one(const std::string& url,
     if (mapped.ok()) {
       Result<ShardIndex> cached = ShardIndex::decode((*mapped)->bytes(), cache);
       if (cached.ok() && cached->shard_bytes() == shard->size()) {
+        cached->bind_to_version(shard->version_tag());
         return std::make_shared<const ShardIndex>(std::move(cached).value());
       }
     }
   }
-  std::shared_ptr<const ShardIndex> index = usable_sidecar(url, *shard, note);
-  if (index == nullptr) {
+  std::optional<ShardIndex> index = usable_sidecar(url, *shard, note);
+  if (!index) {
     STOKER_ASSIGN_OR_RETURN(ShardIndex scanned, ShardIndex::scan(*shard));
-    index = std::make_shared<const ShardIndex>(std::move(scanned));
+    index = std::move(scanned);
   }
   if (!cache.empty()) {
     // A cache that cannot be written only costs the next process a scan.
     (void)core::create_directories(cache_dir + "/shards");
     (void)core::write_cache_file(cache, index->encode());
   }
-  return index;
+  index->bind_to_version(shard->version_tag());
+  return std::make_shared<const ShardIndex>(std::move(*index));
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "media/testing/test_videos.h"
 #include "stoker/remote_source.h"
@@ -234,6 +237,56 @@ TEST(ShardIndex, AShardRewrittenAfterItsIndexIsRefusedAtRead) {
   const Status read_status = index.read_members(**source, members, out, starts);
   ASSERT_FALSE(read_status.ok());
   EXPECT_NE(read_status.message().find("k3.cls"), std::string::npos) << read_status.message();
+}
+
+// Issue 33, item 2: a shard rewritten with the same names and sizes (tar headers of mtime 0)
+// has the headers of the one indexed, so the header checks alone delivered sample 1's caption
+// as sample 2's. An opened index is bound to the file's version: refused whether the shard is
+// rewritten in place or renamed over.
+TEST(ShardIndex, AShardRewrittenWithTheSameHeadersAfterItWasOpenedIsRefusedAtRead) {
+  for (const bool in_place : {true, false}) {
+    const std::string tar = make_tar(in_place ? "same-headers" : "renamed-over", "gnu", 4);
+    const std::string cache = scratch("same-headers-cache");
+    fs::remove_all(cache);
+    auto opened = open_shard_indexes(std::span(&tar, 1), cache, 1);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    const ShardIndex& index = *(*opened)[0];
+    EXPECT_FALSE(index.opened_version().empty());
+    int64_t member = -1;
+    for (size_t m = 0; m < index.members().size(); ++m) {
+      if (index.members()[m].name == "k1.txt") member = static_cast<int64_t>(m);
+    }
+    ASSERT_GE(member, 0);
+    EXPECT_EQ(member_data(tar, index, member), "caption 1");
+    // The same bytes with k1.txt and k2.txt's data swapped: every header as it was.
+    std::string bytes = read(tar);
+    const size_t one = bytes.find("caption 1"), two = bytes.find("caption 2");
+    std::swap_ranges(bytes.begin() + one, bytes.begin() + one + 9, bytes.begin() + two);
+    if (in_place) {
+      // Past the file system's timestamp granularity (a few ms) since make_tar wrote it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::fstream(tar, std::ios::binary | std::ios::in | std::ios::out) << bytes;
+    } else {
+      write(tar + ".new", bytes);
+      fs::rename(tar + ".new", tar);
+    }
+    EXPECT_EQ(scan(tar).members()[static_cast<size_t>(member)].header_crc,
+              index.members()[static_cast<size_t>(member)].header_crc);
+    auto source = open_file_source(tar);
+    std::vector<uint8_t> out(static_cast<size_t>(index.bytes_to_read(std::span(&member, 1))));
+    int64_t start = 0;
+    const Status read_status =
+        index.read_members(**source, std::span(&member, 1), out, std::span(&start, 1));
+    ASSERT_FALSE(read_status.ok()) << (in_place ? "in place" : "renamed over");
+    EXPECT_EQ(read_status.code(), StatusCode::kCorruptData);
+    EXPECT_NE(read_status.message().find("replaced or rewritten since it was opened"),
+              std::string::npos)
+        << read_status.message();
+    // Opened again, the shard is indexed for what it is now.
+    auto again = open_shard_indexes(std::span(&tar, 1), cache, 1);
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(member_data(tar, *(*again)[0], member), "caption 2");
+  }
 }
 
 TEST(ShardIndex, OpensFromTheSidecarOrAScanAndCachesIt) {

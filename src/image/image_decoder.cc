@@ -343,6 +343,13 @@ struct ThreadImageState {
     return jpeg.get();
   }
 
+  // TurboJPEG (2.1) does not reset its decompressor when a header fails to parse: the next
+  // image's header read went on from the failed one's state ("truncated JPEG: the bytes end
+  // inside its header", "Unsupported marker type") and an intact image was refused. After any
+  // failure the handle is dropped, so that the next image starts from a fresh one (a failure
+  // is rare, and a new handle costs microseconds).
+  void discard_jpeg_handle() { jpeg.reset(); }
+
   Result<LibjpegDecoder*> libjpeg_decoder() {
     if (!libjpeg) {
       auto decoder = std::make_unique<LibjpegDecoder>();
@@ -448,12 +455,8 @@ Result<Shape> decode_jpeg_region(std::span<const uint8_t> bytes, const ImageDeco
 }
 
 template <typename Pixels>
-Result<Shape> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
-                          Pixels& pixels) {
-  if (!options.region.empty() && jpeg_ends_with_eoi(bytes)) {
-    return decode_jpeg_region(bytes, options, pixels);
-  }
-  STOKER_ASSIGN_OR_RETURN(tjhandle handle, thread_state().jpeg_handle());
+Result<Shape> decode_jpeg_whole(tjhandle handle, std::span<const uint8_t> bytes,
+                                const ImageDecodeOptions& options, Pixels& pixels) {
   STOKER_ASSIGN_OR_RETURN(const JpegHeader header, read_jpeg_header(handle, bytes));
   STOKER_RETURN_IF_ERROR(check_pixels("JPEG", header.width, header.height, options.max_pixels));
   if (header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK) {
@@ -478,6 +481,19 @@ Result<Shape> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeOptio
       return corrupt("truncated JPEG (" + why + ")");
     }
   }
+  return shape;
+}
+
+template <typename Pixels>
+Result<Shape> decode_jpeg(std::span<const uint8_t> bytes, const ImageDecodeOptions& options,
+                          Pixels& pixels) {
+  if (!options.region.empty() && jpeg_ends_with_eoi(bytes)) {
+    return decode_jpeg_region(bytes, options, pixels);
+  }
+  ThreadImageState& state = thread_state();
+  STOKER_ASSIGN_OR_RETURN(tjhandle handle, state.jpeg_handle());
+  Result<Shape> shape = decode_jpeg_whole(handle, bytes, options, pixels);
+  if (!shape.ok()) state.discard_jpeg_handle();
   return shape;
 }
 

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <thread>
 #include <tuple>
 
 namespace stoker {
@@ -680,6 +681,108 @@ TEST(DecodeImagesInto, FailuresGoToTheirOwnImage) {
   EXPECT_NE(errors[2].message().find("8x16 image"), std::string::npos) << errors[2].message();
   Status first = decode_images_into(inputs, *transform, {.height = 16, .width = 16});
   EXPECT_NE(first.message().find("image 1:"), std::string::npos) << first.message();
+}
+
+// Found in a shard whose member had its last 40 bytes zeroed (which reached into the header of
+// a small JPEG): TurboJPEG's header reader leaves its decompressor mid-header when it fails, so
+// the next image on that thread read as "truncated JPEG: the bytes end inside its header" and a
+// loader under on_error="skip" lost the intact neighbour too. Every damage, then intact images
+// of every format and path (whole, reduced DCT scale, region), on one thread: each intact
+// image decodes to the bytes it decodes to alone.
+TEST(DecodeImagesInto, AnImageAfterADamagedOneOnTheSameThreadDecodesAsAlone) {
+  const auto small_jpeg = encode_jpeg(picture(33, 17, 4), 33, 17);
+  const auto jpeg = encode_jpeg_kind(picture(120, 90, 5), 120, 90, kJpegKinds[0]);
+  const auto progressive = encode_jpeg_kind(picture(120, 90, 6), 120, 90, kJpegKinds[5]);
+  const auto png = encode_png(picture(40, 30, 7), 40, 30, SPNG_COLOR_TYPE_TRUECOLOR, 8);
+  const auto webp = encode_webp(picture(40, 30, 8), 40, 30, 3, false);
+  const auto zero_tail = [](std::vector<uint8_t> bytes, size_t count) {
+    std::fill(bytes.end() - static_cast<std::ptrdiff_t>(std::min(count, bytes.size())), bytes.end(),
+              0);
+    return bytes;
+  };
+  const auto cut = [](const std::vector<uint8_t>& bytes, size_t keep) {
+    return std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(keep));
+  };
+  const auto garble = [](std::vector<uint8_t> bytes, size_t from, size_t to) {
+    for (size_t i = from; i < std::min(to, bytes.size()); ++i) bytes[i] ^= 0xA5;
+    return bytes;
+  };
+  const auto unknown_marker = [](std::vector<uint8_t> bytes) {  // its first DHT's marker
+    const uint8_t dht[] = {0xFF, 0xC4};
+    auto at = std::search(bytes.begin(), bytes.end(), std::begin(dht), std::end(dht));
+    EXPECT_NE(at, bytes.end());
+    if (at != bytes.end()) at[1] = 0xA5;
+    return bytes;
+  };
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> damaged = {
+      {"small JPEG, last 40 bytes zeroed (into its header)", zero_tail(small_jpeg, 40)},
+      {"small JPEG, all but SOI zeroed", zero_tail(small_jpeg, small_jpeg.size() - 2)},
+      {"JPEG, last 40 bytes zeroed", zero_tail(jpeg, 40)},
+      {"JPEG cut inside its header", cut(jpeg, 20)},
+      {"JPEG cut in half", cut(jpeg, jpeg.size() / 2)},
+      {"JPEG garbled from inside its header", garble(jpeg, 30, jpeg.size())},
+      {"JPEG with an unknown marker in its header, its end marker kept", unknown_marker(jpeg)},
+      {"progressive JPEG cut in half", cut(progressive, progressive.size() / 2)},
+      {"progressive JPEG, last 40 bytes zeroed", zero_tail(progressive, 40)},
+      {"PNG cut in half", cut(png, png.size() / 2)},
+      {"WebP cut in half", cut(webp, webp.size() / 2)},
+      {"no bytes", {}},
+      {"text named .jpg", {'h', 'e', 'l', 'l', 'o', '\n'}},
+  };
+  struct Way {
+    std::string name;
+    ImageDecodeOptions options;
+  };
+  const std::vector<Way> ways = {
+      {"whole", {}},
+      {"scaled", {.min_width = 30, .min_height = 20}},
+      {"region", {.region = {.x = 10, .y = 5, .width = 20, .height = 12}}},
+  };
+  const std::vector<std::pair<std::string, const std::vector<uint8_t>*>> intact = {
+      {"small JPEG", &small_jpeg},
+      {"JPEG", &jpeg},
+      {"progressive JPEG", &progressive},
+      {"PNG", &png},
+      {"WebP", &webp}};
+  // What each intact image decodes to alone: on a thread of its own, with fresh decoders.
+  std::map<std::pair<std::string, std::string>, std::vector<uint8_t>> alone;
+  for (const auto& [name, bytes] : intact) {
+    for (const Way& way : ways) {
+      std::thread([&, name = name, bytes = bytes] {
+        auto image = decode_image(*bytes, way.options);
+        ASSERT_TRUE(image.ok()) << name << " " << way.name << ": " << image.status().message();
+        alone[std::make_pair(name, way.name)] = image->pixels;
+      }).join();
+    }
+  }
+  auto transform = make({.crop = CropMode::kRandomResized, .crop_height = 16, .crop_width = 16});
+  for (const auto& [what, bad] : damaged) {
+    std::thread([&, what = what, bad = bad] {
+      for (const auto& [name, bytes] : intact) {
+        for (const Way& way : ways) {
+          ASSERT_FALSE(decode_image(bad, way.options).ok()) << what;
+          auto image = decode_image(*bytes, way.options);
+          ASSERT_TRUE(image.ok()) << name << " " << way.name << " after " << what << ": "
+                                  << image.status().message();
+          EXPECT_EQ(image->pixels, (alone[std::make_pair(name, way.name)]))
+              << name << " " << way.name << " after " << what;
+        }
+        // A batch of one thread: the damaged image, then the intact one twice.
+        std::vector<uint8_t> out(3 * 16 * 16 * 3);
+        const std::vector<ImageInput> inputs = {
+            {.bytes = bad, .out = out.data(), .id = 0},
+            {.bytes = *bytes, .out = out.data() + 768, .id = 1},
+            {.bytes = *bytes, .out = out.data() + 1536, .id = 1}};
+        std::vector<Status> errors(3);
+        ASSERT_TRUE(
+            decode_images_into(inputs, *transform, {.height = 16, .width = 16}, errors).ok());
+        EXPECT_FALSE(errors[0].ok()) << what;
+        EXPECT_TRUE(errors[1].ok()) << name << " after " << what << ": " << errors[1].message();
+        EXPECT_TRUE(std::equal(out.begin() + 768, out.begin() + 1536, out.begin() + 1536))
+            << name << " after " << what;
+      }
+    }).join();
+  }
 }
 
 // Found by image_decoder_fuzz: a header claiming a 4 x 889192480 PNG under a random resized crop

@@ -17,25 +17,43 @@ int64_t mtime_of(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
+// Which file this is and which version of it: device and inode (a file renamed over the path is
+// another inode), size, modification time and change time. The change time is set by the
+// kernel on every write, rename or attribute change and cannot be set back by a program (as
+// utime sets mtime), so a rewrite in place that keeps the size and restores the mtime still
+// changes it, at the file system's timestamp granularity.
+std::string identity_of(const struct stat& st) {
+  return "dev " + std::to_string(st.st_dev) + " inode " + std::to_string(st.st_ino) + " size " +
+         std::to_string(st.st_size) + " mtime " + std::to_string(mtime_of(st)) + " ctime " +
+         std::to_string(static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec);
+}
+
 class FileSource final : public ByteSource {
  public:
-  FileSource(std::string path, int fd, int64_t size, int64_t mtime_ns)
-      : ByteSource(std::move(path)), fd_(fd), size_(size), mtime_ns_(mtime_ns) {}
+  FileSource(std::string path, int fd, const struct stat& st)
+      : ByteSource(std::move(path)),
+        fd_(fd),
+        size_(static_cast<int64_t>(st.st_size)),
+        mtime_ns_(mtime_of(st)),
+        identity_(identity_of(st)) {}
   ~FileSource() override { ::close(fd_); }
 
   int64_t size() const override { return size_; }
   int64_t mtime_ns() const override { return mtime_ns_; }
+  std::string version_tag() const override { return identity_; }
 
   Status check_unchanged() const override {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
       return Status(StatusCode::kIoError, "cannot stat '" + name() + "': " + std::strerror(errno));
     }
+    // Size and mtime only: the open descriptor keeps the old bytes when the path is renamed
+    // over (which changes the old inode's ctime), so only a write into this inode counts.
     if (st.st_size == size_ && mtime_of(st) == mtime_ns_) return Status();
     return Status(StatusCode::kCorruptData,
                   "'" + name() + "' changed while it was open (" + std::to_string(size_) +
-                      " bytes then, " + std::to_string(st.st_size) +
-                      " now, and a new modification time): it was rewritten in place");
+                      " bytes then, " + std::to_string(st.st_size) + " now; its identity then " +
+                      identity_ + ", now " + identity_of(st) + "): it was rewritten in place");
   }
 
   Result<size_t> read_at(int64_t offset, std::span<uint8_t> out) const override {
@@ -63,6 +81,7 @@ class FileSource final : public ByteSource {
   const int fd_;
   const int64_t size_;
   const int64_t mtime_ns_;
+  const std::string identity_;  // identity_of() at open
 };
 
 }  // namespace
@@ -85,8 +104,7 @@ Result<std::unique_ptr<ByteSource>> open_file_source(const std::string& path) {
     ::close(fd);
     return Status(StatusCode::kInvalidArgument, "'" + path + "' is not a regular file");
   }
-  return std::unique_ptr<ByteSource>(
-      new FileSource(path, fd, static_cast<int64_t>(st.st_size), mtime_of(st)));
+  return std::unique_ptr<ByteSource>(new FileSource(path, fd, st));
 }
 
 }  // namespace stoker

@@ -45,6 +45,7 @@ class Container final : public PacketStream {
   Result<bool> read_packet() override;
   int64_t locate(const FrameTable& table) override;
   const std::shared_ptr<const ByteSource>& source() const override { return io_->source(); }
+  int64_t take_bytes_read() override { return io_->take_bytes_read(); }
 
   /// The demuxer's video stream: its codec parameters and time base (what a muxer copying its
   /// packets is set up from), and the name FFmpeg gives the container ("mov,mp4,...").

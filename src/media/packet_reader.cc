@@ -49,6 +49,7 @@ Result<bool> PacketReader::read_packet() {
                       " is cut short: the file ends " + std::to_string(entry.size - *got) +
                       " bytes early (the file changed since it was scanned?)");
   }
+  bytes_read_ += entry.size;
   packet->pts = entry.pts;
   packet->dts = entry.dts;
   packet->duration = entry.duration;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "media/packet_stream.h"
 
@@ -24,12 +25,14 @@ class PacketReader final : public PacketStream {
   Result<bool> read_packet() override;
   int64_t locate(const FrameTable& table) override;
   const std::shared_ptr<const ByteSource>& source() const override { return source_; }
+  int64_t take_bytes_read() override { return std::exchange(bytes_read_, 0); }
 
  private:
   const std::shared_ptr<const ByteSource> source_;
   const FrameTable* table_ = nullptr;  // the last seek's
   int64_t cursor_ = 0;                 // the packet read_packet() reads next
   int64_t current_ = -1;               // the packet packet() holds
+  int64_t bytes_read_ = 0;             // since the last take_bytes_read()
 };
 
 }  // namespace stoker::media

@@ -35,6 +35,9 @@ class PacketStream {
   virtual int64_t locate(const FrameTable& table) = 0;
   /// The source the stream reads.
   virtual const std::shared_ptr<const ByteSource>& source() const = 0;
+  /// The bytes read from the source since the last call (the stream's opening included), and
+  /// starts counting again.
+  virtual int64_t take_bytes_read() = 0;
 
   AVPacket* packet() { return packet_.get(); }
 

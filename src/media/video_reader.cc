@@ -13,6 +13,7 @@
 #include "core/file.h"
 #include "media/container.h"
 #include "media/media_cache.h"
+#include "stoker/byte_slice.h"
 #include "stoker/remote_source.h"
 
 namespace stoker {
@@ -511,6 +512,7 @@ DecodeStats& DecodeStats::operator+=(const DecodeStats& other) {
   packets_skippable += other.packets_skippable;
   frames_received += other.frames_received;
   frames_converted += other.frames_converted;
+  bytes_read += other.bytes_read;
   seek_ns += other.seek_ns;
   convert_ns += other.convert_ns;
   return *this;
@@ -528,7 +530,8 @@ VideoReader::~VideoReader() = default;
 
 Result<std::unique_ptr<VideoReader>> VideoReader::open(const std::string& path,
                                                        VideoReaderOptions options) {
-  if (is_remote_url(path)) {
+  // A remote object or a slice of a file (a video inside a bigger file): read through its source.
+  if (is_remote_url(path) || parse_byte_slice(path).has_value()) {
     Result<std::shared_ptr<const ByteSource>> remote = open_source(path);
     if (!remote.ok()) return remote.status().with_context("video '" + path + "'");
     return open(std::move(remote).value(), std::move(options));
@@ -709,6 +712,7 @@ Status VideoReader::get_frames(std::span<const FrameRequest> requests, const Out
   DecodePass pass(*table_, **container, **decoder, cache.converter(), options, height, width,
                   requests, wanted, s);
   Status decoded = pass.run();
+  s.bytes_read += (*container)->take_bytes_read();
   if (!decoded.ok() && source_ == nullptr) {
     // A file replaced since it was indexed fails to decode: say so rather than "corrupt".
     Result<core::FileIdentity> now = core::stat_file(name_);

@@ -13,6 +13,7 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
                                         std::span<const DepthCamera> depth_cameras) {
   BatchLayout layout;
   layout.depth.assign(index.num_cameras(), std::nullopt);
+  layout.depth_values.assign(index.num_cameras(), {});
   for (const DepthCamera& depth : depth_cameras) {
     STOKER_RETURN_IF_ERROR(check_depth_camera(depth));
     const auto& cameras = index.cameras();
@@ -25,6 +26,7 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     if (index.is_image_camera(c)) return invalid("it is an image camera; depth maps are video");
     if (layout.depth[c].has_value()) return invalid("it is named twice");
     layout.depth[c] = depth;
+    if (depth.metric) layout.depth_values[c] = depth_value_table(depth);
   }
   auto fields = std::make_shared<std::vector<BatchField>>();
   size_t offset = 0;

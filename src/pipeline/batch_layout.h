@@ -40,14 +40,17 @@ struct BatchLayout {
   std::vector<KeyLayout> keys;                    // per key of the planner, in its order
   std::vector<std::pair<int, int>> camera_sizes;  // per camera of the index: (height, width)
   std::vector<std::optional<DepthCamera>> depth;  // per camera of the index: depth, or RGB
-  size_t batch_bytes = 0;                         // the buffer of one batch
+  // Per camera of the index: every stored sample's value for a metric depth camera
+  // (depth_value_table), empty otherwise.
+  std::vector<std::vector<float>> depth_values;
+  size_t batch_bytes = 0;  // the buffer of one batch
 
   /// The layout of batches of `batch_size` samples of `planner`'s keys. A camera's output size
   /// comes from its first video, or for an image camera from its first image's header (every
   /// batch has one size per key). Errors: a camera whose first frame table or image cannot be
   /// read, named. A depth camera's keys hold one channel of depth.dtype() (the transform's
   /// layout places it: [1, H, W] or [H, W, 1]); errors (kInvalidArgument): a depth camera the
-  /// index lacks, named twice, an image camera, or with bad metres (check_depth_camera).
+  /// index lacks, named twice, an image camera, or with a bad coding (check_depth_camera).
   static Result<BatchLayout> create(const EpisodeIndex& index, const WindowPlanner& planner,
                                     const ImageTransform& transform, int64_t batch_size,
                                     std::span<const DepthCamera> depth_cameras = {});

@@ -93,7 +93,9 @@ struct BuildStats {
   double sampling_s = 0, index_s = 0, decode_s = 0, transform_s = 0, collate_s = 0;
   DecodeStats decode;
   int64_t decode_calls = 0;
-  int64_t bytes_read = 0;  // shards: the members' bytes, headers included
+  // Shards: the members' bytes, headers included; episodes: the videos' bytes the decoders
+  // read (container headers included) and the image features' encoded bytes.
+  int64_t bytes_read = 0;
 };
 
 class BatchSource {

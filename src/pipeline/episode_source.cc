@@ -241,7 +241,7 @@ Status EpisodeSource::decode_reads(EpisodeWork& work, const ReadGroup& reads) {
                       " while the batch holds " + std::to_string(width) + "x" +
                       std::to_string(height) + " for this camera; give the spec a size");
   }
-  // A depth camera's samples are final unless they become metres.
+  // A depth camera's samples are final unless they become distances.
   const bool in_place = depth.has_value() ? !depth->metric : transform_->writes_in_place();
   const size_t converted_bytes =
       static_cast<size_t>(height) * width * pixel_bytes(conversion.pixel_format);
@@ -298,8 +298,9 @@ Status EpisodeSource::decode_reads(EpisodeWork& work, const ReadGroup& reads) {
       if (in_place) {
         flip_depth_in_place(reinterpret_cast<uint16_t*>(finish.out), height, width);
       } else {
-        depth_to_metres(reinterpret_cast<const uint16_t*>(finish.converted), height, width,
-                        finish.flip, *depth, reinterpret_cast<float*>(finish.out));
+        depth_to_values(reinterpret_cast<const uint16_t*>(finish.converted), height, width,
+                        finish.flip, layout_.depth_values[first.camera].data(),
+                        reinterpret_cast<float*>(finish.out));
       }
     } else if (in_place) {
       transform_->flip_in_place(finish.out, height, width);
@@ -344,9 +345,12 @@ Status EpisodeSource::decode_images(EpisodeWork& work, const ReadGroup& reads) {
                                                        .threads = 1},
                                      errors);
   decode_ns_ += nanoseconds_since(start);
+  int64_t image_bytes = 0;
+  for (const ImageInput& input : inputs) image_bytes += static_cast<int64_t>(input.bytes.size());
   {
     core::MutexLock lock(&decode_mutex_);
     ++decode_calls_;
+    decode_.bytes_read += image_bytes;
   }
   STOKER_RETURN_IF_ERROR(status);
   for (size_t k = 0; k < errors.size(); ++k) {
@@ -435,6 +439,7 @@ BuildStats EpisodeSource::stats() const {
   core::MutexLock lock(&decode_mutex_);
   s.decode = decode_;
   s.decode_calls = decode_calls_;
+  s.bytes_read = decode_.bytes_read;
   return s;
 }
 

@@ -287,12 +287,21 @@ TEST(EpisodeSource, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
     readers.push_back(std::move(reader).value());
   }
   const OutputOptions gray{.height = 24, .width = 32, .pixel_format = PixelFormat::kGray16};
-  for (bool metric : {false, true}) {
+  // Stored samples; stoker's affine metres; LeRobot 0.6's log-quantized codes in millimetres.
+  const std::vector<DepthCamera> cameras = {
+      {.camera = "depth", .metric = false},
+      {.camera = "depth", .metric = true, .scale = 0.001, .offset = 0.5},
+      {.camera = "depth",
+       .metric = true,
+       .coding = DepthCoding::kLeRobotLog,
+       .unit = DepthUnit::kMillimetres}};
+  for (const DepthCamera& camera : cameras) {
+    const bool metric = camera.metric;
+    const std::vector<float> values = metric ? depth_value_table(camera) : std::vector<float>();
     std::vector<uint8_t> first_run;
     for (int threads : {1, 2}) {
       LoaderOptions options{.batch_size = 30, .threads = threads};
-      options.depth_cameras = {
-          {.camera = "depth", .metric = metric, .scale = 0.001, .offset = 0.5}};
+      options.depth_cameras = {camera};
       auto loader = Loader::create(index, window, in_order(*index), *flipped, options);
       ASSERT_TRUE(loader.ok()) << loader.status().message();
       ASSERT_TRUE((*loader)->start(0, 0).ok());
@@ -317,7 +326,7 @@ TEST(EpisodeSource, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
               if (metric) {
                 const float got =
                     reinterpret_cast<const float*>((*batch)->data(0))[slot + y * 32 + x];
-                ASSERT_EQ(got, static_cast<float>(sample * 0.001 + 0.5)) << row << " " << t;
+                ASSERT_EQ(got, values[sample]) << row << " " << t;
               } else {
                 const uint16_t got =
                     reinterpret_cast<const uint16_t*>((*batch)->data(0))[slot + y * 32 + x];

@@ -25,6 +25,7 @@ then the episodes are joined with FFmpeg's concat demuxer by stream copy, and
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -532,16 +533,28 @@ def depth_values(episode: int, frame: int, size: Tuple[int, int] = (24, 32),
     return (value % (1 << bits)).astype(np.uint16)
 
 
+#: The info attributes LeRobot 0.6.1's recorder gives a depth camera (its DepthEncoderConfig
+#: defaults: log quantizer, 0.01 to 10 m, shift 3.5), for :func:`add_depth_camera`.
+LEROBOT_06_DEPTH_INFO = {"is_depth_map": True, "depth_unit": "m", "video.depth_min": 0.01,
+                         "video.depth_max": 10.0, "video.shift": 3.5, "video.use_log": True,
+                         "video.g": 2, "video.crf": 30, "video.preset": None,
+                         "video.fast_decode": 0, "video.video_backend": "pyav",
+                         "video.extra_options": {"x265-params": "lossless=1"}}
+
+
 def add_depth_camera(written: WrittenDataset, name: str = "observation.images.depth",
                      size: Tuple[int, int] = (24, 32), pix_fmt: str = "gray16le",
-                     depth_info: Optional[dict] = None) -> None:
+                     depth_info: Optional[dict] = None, codec: str = "ffv1") -> None:
     """Adds video feature ``name``, a depth map, laid out in files as :data:`DEFAULT_CAMERA`
     (one file per episode in v2.1; the same packing in v3.0): :func:`depth_values` of every
-    frame, encoded losslessly with FFV1 (``pix_fmt`` gray16le, gray12le or gray10le; stored in
-    a MOV container under LeRobot's file names, as MP4 cannot hold FFV1), and its info.json
+    frame, encoded losslessly with ``codec``: FFV1 (``pix_fmt`` gray16le, gray12le or
+    gray10le; stored in a MOV container under LeRobot's file names, as MP4 cannot hold FFV1) or
+    HEVC (``"hevc"``: libx265 lossless in MP4, as LeRobot 0.6 writes depth), and its info.json
     feature with ``"video.is_depth_map": true`` plus ``depth_info`` (e.g.
-    ``{"video.depth_scale": 0.001}``)."""
+    ``{"video.depth_scale": 0.001}``, or :data:`LEROBOT_06_DEPTH_INFO`)."""
     bits = {"gray16le": 16, "gray12le": 12, "gray10le": 10}[pix_fmt]
+    encoder = (["-c:v", "libx265", "-x265-params", "lossless=1:log-level=error", "-g", "2",
+                "-f", "mp4"] if codec == "hevc" else ["-c:v", "ffv1", "-g", "5", "-f", "mov"])
     height, width = size
     first = written.cameras[0]
     files: Dict[str, List[int]] = {}
@@ -557,7 +570,7 @@ def add_depth_camera(written: WrittenDataset, name: str = "observation.images.de
         result = subprocess.run(
             ["ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-f", "rawvideo",
              "-pix_fmt", pix_fmt, "-s", f"{width}x{height}", "-r", str(written.fps), "-i", "-",
-             "-c:v", "ffv1", "-g", "5", "-pix_fmt", pix_fmt, "-f", "mov", target],
+             "-pix_fmt", pix_fmt, *encoder, target],
             input=np.stack(frames).astype("<u2").tobytes(), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE)
         if result.returncode != 0:
@@ -582,9 +595,13 @@ def add_depth_camera(written: WrittenDataset, name: str = "observation.images.de
         info = json.load(f)
     feature = json.loads(json.dumps(info["features"][first]))
     feature["shape"] = [height, width, 1]
-    feature["info"].update({"video.height": height, "video.width": width, "video.codec": "ffv1",
+    depth_info = depth_info or {}
+    # LeRobot 0.6 marks depth "is_depth_map" (it migrates the earlier "video.is_depth_map").
+    feature["info"].pop("video.is_depth_map", None)
+    feature["info"].update({"video.height": height, "video.width": width, "video.codec": codec,
                             "video.pix_fmt": pix_fmt, "video.channels": 1,
-                            "video.is_depth_map": True, **(depth_info or {})})
+                            **({} if "is_depth_map" in depth_info else
+                               {"video.is_depth_map": True}), **depth_info})
     info["features"][name] = feature
     if "total_videos" in info:
         info["total_videos"] += len(paths)
@@ -602,7 +619,9 @@ STILL_JOINT = 4
 
 def record_with_lerobot(root, episodes: Sequence[int], cameras=None, fps: int = 30,
                         image_camera: Optional[str] = "observation.images.side",
-                        vcodec: str = "libsvtav1", seed: int = 0) -> WrittenDataset:
+                        vcodec: str = "libsvtav1", seed: int = 0,
+                        depth_camera: Optional[str] = None,
+                        language: bool = False) -> WrittenDataset:
     """A v3.0 dataset written by LeRobot's own recorder (``LeRobotDataset.create``, then
     ``add_frame`` per frame and ``save_episode`` per episode, ``finalize``): its videos encoded
     by LeRobot (``vcodec``, its default AV1 unless told) and packed into its files, its
@@ -614,8 +633,23 @@ def record_with_lerobot(root, episodes: Sequence[int], cameras=None, fps: int = 
     image feature (PNG in the data files) of 24x32. Rows: ``observation.state``, six joint
     angles in degrees (:data:`STILL_JOINT` barely moves), ``observation.gripper`` (one value
     in [0, 1]), ``action`` (the next state, with noise), a task per episode (two tasks,
-    alternating)."""
+    alternating).
+
+    LeRobot 0.6 and later only: ``depth_camera`` adds a depth camera of the top camera's size
+    (metres, float32, a surface sloping from 0.3 to 2.3 m that moves per frame), which LeRobot
+    quantizes and encodes as it records depth (12-bit log codes, lossless HEVC gray12le);
+    ``language`` adds LeRobot 0.6's language columns afterwards (its recorder leaves them to
+    its annotation pipeline), with :func:`add_language_columns`."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    encoders: dict = {"vcodec": vcodec}
+    try:  # LeRobot 0.6 takes encoder settings as configs
+        from lerobot.configs.video import RGBEncoderConfig
+
+        encoders = {"rgb_encoder": RGBEncoderConfig(vcodec=vcodec)}
+    except ImportError:
+        if depth_camera or language:
+            raise
 
     if cameras is None:
         cameras = {DEFAULT_CAMERA: (48, 64), "observation.images.wrist": (32, 40)}
@@ -627,13 +661,18 @@ def record_with_lerobot(root, episodes: Sequence[int], cameras=None, fps: int = 
     if image_camera:
         features[image_camera] = {"dtype": "image", "shape": (24, 32, 3),
                                   "names": ["height", "width", "channels"]}
+    depth_size = next(iter(cameras.values()))
+    if depth_camera:
+        features[depth_camera] = {"dtype": "video", "shape": (*depth_size, 1),
+                                  "names": ["height", "width", "channels"],
+                                  "info": {"is_depth_map": True}}
     features.update({
         "observation.state": {"dtype": "float32", "shape": (6,), "names": None},
         "observation.gripper": {"dtype": "float32", "shape": (1,), "names": None},
         "action": {"dtype": "float32", "shape": (6,), "names": None},
     })
     dataset = LeRobotDataset.create("local/recorded", fps=fps, features=features,
-                                    root=str(root), use_videos=True, vcodec=vcodec)
+                                    root=str(root), use_videos=True, **encoders)
     rng = np.random.default_rng(seed)
     episode_task = [e % len(TASKS) for e in range(len(episodes))]
     for e, length in enumerate(episodes):
@@ -657,8 +696,74 @@ def record_with_lerobot(root, episodes: Sequence[int], cameras=None, fps: int = 
                 frame[camera] = picture
             if image_camera:
                 frame[image_camera] = rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)
+            if depth_camera:
+                y, x = np.mgrid[0:depth_size[0], 0:depth_size[1]]
+                slope = (x + y + f * 3 + e * 7) % (depth_size[0] + depth_size[1])
+                frame[depth_camera] = (0.3 + 2.0 * slope / (depth_size[0] + depth_size[1])
+                                       ).astype(np.float32)[:, :, None]
             dataset.add_frame(frame)
         dataset.save_episode()
     dataset.finalize()
-    return WrittenDataset(str(root), "v3.0", list(episodes), fps, list(cameras), list(TASKS),
+    if language:
+        add_language_columns(str(root))
+    recorded = list(cameras) + ([depth_camera] if depth_camera else [])
+    return WrittenDataset(str(root), "v3.0", list(episodes), fps, recorded, list(TASKS),
                           episode_task)
+
+
+# ---------------------------------------------------------------------------------------------
+# Language columns (LeRobot 0.6: "dtype": "language", written by its annotation pipeline)
+
+_TOOL_CALLS = pa.list_(pa.string())  # LeRobot's JSON type is stored as strings
+_PERSISTENT_ROW = pa.struct([
+    pa.field("role", pa.string(), nullable=False), pa.field("content", pa.string()),
+    pa.field("style", pa.string()), pa.field("timestamp", pa.float32(), nullable=False),
+    pa.field("camera", pa.string()), pa.field("tool_calls", _TOOL_CALLS)])
+_EVENT_ROW = pa.struct([
+    pa.field("role", pa.string(), nullable=False), pa.field("content", pa.string()),
+    pa.field("style", pa.string()), pa.field("camera", pa.string()),
+    pa.field("tool_calls", _TOOL_CALLS)])
+#: info.json's "tools" of :func:`add_language_columns`: one tool schema, as LeRobot 0.6 keeps them.
+LANGUAGE_TOOLS = [{"type": "function", "function": {
+    "name": "say", "description": "Speak a sentence aloud.",
+    "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                   "required": ["text"]}}}]
+
+
+def language_rows(episode: int, frame: int) -> Tuple[list, list]:
+    """The ``language_persistent`` and ``language_events`` values of (episode, frame): a plan
+    per episode that a subtask joins from frame 2, and an interjection every third frame."""
+    persistent = [{"role": "assistant", "content": f"plan of episode {episode}", "style": "plan",
+                   "timestamp": 0.0, "camera": None, "tool_calls": None}]
+    if frame >= 2:
+        persistent.append({"role": "assistant", "content": f"subtask {episode}.{frame // 2}",
+                           "style": "subtask", "timestamp": 2 / 30, "camera": None,
+                           "tool_calls": None})
+    events = [] if frame % 3 else [{"role": "user", "content": f"stop at {frame}?",
+                                    "style": "interjection", "camera": None,
+                                    "tool_calls": ['{"name": "say", "arguments": {"text": "ok"}}']}]
+    return persistent, events
+
+
+def add_language_columns(root: str) -> None:
+    """Adds LeRobot 0.6's two language columns (:func:`language_rows` of every row) to each
+    data file of the v3.0 dataset at ``root``, their features (``"dtype": "language"``) and a
+    ``tools`` list (:data:`LANGUAGE_TOOLS`) to its info.json, as LeRobot's annotation pipeline
+    does."""
+    for path in sorted(glob.glob(os.path.join(root, "data", "*", "*.parquet"))):
+        table = pq.read_table(path)
+        pairs = [language_rows(e, f) for e, f in zip(table.column("episode_index").to_pylist(),
+                                                     table.column("frame_index").to_pylist())]
+        table = table.append_column(pa.field("language_persistent", pa.list_(_PERSISTENT_ROW)),
+                                    pa.array([p for p, _ in pairs], pa.list_(_PERSISTENT_ROW)))
+        table = table.append_column(pa.field("language_events", pa.list_(_EVENT_ROW)),
+                                    pa.array([e for _, e in pairs], pa.list_(_EVENT_ROW)))
+        pq.write_table(table, path)
+    info_path = os.path.join(root, "meta", "info.json")
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    for name in ("language_persistent", "language_events"):
+        info["features"][name] = {"dtype": "language", "shape": [1], "names": None}
+    info["tools"] = LANGUAGE_TOOLS
+    with open(info_path, "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=4)

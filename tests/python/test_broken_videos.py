@@ -48,7 +48,7 @@ def broken_v21(written, lerobot_copy, how="zeros"):
 
 def open_dataset(root, **kwargs):
     kwargs.setdefault("progress", False)
-    return stoker.LeRobotDataset(root, **kwargs)
+    return stoker.LeRobotDataset(root, **kwargs, output="numpy")
 
 
 def epoch(ds, **kwargs):

@@ -143,6 +143,22 @@ def test_clean_datasets_have_no_error_shallow_or_deep(request, fixture, lerobot_
     assert {f.check for f in deep.findings} <= {"stats", "drift", "camera_offsets"}
 
 
+def test_a_shallow_check_says_the_videos_were_not_decoded_and_points_to_deep(
+        lerobot_v21, lerobot_copy):
+    """Issue 33: a shallow check printed `OK: no errors` on a video with garbage mid-file, as
+    if it had been read. Its verdict says the videos were not decoded and how to decode them."""
+    root = lerobot_copy(lerobot_v21)
+    lerobot_datasets.corrupt_media_data(v21_video(root, TOP, 1))
+    shallow = check(root)
+    assert shallow.ok and shallow.not_decoded == "videos"
+    verdict = str(shallow).splitlines()[-1]
+    assert verdict.startswith("  OK: no errors (the videos were not decoded: `stoker check --deep`")
+    assert shallow.to_dict()["not_decoded"] == "videos"
+    deep = check(root, deep=True)
+    assert not deep.ok and "not decoded" not in str(deep)
+    assert any(f.episode == 1 for f in deep.errors()), deep
+
+
 def test_a_dataset_written_by_stoker_etl_has_no_warning_but_drift(lerobot_v30, tmp_path):
     from stoker.writers import etl
 
@@ -155,7 +171,7 @@ def test_a_dataset_written_by_stoker_etl_has_no_warning_but_drift(lerobot_v30, t
 
 
 def test_a_lerobot_dataset_object_is_checked_with_its_index(lerobot_v21):
-    ds = stoker.LeRobotDataset(lerobot_v21.root, progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
     report = stoker.check(ds, progress=False)
     assert isinstance(report, stoker.CheckReport) and report.ok, report
     assert report.dataset == lerobot_v21.root and report.seconds > 0
@@ -666,7 +682,7 @@ def test_the_command_takes_a_tolerance(lerobot_v30, lerobot_copy, capsys):
 def test_the_doctor_points_at_stoker_check_when_samples_are_skipped(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
     damage_packet(v21_video(root, WRIST, 2), 3)
-    ds = stoker.LeRobotDataset(root, progress=False)
+    ds = stoker.LeRobotDataset(root, progress=False, output="numpy")
     loader = stoker.Loader(ds, batch_size=3, threads=1, on_error="skip")
     with stoker.profile(loader, report=None, show=False) as prof:
         for _ in loader:

@@ -140,6 +140,25 @@ def test_a_corrupt_jpeg_is_found_by_the_probe_or_by_the_deep_decode(tmp_path, jp
         list(stoker.Loader(ds, batch_size=16, shuffle=False))
 
 
+# Found by `stoker check --deep`: an intact "with space.jpg" after a member with its last 40
+# bytes zeroed was flagged undecodable too (TurboJPEG kept the failed header parse; see
+# test_a_damaged_image_never_takes_the_next_intact_image_with_it in test_shards.py).
+def test_deep_flags_the_damaged_image_and_not_the_intact_one_after_it(tmp_path):
+    small = encode(photo(16, 12, seed=2), "JPEG")
+    intact = encode(photo(40, 30, seed=3), "JPEG")
+    samples = [
+        ("before", {"jpg": intact, "cls": b"0"}),
+        ("damaged", {"jpg": small[:-40] + bytes(40), "cls": b"0"}),
+        ("with space", {"jpg": intact, "cls": b"1"}),
+        ("cut", {"jpg": small[:20], "cls": b"0"}),
+        ("after cut", {"jpg": intact, "cls": b"1"}),
+    ]
+    ds = stoker.ShardDataset(write_tar(tmp_path / "a.tar", samples), SPEC)
+    deep = check_shards(ds, deep=True, progress=False)
+    assert {f.key for f in deep.by_check("undecodable_member")} == {"damaged", "cut"}
+    assert deep.scanned["images_decoded"] == 5
+
+
 def test_many_bad_members_are_listed_fifty_then_counted(tmp_path):
     url = write_tar(
         tmp_path / "a.tar", [(f"k{i:02d}", {"jpg": b"", "cls": b"1"}) for i in range(60)]
@@ -430,7 +449,7 @@ def test_a_dtype_or_shape_clash_is_an_error_as_the_loader_refuses_it(tmp_path, j
 
 
 def test_a_lerobot_dataset_mixed_with_shards_pads_each_ones_keys(lerobot_v21, tmp_path, jpeg):
-    robot = stoker.LeRobotDataset(lerobot_v21.root, progress=False)
+    robot = stoker.LeRobotDataset(lerobot_v21.root, image_dtype="uint8", progress=False, output="numpy")
     shards = stoker.ShardDataset(write_tar(tmp_path / "a.tar", image_samples(jpeg, ["a"])), SPEC)
     report = check_mix(
         stoker.MultiDataset([robot, shards]), deep=False, progress=False, check_part=check_part
@@ -439,6 +458,13 @@ def test_a_lerobot_dataset_mixed_with_shards_pads_each_ones_keys(lerobot_v21, tm
     assert padded["image"] == 0 and padded["action"] == 1
     assert report.ok, str(report)
     assert all(f.severity == "info" for f in report.findings), str(report)
+    # LeRobot's float32 frames beside the shards' uint8 images: the mix's error, by name.
+    robot = stoker.LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
+    report = check_mix(
+        stoker.MultiDataset([robot, shards]), deep=False, progress=False, check_part=check_part
+    )
+    (error,) = [f for f in report.findings if f.severity == "error"]
+    assert error.check == "mix_schema" and "Transforms(dtype='uint8')" in error.message
 
 
 # --- shards given without a spec, and through stoker.check ---------------------------------

@@ -199,14 +199,14 @@ def test_opening_again_reads_no_episode_table(version, request, lerobot_copy):
     from (issue 22: a 10^6-episode dataset read 335 episode files on every open)."""
     written = request.getfixturevalue(f"lerobot_{version}")
     root = lerobot_copy(written)
-    first = stoker.LeRobotDataset(root, progress=False)
+    first = stoker.LeRobotDataset(root, progress=False, output="numpy")
     expected = read_lerobot_metadata(root)
     for path in episode_tables(root, version):
         garble_keeping_size_and_time(path)
     with pytest.raises(DatasetError, match="cannot read meta file"):
         read_lerobot_metadata(root)  # what reading the tables would meet
 
-    again = stoker.LeRobotDataset(root, progress=False)
+    again = stoker.LeRobotDataset(root, progress=False, output="numpy")
     assert again.index.path == first.index.path and again.index.report is None
     assert_same_metadata(again.metadata, expected)
     assert len(again) == len(first) and again.meta.total_episodes == len(written.lengths)
@@ -221,20 +221,20 @@ def test_opening_again_reads_no_episode_table(version, request, lerobot_copy):
     np.testing.assert_array_equal(copy[3]["index"], first[3]["index"])
     # The arguments load_index takes are checked all the same.
     with pytest.raises(ValueError, match="threads"):
-        stoker.LeRobotDataset(root, progress=False, threads=0)
+        stoker.LeRobotDataset(root, progress=False, threads=0, output="numpy")
     with pytest.raises(TypeError, match="progress"):
-        stoker.LeRobotDataset(root, progress="yes")
+        stoker.LeRobotDataset(root, progress="yes", output="numpy")
 
 
 def test_an_episode_table_file_that_came_since_the_build_is_read(lerobot_v30, lerobot_copy):
     root = lerobot_copy(lerobot_v30)
-    stoker.LeRobotDataset(root, progress=False)
+    stoker.LeRobotDataset(root, progress=False, output="numpy")
     first = episode_tables(root, "v30")[0]
     shutil.copyfile(first, os.path.join(os.path.dirname(first), "file-009.parquet"))
     with pytest.raises(DatasetError, match="more than once") as cold:
         read_lerobot_metadata(root)
     with pytest.raises(DatasetError) as again:
-        stoker.LeRobotDataset(root, progress=False)
+        stoker.LeRobotDataset(root, progress=False, output="numpy")
     assert str(again.value) == str(cold.value)
 
 
@@ -242,13 +242,13 @@ def test_a_camera_left_out_needs_its_videos_when_opened_again(lerobot_v21, lerob
     # The index of TOP only neither tracks nor scans WRIST's videos; the metadata checks they
     # are there, opened again as the first time.
     root = lerobot_copy(lerobot_v21)
-    stoker.LeRobotDataset(root, cameras=[TOP], progress=False)
+    stoker.LeRobotDataset(root, cameras=[TOP], progress=False, output="numpy")
     os.remove(os.path.join(root, os.path.relpath(lerobot_v21.video_paths[WRIST][1],
                                                  lerobot_v21.root)))
     with pytest.raises(DatasetError, match=f"missing video files of camera '{WRIST}'") as cold:
         read_lerobot_metadata(root)
     with pytest.raises(DatasetError) as again:
-        stoker.LeRobotDataset(root, cameras=[TOP], progress=False)
+        stoker.LeRobotDataset(root, cameras=[TOP], progress=False, output="numpy")
     assert str(again.value) == str(cold.value)
 
 
@@ -267,7 +267,7 @@ def test_opening_again_imports_neither_pandas_nor_pyarrow_dataset(lerobot_v30, l
     import sys
 
     root = lerobot_copy(lerobot_v30)
-    stoker.LeRobotDataset(root, progress=False)
+    stoker.LeRobotDataset(root, progress=False, output="numpy")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
     found = subprocess.run([sys.executable, "-c", OPEN_AGAIN, root], capture_output=True,
                            text=True, env=env, check=True).stdout
@@ -318,7 +318,7 @@ def test_read_only_dataset_folder_uses_the_cache(lerobot_v21, lerobot_copy, tmp_
         os.chmod(root, mode)
 
 
-def test_progress(lerobot_v30, lerobot_copy, capsys):
+def test_progress(lerobot_v30, lerobot_copy, capsys, caplog):
     root = lerobot_copy(lerobot_v30)
     calls = []
     load(root, progress=lambda done, total: calls.append((done, total)))
@@ -331,10 +331,16 @@ def test_progress(lerobot_v30, lerobot_copy, capsys):
     with pytest.raises(RuntimeError, match="stop here"):
         load(root, rebuild=True, progress=fail)
 
+    # Issue 33: every first open printed its indexing lines to stderr. Off a terminal they are
+    # INFO logs of the stoker logger: quiet unless the application shows them.
     index = load(root, rebuild=True, progress=True)
-    err = capsys.readouterr().err
-    assert "indexing videos" in err and "5/5" in err
-    assert f"stoker: indexed 5 episodes of {root}: 5 video files" in err and "max drift" in err
+    assert capsys.readouterr().err == ""
+    with caplog.at_level("INFO", logger="stoker"):
+        load(root, rebuild=True, progress=True)
+    logged = caplog.text
+    assert "indexing videos" in logged and "5/5" in logged
+    assert f"indexed 5 episodes of {root}: 5 video files" in logged and "max drift" in logged
+    assert capsys.readouterr().err == ""
     assert len(index.report.max_drift_s) == 5
     assert load(root, progress=True).report is None
     assert capsys.readouterr().err == ""
@@ -517,3 +523,49 @@ def test_stoker_index_builds_ahead_of_a_job_and_says_where_ranks_find_it(
                              text=True, env=env)
     assert missing.returncode == 1
     assert missing.stderr.startswith("stoker index: error: ") and "nothing" in missing.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 33 item 7: a build killed while its index file is being written. The build of a small
+# dataset takes ~0.05 s, too short to kill by chance: the debug hook STOKER_DEBUG_PAUSE_WRITING
+# (src/core/file.h) pauses the write of a file whose path holds its text, with the temporary
+# file half written or whole but not renamed, and says so on stderr.
+
+_BUILD = "import sys; from stoker.datasets.lerobot.index import load_index; " \
+         "load_index(sys.argv[1], progress=False)"
+
+
+@pytest.mark.parametrize("moment", ["half", "whole"])
+def test_a_build_killed_while_writing_its_index_leaves_no_partial_index(
+        lerobot_v21, lerobot_copy, moment):
+    import signal
+    import subprocess
+    import sys
+
+    root = lerobot_copy(lerobot_v21)
+    path = index_paths(root)[0]
+    env = dict(os.environ, STOKER_DEBUG_PAUSE_WRITING=f"{moment}:{os.path.basename(path)}",
+               PYTHONPATH=os.path.dirname(os.path.dirname(stoker.__file__)))
+    child = subprocess.Popen([sys.executable, "-c", _BUILD, root], env=env,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        while True:
+            line = child.stderr.readline()
+            assert line, f"the build ended without pausing (exit {child.wait()})"
+            if "stoker debug: paused writing" in line and path in line:
+                break
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    temporaries = glob.glob(path + ".tmp*")
+    assert temporaries and not os.path.exists(path)  # killed in the middle, as meant
+    size = os.path.getsize(temporaries[0])
+    assert 0 < size  # a partial file, or a whole one under another name
+    # Reopened: the partial file is never taken for the index; a whole one is built.
+    index = load(root)
+    assert index.report is not None and index.path == path
+    check_rows_and_frames(index, lerobot_v21.lengths)
+    assert load(root).report is None  # and reused from then on

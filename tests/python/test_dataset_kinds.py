@@ -48,7 +48,7 @@ def image_datasets(tmp_path_factory, lerobot_cache):
 def dataset(root, spec=None, **kwargs):
     """The dataset with uint8 images (exact comparisons), unless told otherwise."""
     kwargs.setdefault("image_dtype", "uint8")
-    return LeRobotDataset(str(root), spec, progress=False, **kwargs)
+    return LeRobotDataset(str(root), spec, progress=False, **kwargs, output="numpy")
 
 
 def episode_and_frame(written, row):

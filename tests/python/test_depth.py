@@ -38,7 +38,7 @@ def depth_datasets(tmp_path_factory, lerobot_cache):
 
 def dataset(root, spec=None, **kwargs):
     kwargs.setdefault("image_dtype", "uint8")
-    return LeRobotDataset(str(root), spec, progress=False, **kwargs)
+    return LeRobotDataset(str(root), spec, progress=False, **kwargs, output="numpy")
 
 
 def episode_and_frame(written, row):
@@ -173,7 +173,7 @@ def test_bad_depth_fields_and_arguments_are_refused(depth_datasets, tmp_path):
     written, _, _, _ = depth_datasets["v21"]
     with pytest.raises(ValueError, match="depth_unit"):
         dataset(written.root, depth_unit="mm")
-    with pytest.raises(ValueError, match="depth_unit='m'"):
+    with pytest.raises(ValueError, match="depth_output_unit='m' or 'mm'"):
         dataset(written.root, depth_scale=0.001)
     with pytest.raises(ValueError, match="positive"):
         dataset(written.root, depth_unit="m", depth_scale=-1.0)
@@ -189,7 +189,7 @@ def test_bad_depth_fields_and_arguments_are_refused(depth_datasets, tmp_path):
     with open(info_path, "w") as f:
         json.dump(info, f)
     assert dataset(copy)[0][DEPTH].dtype == np.uint16
-    with pytest.raises(stoker.DatasetError, match="video.depth_scale"):
+    with pytest.raises(stoker.DatasetError, match="only video.is_depth_map.*depth_scale="):
         dataset(copy, depth_unit="m")
     info["features"][DEPTH]["info"]["video.is_depth_map"] = "yes"
     with open(info_path, "w") as f:

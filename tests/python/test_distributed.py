@@ -28,7 +28,7 @@ def dataset_root(tmp_path_factory, lerobot_cache):
     written = lerobot_datasets.write_v30(
         tmp_path_factory.mktemp("distributed") / "ds", LENGTHS, ("observation.images.top",),
         fps=30, episodes_per_file=2, cache_dir=lerobot_cache)
-    stoker.LeRobotDataset(written.root, progress=False)  # builds the index once
+    stoker.LeRobotDataset(written.root, progress=False, output="numpy")  # builds the index once
     return written.root
 
 
@@ -41,7 +41,7 @@ def free_port():
 def open_dataset(root):
     spec = stoker.WindowSpec(delta_timestamps={"observation.images.top": [-1 / 30, 0.0]},
                              size=(32, 32))
-    return stoker.LeRobotDataset(root, spec, progress=False)
+    return stoker.LeRobotDataset(root, spec, progress=False, output="numpy")
 
 
 def indices(batches):

@@ -33,7 +33,7 @@ def spec(size=(96, 96)):
 
 
 def loader_for(written, threads=None, size=(96, 96), batch_size=4):
-    ds = stoker.LeRobotDataset(written.root, spec(size), progress=False)
+    ds = stoker.LeRobotDataset(written.root, spec(size), progress=False, output="numpy")
     return stoker.Loader(ds, batch_size=batch_size, threads=threads, seed=0)
 
 
@@ -218,7 +218,7 @@ def test_report_files_and_summary(camera_dataset, tmp_path):
 
 
 def test_distributed_runs_report_rank_balance(camera_dataset):
-    ds = stoker.LeRobotDataset(camera_dataset.root, spec(), progress=False)
+    ds = stoker.LeRobotDataset(camera_dataset.root, spec(), progress=False, output="numpy")
     loader = stoker.Loader(ds, batch_size=4, rank=0, world_size=2)
     report = stoker.diagnose(loader, step=1, steps=6, sweep=False, progress=False)
     assert report.balance is not None
@@ -268,7 +268,7 @@ def test_a_dataset_written_by_stoker_etl_is_recognized(camera_dataset, tmp_path)
     from stoker.writers.etl import materialize
     dst = str(tmp_path / "etl")
     materialize(camera_dataset.root, dst, size=(96, 96), progress=False)
-    ds = stoker.LeRobotDataset(dst, spec(), progress=False)
+    ds = stoker.LeRobotDataset(dst, spec(), progress=False, output="numpy")
     report = stoker.diagnose(stoker.Loader(ds, batch_size=4, seed=0), step=0.1, steps=8,
                              sweep=False, progress=False)
     assert report.materialized is not None and report.materialized["size"] == [96, 96]

@@ -36,7 +36,7 @@ def loader_for(written, threads=None):
     spec = stoker.WindowSpec(delta_timestamps={
         CAMERAS[0]: [-4 / FPS, -2 / FPS, 0.0], CAMERAS[1]: [0.0],
         "action": [k / FPS for k in range(4)]}, size=(96, 96))
-    ds = stoker.LeRobotDataset(written.root, spec, progress=False)
+    ds = stoker.LeRobotDataset(written.root, spec, progress=False, output="numpy")
     return stoker.Loader(ds, batch_size=4, threads=threads, seed=0)
 
 

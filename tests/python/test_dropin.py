@@ -22,7 +22,7 @@ FPS = 30
 
 
 def open_ds(root, **kwargs):
-    return stoker.LeRobotDataset(root, progress=False, **kwargs)
+    return stoker.LeRobotDataset(root, progress=False, **kwargs, output="numpy")
 
 
 # ---- Constructor and cache ------------------------------------------------------------------
@@ -33,12 +33,12 @@ def test_a_repo_id_reads_lerobots_cache_and_says_how_to_fetch_a_missing_one(
     home = tmp_path / "lerobot-home"
     shutil.copytree(lerobot_v30.root, home / "someone" / "pick_cube")
     monkeypatch.setenv("HF_LEROBOT_HOME", str(home))
-    ds = stoker.LeRobotDataset("someone/pick_cube", progress=False)
+    ds = stoker.LeRobotDataset("someone/pick_cube", progress=False, output="numpy")
     assert ds.repo_id == ds.meta.repo_id == "someone/pick_cube"
     assert ds.root == str(home / "someone" / "pick_cube")
     assert len(ds) == sum(lerobot_v30.lengths)
     with pytest.raises(stoker.DatasetError) as error:
-        stoker.LeRobotDataset("someone/other", progress=False)
+        stoker.LeRobotDataset("someone/other", progress=False, output="numpy")
     message = str(error.value)
     assert str(home / "someone" / "other") in message
     assert "huggingface-cli download someone/other --repo-type dataset" in message
@@ -46,19 +46,19 @@ def test_a_repo_id_reads_lerobots_cache_and_says_how_to_fetch_a_missing_one(
     monkeypatch.delenv("HF_LEROBOT_HOME")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(stoker.DatasetError, match=str(tmp_path / "hf" / "lerobot" / "someone")):
-        stoker.LeRobotDataset("someone/pick_cube", progress=False)
+        stoker.LeRobotDataset("someone/pick_cube", progress=False, output="numpy")
 
 
 def test_lerobots_arguments_and_the_old_ones_give_the_same_items(lerobot_v30):
     top, _ = lerobot_v30.cameras
     deltas = {top: [-1 / FPS, 0.0], "action": [0.0, 1 / FPS]}
     old = stoker.LeRobotDataset(lerobot_v30.root, stoker.WindowSpec(delta_timestamps=deltas),
-                                progress=False)
+                                progress=False, output="numpy")
     as_lerobot = stoker.LeRobotDataset("local/v30", root=lerobot_v30.root,
                                        delta_timestamps=deltas, tolerance_s=1e-4,
-                                       video_backend="pyav", revision="main", progress=False)
+                                       video_backend="pyav", revision="main", progress=False, output="numpy")
     positional_root = stoker.LeRobotDataset("local/v30", lerobot_v30.root,
-                                            delta_timestamps=deltas, progress=False)
+                                            delta_timestamps=deltas, progress=False, output="numpy")
     for i in (0, 7, len(old) - 1):
         for other in (as_lerobot, positional_root):
             a, b = old[i], other[i]
@@ -66,13 +66,13 @@ def test_lerobots_arguments_and_the_old_ones_give_the_same_items(lerobot_v30):
             for key in a:
                 np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
     with pytest.raises(TypeError, match="unexpected keyword"):
-        stoker.LeRobotDataset(lerobot_v30.root, frobnicate=1, progress=False)
+        stoker.LeRobotDataset(lerobot_v30.root, frobnicate=1, progress=False, output="numpy")
     with pytest.raises(TypeError, match="not both"):
         stoker.LeRobotDataset(lerobot_v30.root, stoker.WindowSpec(), delta_timestamps=deltas,
-                              progress=False)
+                              progress=False, output="numpy")
     with pytest.raises(ValueError, match="whole number of frames"):
         stoker.LeRobotDataset("local/v30", root=lerobot_v30.root,
-                              delta_timestamps={"action": [0.01]}, progress=False)
+                              delta_timestamps={"action": [0.01]}, progress=False, output="numpy")
 
 
 def test_a_one_frame_camera_window_is_squeezed_as_lerobot_squeezes_it(lerobot_v30):
@@ -84,9 +84,9 @@ def test_a_one_frame_camera_window_is_squeezed_as_lerobot_squeezes_it(lerobot_v3
     deltas = {wrist: [0.0], top: [-1 / FPS, 0.0], "observation.state": [0.0],
               "action": [0.0, 1 / FPS]}
     ours = stoker.LeRobotDataset("local/v30", root=lerobot_v30.root, delta_timestamps=deltas,
-                                 progress=False)
+                                 progress=False, output="numpy")
     spec = stoker.LeRobotDataset(lerobot_v30.root, stoker.WindowSpec(delta_timestamps=deltas),
-                                 progress=False)
+                                 progress=False, output="numpy")
     assert ours.one_frame_cameras == {wrist} and spec.one_frame_cameras == set()
     item, windowed = ours[3], spec[3]
     assert item[wrist].shape == windowed[wrist].shape[1:] == (3, 64, 64)
@@ -115,7 +115,7 @@ def test_episodes_restrict_len_items_and_the_loader(lerobot_v30):
     starts = np.concatenate([[0], np.cumsum(lengths)])
     chosen = [3, 1]
     ds = stoker.LeRobotDataset("local/v30", root=lerobot_v30.root, episodes=chosen,
-                               delta_timestamps={top: [-1 / FPS, 0.0]}, progress=False)
+                               delta_timestamps={top: [-1 / FPS, 0.0]}, progress=False, output="numpy")
     rows = np.concatenate([np.arange(starts[e], starts[e + 1]) for e in sorted(chosen)])
     assert len(ds) == len(rows) == lengths[1] + lengths[3]
     assert ds.num_episodes == 2 and ds.episodes == chosen
@@ -316,8 +316,12 @@ def _rewrite_info(root, **changes):
 
 def test_other_storage_and_unknown_versions_are_refused_by_name(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
+    _rewrite_info(root, storage_format="zarr")
+    with pytest.raises(stoker.DatasetError, match="storage_format 'zarr' is not supported"):
+        open_ds(root)
+    # Lance copies are of v3.0 datasets (tests/python/test_lance.py reads them).
     _rewrite_info(root, storage_format="lance")
-    with pytest.raises(stoker.DatasetError, match="storage_format 'lance' is not supported"):
+    with pytest.raises(stoker.DatasetError, match="Lance dataset of codebase_version 'v2.1'"):
         open_ds(root)
     _rewrite_info(root, storage_format="parquet", codebase_version="v4.0")
     with pytest.raises(stoker.DatasetError, match="unknown codebase_version 'v4.0'"):

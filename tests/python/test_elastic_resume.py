@@ -24,7 +24,7 @@ def episodes(lerobot_v21, tmp_path, monkeypatch):
     monkeypatch.setenv("STOKER_CACHE_DIR", str(tmp_path / "cache"))
     top = lerobot_v21.cameras[0]
     dataset = LeRobotDataset(
-        lerobot_v21.root, WindowSpec(delta_timestamps={top: [0.0]}), progress=False
+        lerobot_v21.root, WindowSpec(delta_timestamps={top: [0.0]}), progress=False, output="numpy"
     )
 
     def make(rank, world_size, **kwargs):
@@ -197,7 +197,7 @@ def test_a_mix_resumes_on_another_world_size_continuing_its_draws(lerobot_v21, t
     urls, _ = write_shards(str(tmp_path), [15])
     mix = stoker.MultiDataset([
         LeRobotDataset(lerobot_v21.root, WindowSpec(delta_timestamps={top: [0.0]}),
-                       progress=False),
+                       progress=False, output="numpy"),
         stoker.ShardDataset(urls, {"caption": stoker.Text()}),
     ], weights=[1, 2])
 

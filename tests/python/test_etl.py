@@ -85,8 +85,8 @@ def test_round_trip_keeps_frames_times_and_rows(written, tmp_path):
             assert np.flatnonzero(reader.is_key).tolist() == list(range(0, n, etl.DEFAULT_GOP))
 
     # Items: the same rows, the same frames resized (identity exact, pixels within tolerance).
-    ours = stoker.LeRobotDataset(dst, progress=False)
-    theirs = stoker.LeRobotDataset(written.root, stoker.WindowSpec(size=SIZE), progress=False)
+    ours = stoker.LeRobotDataset(dst, progress=False, output="numpy")
+    theirs = stoker.LeRobotDataset(written.root, stoker.WindowSpec(size=SIZE), progress=False, output="numpy")
     assert len(ours) == len(theirs) == sum(written.lengths)
     for mine, reference in zip(all_items(ours), all_items(theirs)):
         assert set(mine) == set(reference)
@@ -110,7 +110,7 @@ def test_loader_reads_the_materialized_dataset(lerobot_v30, tmp_path):
     materialize(lerobot_v30.root, dst, gop=4)
     camera = lerobot_v30.cameras[0]
     spec = stoker.WindowSpec(delta_indices={camera: [-1, 0], "action": [0, 1, 2]})
-    ds = stoker.LeRobotDataset(dst, spec, progress=False)
+    ds = stoker.LeRobotDataset(dst, spec, progress=False, output="numpy")
     rows, marks = [], []
     for batch in stoker.Loader(ds, batch_size=4, shuffle=True, seed=0, threads=2,
                                output="numpy"):
@@ -206,7 +206,7 @@ def test_json_columns_become_typed_columns(lerobot_v30, lerobot_copy, tmp_path):
 
     # stoker reads the fixed-size numeric ones as arrays, in windows, without parsing.
     spec = stoker.WindowSpec(delta_indices={"annotation.box": [0, 1]})
-    ds = stoker.LeRobotDataset(dst, spec, progress=False)
+    ds = stoker.LeRobotDataset(dst, spec, progress=False, output="numpy")
     assert ds.index.column("annotation.corners").shape == (sum(lerobot_v30.lengths), 4)
     item = ds[3]  # episode 0, frame 3
     np.testing.assert_array_equal(item["annotation.box"], [[3, 0, 7, 4], [4, 0, 8, 4]])
@@ -285,7 +285,7 @@ def test_an_episode_that_cannot_be_decoded_raises_or_is_skipped(lerobot_v21, ler
     saved = json.load(open(os.path.join(dst, etl.REPORT_PATH)))
     assert list(saved["episodes_skipped"]) == ["1"]
     # A valid dataset without it: episodes renumbered, rows contiguous.
-    ds = stoker.LeRobotDataset(dst, progress=False)
+    ds = stoker.LeRobotDataset(dst, progress=False, output="numpy")
     lengths = [lerobot_v21.lengths[0], lerobot_v21.lengths[2]]
     assert len(ds) == sum(lengths) and ds.num_episodes == 2
     items = all_items(ds)
@@ -344,7 +344,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_episodes(lerobot_v3
     after = _video_files(dst)
     for path, identity in finished.items():
         assert after[path] == identity, path  # the same file: not rewritten
-    assert len(stoker.LeRobotDataset(dst, progress=False)) == sum(lerobot_v30.lengths)
+    assert len(stoker.LeRobotDataset(dst, progress=False, output="numpy")) == sum(lerobot_v30.lengths)
 
 
 def _contents(paths):

@@ -27,7 +27,7 @@ def test_a_path_holding_a_nul_is_refused_naming_it(lerobot_v21, tmp_path):
     index = load_index(lerobot_v21.root, progress=False).path
     cases = [
         (lambda: VideoReader(video + "\0.mp4"), "video path"),
-        (lambda: LeRobotDataset(lerobot_v21.root + "\0x", progress=False), "dataset folder"),
+        (lambda: LeRobotDataset(lerobot_v21.root + "\0x", progress=False, output="numpy"), "dataset folder"),
         (lambda: load_index(lerobot_v21.root + "\0x", progress=False), "dataset folder"),
         (lambda: load_index(lerobot_v21.root, cache_dir=str(tmp_path) + "\0"), "cache_dir"),
         (lambda: EpisodeIndex.open(index + "\0"), "index file"),
@@ -69,7 +69,7 @@ def test_offsets_of_int64s_extremes_are_clamped_to_the_episode_and_padded(lerobo
     top = lerobot_v21.cameras[0]
     ds = LeRobotDataset(lerobot_v21.root, WindowSpec(
         delta_indices={"action": [INT64_MIN, -1, 0, 1, INT64_MAX], top: [INT64_MAX, 0]},
-        delta_timestamps={"far": ("observation.state", [-1e15, 1e15])}), progress=False)
+        delta_timestamps={"far": ("observation.state", [-1e15, 1e15])}), progress=False, output="numpy")
     first, last = 5, 11  # episode 1 holds rows 5 .. 11
     for row in (5, 8, 11):
         item = ds[row]
@@ -91,7 +91,7 @@ def test_offsets_of_int64s_extremes_are_clamped_to_the_episode_and_padded(lerobo
 
 
 def test_bad_loader_states_are_refused_naming_the_field(lerobot_v21):
-    ds = LeRobotDataset(lerobot_v21.root, progress=False)
+    ds = LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
     loader = Loader(ds, batch_size=4, seed=3, threads=1)
     good = loader.state_dict()
     cases = [
@@ -153,7 +153,7 @@ def test_bad_sampler_states_and_seeds_are_refused_naming_the_field():
 
 
 def test_bad_loader_seeds_are_refused_naming_the_field(lerobot_v21):
-    ds = LeRobotDataset(lerobot_v21.root, progress=False)
+    ds = LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
     for seed in (-1, 2**64, 0.5, "1", None):
         with pytest.raises(InvalidArgumentError, match="seed must be"):
             Loader(ds, batch_size=2, seed=seed)

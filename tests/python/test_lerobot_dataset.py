@@ -36,7 +36,7 @@ def expected(lengths, i, offsets):
 def test_every_sample_window(request, fixture):
     written = request.getfixturevalue(fixture)
     top, wrist = written.cameras
-    ds = LeRobotDataset(written.root, spec_for(written.cameras), progress=False)
+    ds = LeRobotDataset(written.root, spec_for(written.cameras), progress=False, output="numpy")
     assert len(ds) == ds.num_frames == sum(written.lengths)
     assert ds.num_episodes == len(written.lengths)
     assert ds.fps == FPS and ds.cameras == (top, wrist)
@@ -72,11 +72,11 @@ def test_every_sample_window(request, fixture):
 def test_plain_keys_layout_and_size(lerobot_v30):
     top, wrist = lerobot_v30.cameras
     ds = LeRobotDataset(lerobot_v30.root, WindowSpec(size=(32, 48), layout="THWC"),
-                        progress=False)
+                        progress=False, output="numpy")
     item = ds[7]
     assert item[top].shape == (32, 48, 3) and item[wrist].shape == (32, 48, 3)
     assert item["observation.state"].shape == (6,)
-    full = LeRobotDataset(lerobot_v30.root, progress=False)[7]
+    full = LeRobotDataset(lerobot_v30.root, progress=False, output="numpy")[7]
     marks = lerobot_datasets.read_marks(full[top][None], layout="NCHW")
     assert (marks[0][0], marks[1][0]) == (1, 2)  # row 7 is frame 2 of episode 1
     assert ds[-1]["index"] == len(ds) - 1
@@ -85,28 +85,28 @@ def test_plain_keys_layout_and_size(lerobot_v30):
 def test_uint8_is_one_option_away_and_holds_the_same_pixels(lerobot_v30):
     top, _ = lerobot_v30.cameras
     spec = WindowSpec(delta_indices={top: [-1, 0]})
-    floats = LeRobotDataset(lerobot_v30.root, spec, progress=False)
-    bytes_ = LeRobotDataset(lerobot_v30.root, spec, image_dtype="uint8", progress=False)
+    floats = LeRobotDataset(lerobot_v30.root, spec, progress=False, output="numpy")
+    bytes_ = LeRobotDataset(lerobot_v30.root, spec, image_dtype="uint8", progress=False, output="numpy")
     for i in (0, 9, len(floats) - 1):
         assert bytes_[i][top].dtype == np.uint8
         np.testing.assert_array_equal(floats[i][top],
                                       bytes_[i][top].astype(np.float32) / np.float32(255))
     with pytest.raises(ValueError, match="image_dtype"):
-        LeRobotDataset(lerobot_v30.root, spec, image_dtype="int8", progress=False)
+        LeRobotDataset(lerobot_v30.root, spec, image_dtype="int8", progress=False, output="numpy")
 
 
 def test_bad_requests(lerobot_v21):
-    ds = LeRobotDataset(lerobot_v21.root, progress=False)
+    ds = LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
     with pytest.raises(IndexError, match="out of range"):
         ds[len(ds)]
     with pytest.raises(TypeError):
         ds["0"]
     with pytest.raises(stoker.DatasetError, match="'observation.images.side'"):
         LeRobotDataset(lerobot_v21.root, WindowSpec(
-            delta_timestamps={"observation.images.side": [0.0]}), progress=False)
+            delta_timestamps={"observation.images.side": [0.0]}), progress=False, output="numpy")
     with pytest.raises(ValueError, match="not a whole number of frames"):
         LeRobotDataset(lerobot_v21.root, WindowSpec(
-            delta_timestamps={"action": [0.01]}), progress=False)
+            delta_timestamps={"action": [0.01]}), progress=False, output="numpy")
     with pytest.raises(ValueError, match="layout"):
         WindowSpec(layout="CHW")
 
@@ -116,7 +116,7 @@ def test_delta_indices_and_threads(lerobot_v30):
 
     top, _ = lerobot_v30.cameras
     ds = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [-1, 0, 1]}),
-                        progress=False)
+                        progress=False, output="numpy")
     expected_items = [ds[i][top] for i in range(len(ds))]
     failures = []
 
@@ -135,10 +135,10 @@ def test_delta_indices_and_threads(lerobot_v30):
 
 def test_sample_costs_feed_the_load_balancer(lerobot_v30):
     top, wrist = lerobot_v30.cameras
-    narrow = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [0]}), progress=False)
+    narrow = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [0]}), progress=False, output="numpy")
     wide = LeRobotDataset(lerobot_v30.root, WindowSpec(delta_indices={top: [-3, 0, 3],
                                                                       wrist: [0]}),
-                          progress=False)
+                          progress=False, output="numpy")
     costs = wide.sample_costs()
     assert costs.shape == (len(wide),) and costs.dtype == np.float64 and (costs > 0).all()
     assert (costs > narrow.sample_costs()).all()

@@ -8,6 +8,7 @@ rounding of the two colour conversions (FFmpeg's swscale in both, at the same si
 And ``stoker check`` on a dataset LeRobot's own recorder wrote: no error, shallow or deep.
 """
 
+import importlib.metadata
 import os
 
 import lerobot_datasets
@@ -37,7 +38,7 @@ def test_items_match_lerobot(dataset, monkeypatch):
     theirs = lerobot_dataset.LeRobotDataset("local/parity", root=dataset.root,
                                             delta_timestamps=DELTAS, video_backend="pyav")
     ours = stoker.LeRobotDataset(dataset.root, stoker.WindowSpec(delta_timestamps=DELTAS),
-                                 progress=False)
+                                 progress=False, output="numpy")
     assert len(ours) == len(theirs)
     for i in range(len(ours)):
         mine, reference = ours[i], theirs[i]
@@ -69,7 +70,7 @@ def test_lerobots_call_and_an_episode_subset_match_lerobot(dataset, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     arguments = dict(root=dataset.root, episodes=[1, 3])
     theirs = lerobot_dataset.LeRobotDataset("local/parity", video_backend="pyav", **arguments)
-    ours = stoker.LeRobotDataset("local/parity", progress=False, **arguments)
+    ours = stoker.LeRobotDataset("local/parity", progress=False, **arguments, output="numpy")
     assert len(ours) == len(theirs)
     for i in range(len(ours)):
         mine, reference = ours[i], theirs[i]
@@ -91,7 +92,7 @@ def test_loader_batches_match_lerobot_through_a_dataloader(dataset, monkeypatch)
     theirs = lerobot_dataset.LeRobotDataset("local/parity", root=dataset.root,
                                             delta_timestamps=DELTAS, video_backend="pyav")
     ours = stoker.LeRobotDataset(dataset.root, stoker.WindowSpec(delta_timestamps=DELTAS),
-                                 progress=False)
+                                 progress=False, output="numpy")
     loader = stoker.Loader(ours, batch_size=4, shuffle=True, seed=3, threads=2)
     for batch in loader:
         rows = batch["index"].tolist()
@@ -136,7 +137,7 @@ def test_lerobots_call_matches_lerobot_for_the_windows_its_policies_ask_for(data
     theirs = lerobot_dataset.LeRobotDataset("local/parity", root=dataset.root,
                                             delta_timestamps=deltas, video_backend="pyav")
     ours = stoker.LeRobotDataset("local/parity", root=dataset.root, delta_timestamps=deltas,
-                                 progress=False)
+                                 progress=False, output="numpy")
     assert len(ours) == len(theirs)
     for i in (0, 4, len(ours) - 1):
         mine, reference = ours[i], theirs[i]
@@ -193,7 +194,7 @@ def test_lerobot_reads_the_materialized_dataset(materialized, monkeypatch):
     source = lerobot_dataset.LeRobotDataset("local/etl-src", root=src,
                                             delta_timestamps=DELTAS, video_backend="pyav")
     ours = stoker.LeRobotDataset(dst, stoker.WindowSpec(delta_timestamps=deltas),
-                                 progress=False)
+                                 progress=False, output="numpy")
     assert len(ours) == len(theirs) == len(source)
     for i in range(len(ours)):
         mine, reference, original = ours[i], theirs[i], source[i]
@@ -285,3 +286,119 @@ def test_a_dataset_lerobots_recorder_wrote_has_no_error_shallow_or_deep(recorded
             assert (finding.field, finding.episode) == ("observation.state", None), shown
             assert f"std[{joint}]" in finding.message, shown
             assert finding.found * 100 < finding.expected, shown
+
+
+# ---------------------------------------------------------------------------------------------
+# LeRobot 0.6: depth, language columns and its new arguments, on a dataset its recorder wrote.
+
+DEPTH = "observation.images.depth"
+WRIST = "observation.images.wrist"
+
+
+def _lerobot_06():
+    version = tuple(int(p) for p in importlib.metadata.version("lerobot").split(".")[:2])
+    if version < (0, 6):
+        pytest.skip(f"LeRobot {version} has no quantized depth or language columns")
+
+
+@pytest.fixture(scope="module")
+def recorded_06(tmp_path_factory):
+    """Five episodes recorded by LeRobot 0.6's recorder: two AV1 cameras, a depth camera it
+    quantized and encoded (HEVC gray12le), state, action, tasks; then its language columns."""
+    _lerobot_06()
+    root = tmp_path_factory.mktemp("recorded06") / "recorded"
+    return lerobot_datasets.record_with_lerobot(root, [12, 20, 9, 15, 11], image_camera=None,
+                                                depth_camera=DEPTH, language=True)
+
+
+POLICY_DELTAS_06 = {
+    "act": {TOP: [0.0], DEPTH: [0.0], "observation.state": [0.0],
+            "action": [i / FPS for i in range(4)]},
+    "diffusion": {TOP: [-1 / FPS, 0.0], DEPTH: [-1 / FPS, 0.0], WRIST: [-1 / FPS, 0.0],
+                  "observation.state": [-1 / FPS, 0.0], "action": [i / FPS for i in range(-1, 7)]},
+    "pi0": {"action": [i / FPS for i in range(8)]},
+}
+
+
+def _same_item(mine, reference, where):
+    assert set(mine) == set(reference), where
+    for key, expected in reference.items():
+        got = mine[key]
+        if key == "task" or key.startswith("language_"):
+            assert got == expected, (where, key)
+            continue
+        expected = expected.numpy()
+        assert np.shape(got) == expected.shape, (where, key)
+        if key == DEPTH:
+            assert got.dtype == expected.dtype == np.float32, (where, key)
+            if np.all(expected == np.round(expected)):  # millimetres: LeRobot's, bit for bit
+                np.testing.assert_array_equal(got, expected, err_msg=f"{where} {key}")
+            else:  # metres: within an ulp of its float32 exp
+                np.testing.assert_allclose(got, expected, rtol=1e-6, atol=0)
+        elif key in (TOP, WRIST):
+            assert np.abs(got - expected).mean() < 1 / 255, (where, key)
+        else:
+            np.testing.assert_array_equal(got, expected.astype(np.asarray(got).dtype),
+                                          err_msg=f"{where} {key}")
+
+
+@pytest.mark.parametrize("unit", ["mm", "m"])
+@pytest.mark.parametrize("policy", POLICY_DELTAS_06)
+def test_lerobot_06_items_and_batches_match_for_its_policies_windows(recorded_06, monkeypatch,
+                                                                     policy, unit):
+    """Depth (millimetres bit for bit, metres within an ulp), language columns, RGB and rows as
+    LeRobot 0.6's items; Loader batches as lerobot_collate_fn collates them (language left
+    out), and with keep_language=True the language columns as the items hold them."""
+    import torch
+    from lerobot.utils.collate import lerobot_collate_fn
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    arguments = dict(root=recorded_06.root, delta_timestamps=POLICY_DELTAS_06[policy],
+                     depth_output_unit=unit)
+    theirs = lerobot_dataset.LeRobotDataset("local/recorded", video_backend="pyav", **arguments)
+    ours = stoker.LeRobotDataset("local/recorded", progress=False, **arguments, output="numpy")
+    assert len(ours) == len(theirs)
+    for i in (0, 5, 12, 33, len(ours) - 1):
+        _same_item(ours[i], theirs[i], (policy, unit, i))
+    # Items of the default output are LeRobot's types: tensors of its dtypes and shapes.
+    tensors = stoker.LeRobotDataset("local/recorded", progress=False, **arguments)[7]
+    for key, expected in theirs[7].items():
+        assert type(tensors[key]) is type(expected), key
+        if isinstance(expected, torch.Tensor):
+            assert (tensors[key].dtype, tensors[key].shape) == (expected.dtype, expected.shape)
+    for stat in ("mean", "min", "max"):
+        np.testing.assert_allclose(ours.meta.stats[DEPTH][stat], theirs.meta.stats[DEPTH][stat],
+                                   rtol=1e-6)
+    batch = next(iter(stoker.Loader(ours, batch_size=6, shuffle=True, seed=2, threads=2)))
+    reference = lerobot_collate_fn([theirs[i] for i in batch["index"].tolist()])
+    assert set(batch) == set(reference)
+    for key, expected in reference.items():
+        if key == "task":
+            assert batch[key] == expected
+        elif key in (TOP, WRIST):
+            assert (batch[key] - expected).abs().mean() < 1 / 255, key
+        elif key == DEPTH and unit == "m":
+            torch.testing.assert_close(batch[key], expected, rtol=1e-6, atol=0)
+        else:
+            torch.testing.assert_close(batch[key], expected.to(batch[key].dtype), rtol=0, atol=0)
+    kept = next(iter(stoker.Loader(ours, batch_size=6, shuffle=True, seed=2, threads=2,
+                                   keep_language=True)))
+    for name in ("language_persistent", "language_events"):
+        assert kept[name] == [theirs[i][name] for i in kept["index"].tolist()]
+
+
+def test_lerobot_06_arguments_match(recorded_06, monkeypatch):
+    """return_uint8 and episode_filter as LeRobot 0.6.1 applies them."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    arguments = dict(root=recorded_06.root, return_uint8=True,
+                     episode_filter=lambda ep: ep["length"] >= 12)
+    theirs = lerobot_dataset.LeRobotDataset("local/recorded", video_backend="pyav", **arguments)
+    ours = stoker.LeRobotDataset("local/recorded", progress=False, **arguments, output="numpy")
+    assert ours.episodes == sorted(theirs.episodes) == [0, 1, 3]
+    assert len(ours) == len(theirs)
+    for i in (0, 13, len(ours) - 1):
+        mine, reference = ours[i], theirs[i]
+        assert mine[TOP].dtype == np.uint8 == reference[TOP].numpy().dtype
+        assert np.abs(mine[TOP].astype(int) - reference[TOP].numpy()).max() <= 3
+        np.testing.assert_array_equal(mine[DEPTH], reference[DEPTH].numpy())
+        assert mine["episode_index"] == reference["episode_index"].item()

@@ -28,7 +28,7 @@ def spec_for(cameras, **kwargs):
 
 
 def dataset(written, **spec):
-    return LeRobotDataset(written.root, spec_for(written.cameras, **spec), progress=False)
+    return LeRobotDataset(written.root, spec_for(written.cameras, **spec), progress=False, output="numpy")
 
 
 def as_numpy(value):
@@ -258,7 +258,7 @@ def test_a_corrupt_video_raises_naming_the_sample_or_is_skipped(lerobot_v21, ler
     top = lerobot_v21.cameras[0]
     bad = os.path.join(root, os.path.relpath(lerobot_v21.video_paths[top][1], lerobot_v21.root))
     lerobot_datasets.corrupt_media_data(bad)
-    ds = LeRobotDataset(root, spec_for(lerobot_v21.cameras), progress=False)
+    ds = LeRobotDataset(root, spec_for(lerobot_v21.cameras), progress=False, output="numpy")
     episode_1 = set(range(5, 12))  # episode lengths 5, 7, 6
 
     threads_before = native_threads()
@@ -267,6 +267,14 @@ def test_a_corrupt_video_raises_naming_the_sample_or_is_skipped(lerobot_v21, ler
             pass
     message = str(raised.value)
     assert "sample " in message and "episode 1" in message and bad in message, message
+    # Issue 33: the README said decode failures raise stoker.DecodeError, and the Loader raised
+    # `stoker._core.DatasetError`. It raises stoker.DatasetError, under the name it is exported
+    # as, and the README's Loader section names it.
+    assert type(raised.value) is stoker.DatasetError
+    assert f"{type(raised.value).__module__}.{type(raised.value).__qualname__}" == (
+        "stoker.DatasetError")
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    assert "A corrupt video raises `stoker.DatasetError`" in " ".join(readme.split())
     assert wait_for_threads(threads_before) <= threads_before
 
     loader = Loader(ds, batch_size=4, seed=0, threads=2, on_error="skip")

@@ -59,7 +59,7 @@ def make_loader(request, tmp_path, monkeypatch):
             delta_timestamps={top: [-0.5, -0.2, 0.0] if slow else [0.0]},
             size=(720, 960) if slow else None,
         )
-        return LeRobotDataset(written.root, spec, progress=False)
+        return LeRobotDataset(written.root, spec, progress=False, output="numpy")
 
     def shards(slow, kwargs):
         if slow and not hasattr(_core, "decode_images"):

@@ -27,7 +27,7 @@ def dataset(written, root=None, **spec):
     and two actions."""
     top = written.cameras[0]
     return LeRobotDataset(root or written.root, WindowSpec(delta_timestamps={
-        top: [-2 / FPS, 0.0], "action": [0.0, 1 / FPS]}, **spec), progress=False)
+        top: [-2 / FPS, 0.0], "action": [0.0, 1 / FPS]}, **spec), progress=False, output="numpy")
 
 
 def rows_of(batches):

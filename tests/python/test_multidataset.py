@@ -26,8 +26,8 @@ def one_camera(tmp_path_factory, lerobot_cache):
 
 def datasets(lerobot_v21, one_camera):
     deltas = {TOP: [-1 / FPS, 0.0], "action": [0.0, 1 / FPS]}
-    both = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps=deltas, progress=False)
-    top_only = stoker.LeRobotDataset(one_camera.root, delta_timestamps=deltas, progress=False)
+    both = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps=deltas, progress=False, output="numpy")
+    top_only = stoker.LeRobotDataset(one_camera.root, delta_timestamps=deltas, progress=False, output="numpy")
     return both, top_only
 
 
@@ -75,9 +75,9 @@ def test_items_hold_every_key_with_masks_and_their_dataset(lerobot_v21, one_came
 
 
 def test_disagreeing_keys_are_refused_by_name(lerobot_v21, one_camera):
-    both = stoker.LeRobotDataset(lerobot_v21.root, progress=False)
+    both = stoker.LeRobotDataset(lerobot_v21.root, progress=False, output="numpy")
     small = stoker.LeRobotDataset(one_camera.root, stoker.WindowSpec(size=(32, 32)),
-                                  progress=False)
+                                  progress=False, output="numpy")
     mix = stoker.MultiDataset([both, small])
     message = r"dataset 0 \(LeRobotDataset .*\) and dataset 1 \(LeRobotDataset .*\) disagree on key 'observation.images.top'"
     with pytest.raises(stoker.DatasetError, match=message):
@@ -149,7 +149,7 @@ def test_loader_slots_are_their_datasets_items_and_resume_exactly(lerobot_v21, o
 
 def test_a_lerobot_dataset_mixes_with_shards(lerobot_v21, tmp_path, shard_cache):
     robot = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps={TOP: [0.0]},
-                                  progress=False)
+                                  image_dtype="uint8", progress=False, output="numpy")
     shards = shard_dataset(write_shard(tmp_path / "a.tar", 10))
     mix = stoker.MultiDataset([robot, shards], weights=[1, 1])
     schema = mix.schema
@@ -181,7 +181,7 @@ def test_a_lerobot_dataset_mixes_with_shards(lerobot_v21, tmp_path, shard_cache)
 
 
 def test_a_mixs_schema_is_taken_without_decoding(lerobot_v21, tmp_path, shard_cache):
-    robot = stoker.LeRobotDataset(lerobot_v21.root, progress=False)
+    robot = stoker.LeRobotDataset(lerobot_v21.root, image_dtype="uint8", progress=False, output="numpy")
     every_image_bad = write_shard(tmp_path / "bad.tar", 4, bad_image=0)
     shards = shard_dataset(every_image_bad)
     # The shard's first image cannot be decoded: a schema taken from item 0 would fail.
@@ -193,7 +193,7 @@ def test_a_mixs_schema_is_taken_without_decoding(lerobot_v21, tmp_path, shard_ca
 
 def test_skip_replaces_a_bad_sample_from_its_own_dataset(lerobot_v21, tmp_path, shard_cache):
     robot = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps={TOP: [0.0]},
-                                  progress=False)
+                                  image_dtype="uint8", progress=False, output="numpy")
     shards = shard_dataset(write_shard(tmp_path / "bad.tar", 6, bad_image=2))
     mix = stoker.MultiDataset([robot, shards], weights=[1, 4])
     with stoker.Loader(mix, batch_size=len(mix), seed=0, threads=2) as loader:
@@ -208,3 +208,53 @@ def test_skip_replaces_a_bad_sample_from_its_own_dataset(lerobot_v21, tmp_path, 
     for j, k in enumerate(batch["dataset_index"].tolist()):
         if k == 1:
             assert int(batch["__index__"][j]) != 2
+
+
+def test_a_mixs_schema_gives_an_image_without_a_size_as_none(lerobot_v21, tmp_path, shard_cache):
+    """Issue 33: `mix.schema` raised "image field 'image' has no output size" for a shard
+    image without a size, though the docs say it gives every key without transforms."""
+    robot = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps={TOP: [0.0]},
+                                  image_dtype="uint8", progress=False, output="numpy")
+    shards = stoker.ShardDataset(write_shard(tmp_path / "a.tar", 4),
+                                 {"image": stoker.Image(), "label": stoker.Label()})
+    mix = stoker.MultiDataset([robot, shards])
+    schema = mix.schema
+    assert schema["image"] == ("uint8", (3, None, None))  # the Loader's transforms size it
+    assert schema["label"] == ("int64", ()) and schema[TOP] == ("uint8", (3, 64, 64))
+    with pytest.raises(stoker.InvalidArgumentError, match="'image'.*give its stoker.Image a size"):
+        mix[0]  # a robot sample padded with an image of no size
+    # A Loader over the mix still needs the size, and says where to give it.
+    with pytest.raises(stoker.InvalidArgumentError, match="image field 'image' has no output size"):
+        stoker.Loader(mix, batch_size=2)
+    transforms = stoker.Transforms(resize=(32, 32))
+    with stoker.Loader(mix, batch_size=4, transforms=transforms, seed=0, threads=1) as loader:
+        batch = next(iter(loader))
+    assert tuple(batch["image"].shape) == (4, 3, 32, 32)
+    report = stoker.check(mix)
+    assert [f.check for f in report.findings if f.severity == "error"] == ["mix_schema"]
+
+
+def test_a_mix_gives_its_images_in_one_dtype_or_names_the_argument(lerobot_v21, tmp_path,
+                                                                    shard_cache):
+    """Issue 33: in a mix, LeRobot cameras came as float32 in [0, 1] and shard images as uint8
+    0-255. A mix has one rule: the Loader's transforms (or the datasets' arguments) set it."""
+    robot = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps={TOP: [0.0]},
+                                  progress=False, output="numpy")
+    shards = shard_dataset(write_shard(tmp_path / "a.tar", 6))
+    mix = stoker.MultiDataset([robot, shards])
+    message = (r"images in different dtypes \(dataset 0 .* float32 in \[0, 1\]; dataset 1 .* "
+               r"uint8 0-255\): give the Loader transforms=stoker.Transforms\(dtype='uint8'\)")
+    with pytest.raises(stoker.DatasetError, match=message):
+        stoker.Loader(mix, batch_size=4)
+    with pytest.raises(stoker.DatasetError, match=message):
+        mix.schema
+    for dtype in ("uint8", "float32"):
+        loader = stoker.Loader(mix, batch_size=4, seed=0, threads=1,
+                               transforms=stoker.Transforms(resize=(32, 32), dtype=dtype))
+        batch = next(iter(loader))
+        assert str(batch["image"].dtype) == str(batch[TOP].dtype) == f"torch.{dtype}"
+        loader.close()
+    # The same rule from the dataset's argument.
+    robot = stoker.LeRobotDataset(lerobot_v21.root, delta_timestamps={TOP: [0.0]},
+                                  image_dtype="uint8", progress=False, output="numpy")
+    assert stoker.MultiDataset([robot, shards]).schema[TOP][0] == "uint8"

@@ -134,7 +134,7 @@ def test_lerobot_batches_are_the_same_over_any_poison(
         WindowSpec(delta_indices=WINDOWS),
         progress=False,
         image_dtype=image_dtype,
-        depth_unit=depth_unit,
+        depth_unit=depth_unit, output="numpy"
     )
 
     def make_loader():
@@ -156,7 +156,7 @@ def test_lerobot_batches_are_the_same_over_any_poison(
 
 
 def test_a_poison_that_is_not_a_byte_is_refused(lerobot_poison, monkeypatch):
-    ds = LeRobotDataset(lerobot_poison.root, progress=False)
+    ds = LeRobotDataset(lerobot_poison.root, progress=False, output="numpy")
     for bad in ("256", "-1", "0x10", "x"):
         monkeypatch.setenv("STOKER_POISON_BATCHES", bad)
         with pytest.raises(stoker.InvalidArgumentError, match="STOKER_POISON_BATCHES"):

@@ -50,7 +50,7 @@ def test_large_fixture_videos_exceed_ffmpegs_read_buffer(lerobot_large):
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes")
 def test_forked_dataloader_workers_give_the_items_the_parent_reads(lerobot_large):
-    ds = LeRobotDataset(lerobot_large.root, large_spec(lerobot_large.cameras), progress=False)
+    ds = LeRobotDataset(lerobot_large.root, large_spec(lerobot_large.cameras), progress=False, output="numpy")
     # The parent reads every item first: each video is open (and positioned) in this process
     # when the workers fork.
     expected = [digest(ds[i]) for i in range(len(ds))]
@@ -101,7 +101,7 @@ def _batches_in_child(loader, iterator, answers):
 
 
 def test_a_loader_iterated_in_the_parent_restarts_in_a_forked_child(lerobot_large):
-    ds = LeRobotDataset(lerobot_large.root, large_spec(lerobot_large.cameras), progress=False)
+    ds = LeRobotDataset(lerobot_large.root, large_spec(lerobot_large.cameras), progress=False, output="numpy")
     loader = Loader(ds, batch_size=4, seed=5, threads=2, prefetch=3)
     iterator = iter(loader)
     taken = [next(iterator) for _ in range(3)]  # the parent's threads are building batches
@@ -156,7 +156,7 @@ def test_readers_indexes_and_datasets_pickle_as_what_reopens_them(lerobot_v30):
     assert again.video_files == index.video_files and again.num_rows == index.num_rows
     np.testing.assert_array_equal(again.column("action"), index.column("action"))
 
-    ds = LeRobotDataset(lerobot_v30.root, large_spec(lerobot_v30.cameras), progress=False)
+    ds = LeRobotDataset(lerobot_v30.root, large_spec(lerobot_v30.cameras), progress=False, output="numpy")
     again = pickle.loads(pickle.dumps(ds))
     assert again.index.path == ds.index.path and len(again) == len(ds)
     assert [digest(again[i]) for i in range(len(ds))] == [digest(ds[i]) for i in range(len(ds))]
@@ -164,7 +164,7 @@ def test_readers_indexes_and_datasets_pickle_as_what_reopens_them(lerobot_v30):
 
 def test_unpickling_refuses_a_dataset_or_index_changed_since(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
-    ds = LeRobotDataset(root, progress=False)
+    ds = LeRobotDataset(root, progress=False, output="numpy")
     pickled_index, pickled_ds = pickle.dumps(ds.index), pickle.dumps(ds)
     os.utime(lerobot_v21.data_paths[0].replace(lerobot_v21.root, root), ns=(1, 1))
     with pytest.raises(stoker.DatasetError, match="changed since it was pickled"):
@@ -175,7 +175,7 @@ def test_unpickling_refuses_a_dataset_or_index_changed_since(lerobot_v21, lerobo
 
 
 def test_spawned_dataloader_workers_give_the_in_process_items(lerobot_v30):
-    ds = LeRobotDataset(lerobot_v30.root, large_spec(lerobot_v30.cameras), progress=False)
+    ds = LeRobotDataset(lerobot_v30.root, large_spec(lerobot_v30.cameras), progress=False, output="numpy")
     expected = [digest(ds[i]) for i in range(len(ds))]
     workers = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
                                           multiprocessing_context="spawn", timeout=TIMEOUT_S)

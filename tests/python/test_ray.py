@@ -47,7 +47,7 @@ def loader_batches(ds, **kwargs):
 
 
 def test_rows_are_the_loaders_row_for_row_per_task_and_as_multisets(lerobot_v30):
-    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False, output="numpy")
     transforms = stoker.Transforms(random_resized_crop=(24, 24), hflip=0.5, dtype="float32")
     blocks = loader_batches(ds, batch_size=4, seed=7, transforms=transforms)
     # 30 samples in blocks of 4: tasks of 2 blocks, the last task one short block.
@@ -100,7 +100,7 @@ def test_a_bad_episode_raises_with_the_loaders_message_or_is_skipped(lerobot_v21
     top = lerobot_v21.cameras[0]
     bad = os.path.join(root, os.path.relpath(lerobot_v21.video_paths[top][1], lerobot_v21.root))
     lerobot_datasets.corrupt_media_data(bad)
-    ds = stoker.LeRobotDataset(root, spec_for(lerobot_v21.cameras), progress=False)
+    ds = stoker.LeRobotDataset(root, spec_for(lerobot_v21.cameras), progress=False, output="numpy")
     episode_1 = set(range(5, 12))  # episode lengths 5, 7, 6
 
     with pytest.raises(stoker.Error) as loader_raised:
@@ -150,7 +150,7 @@ def test_doctor_sweeps_the_cpus_of_read_tasks_and_names_a_line_of_the_table(lero
                                                                              tmp_path):
     from stoker.doctor import ray_sweep
 
-    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False, output="numpy")
     result = ray_sweep.sweep(ds, address="local", batch_size=2, step_ms=5, steps=4)
     assert [p.cpus for p in result.points] == [1, 2]
     assert all(p.steps == 4 and p.samples_per_s > 0 for p in result.points)
@@ -214,7 +214,7 @@ def test_a_worker_killed_mid_read_loses_and_repeats_no_row(lerobot_v30, tmp_path
     try claims a marker file); the test kills its worker by PID with SIGKILL. Ray runs the task
     again in another worker: every row once, in the fault-free order (the Loader's, which the
     first test shows a fault-free read gives), pixels and all."""
-    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False, output="numpy")
     log, events = event_log(str(tmp_path / "events.jsonl"))
     claimed, pid_file = str(tmp_path / "claimed"), str(tmp_path / "pid")
 
@@ -314,7 +314,7 @@ def test_a_stalled_store_ends_in_an_error_naming_sample_and_url_or_in_counted_sk
     spec = spec_for(lerobot_v21.cameras)
     # Opened here before the stall (the index from the store); the workers open the videos.
     ds = stoker.LeRobotDataset("s3://stoker-ray/v21", spec, storage_options=options,
-                               progress=False, episodes=[1])
+                               progress=False, episodes=[1], output="numpy")
     episode_1 = set(range(5, 12))
 
     fault_proxy.set_faults(stall=1.0, stall_hang=True, stall_mid_body=True, paths=re.escape(key))
@@ -336,7 +336,7 @@ def test_a_stalled_store_ends_in_an_error_naming_sample_and_url_or_in_counted_sk
 
     log, events = event_log(str(tmp_path / "events.jsonl"))
     both = stoker.LeRobotDataset("s3://stoker-ray/v21", spec, storage_options=options,
-                                 progress=False, episodes=[0, 1])
+                                 progress=False, episodes=[0, 1], output="numpy")
     fault_proxy.set_faults(stall=1.0, stall_hang=True, paths=re.escape(key))
     before = fault_proxy.faults_injected.get("stall", 0)
     read = stoker_ray.read_lerobot(both, seed=0, samples_per_task=4, threads_per_task=1,

@@ -47,7 +47,7 @@ def spec_for(cameras):
 
 def test_three_nodes_give_the_loaders_rows_row_for_row(cluster, lerobot_v30, tmp_path):
     assert len([n for n in ray.nodes() if n["Alive"]]) == NODES
-    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False, output="numpy")
     transforms = stoker.Transforms(random_resized_crop=(24, 24), hflip=0.5, dtype="float32")
     loader = stoker.Loader(ds, batch_size=4, seed=7, transforms=transforms, output="numpy",
                            threads=2, rank=0, world_size=1)
@@ -71,7 +71,7 @@ def test_three_nodes_give_the_loaders_rows_row_for_row(cluster, lerobot_v30, tmp
 
 
 def test_the_doctor_reports_read_tasks_node_by_node(cluster, lerobot_v30, tmp_path, capsys):
-    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False)
+    ds = stoker.LeRobotDataset(lerobot_v30.root, spec_for(lerobot_v30.cameras), progress=False, output="numpy")
     from stoker.doctor import ray_sweep
 
     result = ray_sweep.sweep(ds, address=cluster.address, batch_size=2, step_ms=5, steps=6,

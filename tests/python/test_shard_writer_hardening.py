@@ -203,8 +203,7 @@ def test_stoker_shard_refuses_two_source_files_that_are_one_member(tmp_path, cac
     assert "Traceback" not in done.stderr
     assert str(src / "x003.jpg") in done.stderr and str(src / "x003.JPG") in done.stderr
     assert not glob.glob(str(tmp_path / "dst" / "shard-*"))
-    # In an ImageFolder tree, cat/a.jpg and cat/a.JPG would be one member of sample cat/a (a
-    # stem's files are one sample's fields: cat/a.jpg with cat/a.png is a sample of two).
+    # In an ImageFolder tree, cat/a.jpg and cat/a.JPG would be one member of sample cat/a.
     tree = tmp_path / "tree"
     for name in ("cat", "dog"):
         os.makedirs(tree / name)
@@ -213,6 +212,29 @@ def test_stoker_shard_refuses_two_source_files_that_are_one_member(tmp_path, cac
     done = shard_command(tree, tmp_path / "tree-dst", "--shard-bytes", "60KB")
     assert done.returncode == 1, done.stderr
     assert str(tree / "cat" / "a.jpg") in done.stderr and str(tree / "cat" / "a.JPG") in done.stderr
+
+
+# Issue 33 item 4: cat/a.jpg + cat/a.png were written as one sample holding both images (exit
+# 0), while shards.md said they were refused. Each image of a tree is a sample, and both would
+# be sample cat/a: refused, naming both files; a caption beside them stays a field.
+def test_an_image_folder_stem_with_two_images_is_refused_naming_both(tmp_path, cache):
+    tree = tmp_path / "tree"
+    for name in ("cat", "dog"):
+        os.makedirs(tree / name)
+        (tree / name / "a.jpg").write_bytes(encode(photo(80, 60, seed=1), "JPEG"))
+        (tree / name / "a.txt").write_text(f"a {name}")
+    (tree / "cat" / "a.png").write_bytes(encode(photo(80, 60, seed=2), "PNG"))
+    done = shard_command(tree, tmp_path / "dst", "--shard-bytes", "60KB")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert str(tree / "cat" / "a.jpg") in done.stderr and str(tree / "cat" / "a.png") in done.stderr
+    assert "sample 'cat/a'" in done.stderr
+    assert not glob.glob(str(tmp_path / "dst" / "shard-*"))
+    # Without the second image the tree is written: one image and its caption per sample.
+    (tree / "cat" / "a.png").unlink()
+    done = shard_command(tree, tmp_path / "dst", "--shard-bytes", "60KB")
+    assert done.returncode == 0, done.stderr
+    assert "fields: jpg (2), txt (2), cls (2)" in done.stdout
 
 
 def test_a_sample_with_two_members_of_a_field_is_named_or_skipped_when_read(tmp_path, cache):
@@ -269,3 +291,44 @@ def test_an_s3_folder_or_glob_with_an_index_json_reads_the_index_shards(s3_envir
     for given in ("s3://stoker-folders/out/", "s3://stoker-folders/out/shard-*.tar"):
         ds = stoker.ShardDataset(given, spec)
         assert ds.urls == listed and len(ds) == N, given
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 33 item 3: stoker shard wrote a text file named x.jpg, a truncated JPEG and a 0-byte .jpg
+# into the shards with exit 0; only a later stoker check found them, and training under raise
+# stopped mid-epoch. Every checked file is read by the engine before the plan.
+
+
+def test_stoker_shard_names_every_bad_file_and_exits_non_zero_or_skips_them(tmp_path, cache):
+    src = make_source(tmp_path / "src", 8)
+    jpeg = (src / "x001.jpg").read_bytes()
+    bad = {
+        "x001.jpg": b"<html>not an image</html>\n",  # a text file named .jpg
+        "x002.jpg": jpeg[: len(jpeg) // 2],  # truncated
+        "x003.jpg": b"",  # 0 bytes
+        "x004.txt": b"caption \xff\xfe",  # not UTF-8
+        "x005.cls": b"cat",  # not an integer
+    }
+    for name, data in bad.items():
+        (src / name).write_bytes(data)
+    (src / "x006.json").write_text("{not json")
+    (src / "x007.npy").write_bytes(b"\x93NUMPY\x01\x00")  # a header cut short
+    bad_files = [*bad, "x006.json", "x007.npy"]
+    done = shard_command(src, tmp_path / "dst", "--shard-bytes", "60KB")
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr
+    for name in bad_files:
+        assert str(src / name) in done.stderr, (name, done.stderr)
+    assert "not a JPEG, PNG or WebP" in done.stderr and "truncated JPEG" in done.stderr
+    assert "no bytes" in done.stderr and "--skip-bad" in done.stderr
+    assert not glob.glob(str(tmp_path / "dst" / "shard-*"))
+    # With --skip-bad their samples are left out and listed; the rest is written and reads.
+    done = shard_command(src, tmp_path / "dst", "--shard-bytes", "60KB", "--skip-bad")
+    assert done.returncode == 0, done.stderr
+    assert "left out 7 samples with bad files" in done.stdout
+    for name in bad_files:
+        assert str(src / name) in done.stdout
+    ds = stoker.ShardDataset(str(tmp_path / "dst"), {"image": stoker.Image(size=(16, 16))})
+    assert len(ds) == 1
+    (batch,) = list(stoker.Loader(ds, batch_size=1, shuffle=False, output="numpy"))
+    assert batch["__key__"] == ["x000"]

@@ -331,6 +331,67 @@ def test_bad_members_raise_naming_shard_key_and_field_or_are_skipped_and_counted
     assert any("'k5', field 'txt'" in e and "no such member" in e for e in reasons)
 
 
+def solid_png(color):
+    """A 32x24 PNG of one colour (PNGs of most colours have one size, so samples can swap)."""
+    return encoded(np.full((24, 32, 3), color, np.uint8), "PNG")
+
+
+# Issue 33 item 2: a shard rewritten after open with the same names, sizes and mtime-0 tar headers
+# (Python's tarfile), samples 10 and 11 swapped, passed every header check: sample 10 came back
+# with sample 11's caption, label, array and image, under raise and under skip.
+@needs_image_decoder
+@pytest.mark.parametrize("how", ["in place", "renamed over"])
+def test_a_shard_replaced_by_one_with_identical_tar_headers_is_refused(tmp_path, cache, how):
+    def sample(i):
+        return {
+            "png": solid_png((i * 20, 255 - i * 10, 7)),
+            "txt": f"caption {i:02d}".encode(),
+            "cls": f"{i:02d}".encode(),
+            "npy": npy(np.full((2, 3), i, np.float32)),
+        }
+
+    samples = [(f"s{i:02d}", sample(i)) for i in range(16)]
+    assert len(samples[10][1]["png"]) == len(samples[11][1]["png"])
+    url = write_tar(tmp_path / "a.tar", samples)
+    other = write_tar(tmp_path / "b.tar", [(f"t{i:02d}", sample(i)) for i in range(16)])
+    spec = {
+        "image": stoker.Image("png", size=(8, 8)),
+        "caption": stoker.Text("txt"),
+        "label": stoker.Label("cls"),
+        "array": stoker.Array("npy"),
+    }
+    ds = stoker.ShardDataset([url, other], spec)
+    assert ds[10]["caption"] == "caption 10"
+    swapped = list(samples)
+    swapped[10], swapped[11] = (samples[10][0], samples[11][1]), (samples[11][0], samples[10][1])
+    before = open(url, "rb").read()
+    time.sleep(0.03)  # past the file system's timestamp granularity since it was written
+    if how == "in place":
+        rewritten = write_tar(tmp_path / "new.tar", swapped)
+        data = open(rewritten, "rb").read()
+        with open(url, "r+b") as f:
+            f.write(data)
+    else:
+        os.replace(write_tar(tmp_path / "new.tar", swapped), url)
+    after = open(url, "rb").read()
+    assert len(after) == len(before) and after != before
+    assert _core.open_shard_indexes([url], "", 1)[0][0].names == ds.indexes[0].names
+    with pytest.raises(stoker.DatasetError, match="replaced or rewritten since it was opened"):
+        ds[10]
+    with pytest.raises(stoker.DatasetError, match=r"a.tar.*replaced or rewritten"):
+        list(stoker.Loader(ds, batch_size=8, shuffle=False, output="numpy"))
+    loader = stoker.Loader(ds, batch_size=8, shuffle=False, on_error="skip", output="numpy")
+    for batch in loader:
+        for key, caption, label in zip(batch["__key__"], batch["caption"], batch["label"]):
+            assert key.startswith("t"), f"{key} read from the replaced shard: {caption}"
+            assert caption == f"caption {int(key[1:]):02d}" and label == int(key[1:])
+    assert loader.stats()["skipped"] == 16
+    assert all("replaced or rewritten" in skip["reason"] for skip in loader.stats()["skips"])
+    # Opened again, the dataset reads the shard as it is now.
+    again = stoker.ShardDataset([url, other], spec)
+    assert again[10]["caption"] == "caption 11" and again[10]["label"] == 11
+
+
 def npz(**arrays):
     out = io.BytesIO()
     np.savez(out, **arrays)
@@ -583,6 +644,63 @@ def test_an_undecodable_image_is_named(tmp_path, cache):
         list(stoker.Loader(ds, batch_size=2, shuffle=False, output="numpy"))
 
 
+def damaged_images():
+    """Each way an image member is found damaged, by name: a small JPEG's last 40 bytes zeroed
+    (which reaches into its header), cut inside its header or in half, an unknown marker in its
+    header, a PNG cut in half, no bytes, and text named .jpg."""
+    small = encoded(photo(3, 16, 12), "JPEG")
+    big = encoded(photo(4), "JPEG")
+    png = encoded(photo(5), "PNG")
+    unknown = bytearray(big)
+    unknown[big.index(b"\xff\xc4") + 1] = 0xA5  # its first Huffman table's marker
+    return {
+        "tail-zeroed": small[:-40] + bytes(40),
+        "cut-in-header": big[:20],
+        "cut-in-half": big[: len(big) // 2],
+        "unknown-marker": bytes(unknown),
+        "png-cut": png[: len(png) // 2],
+        "empty": b"",
+        "text": b"hello\n",
+    }
+
+
+# Found with a shard member whose last 40 bytes were zeroed: TurboJPEG kept its failed header
+# parse, so the next intact image on the thread was skipped too ("truncated JPEG: the bytes end
+# inside its header"), even when the damaged image was alone in its shard.
+@needs_image_decoder
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_damaged_image_never_takes_the_next_intact_image_with_it(tmp_path, cache, threads):
+    samples, bad = [], set()
+    for kind, data in damaged_images().items():
+        bad.add(len(samples))
+        samples.append((f"{kind}", {"jpg": data, "cls": b"0"}))
+        for k in range(3):  # intact, in each format, after it on the same thread
+            fmt, field = [("JPEG", "jpg"), ("PNG", "png"), ("JPEG", "jpg")][k]
+            samples.append(
+                (f"{kind}-next{k}", {field: encoded(photo(k, 40, 30), fmt), "cls": b"1"})
+            )
+    urls = [write_tar(tmp_path / "mixed.tar", samples)]
+    # The damaged image alone in its shard, the intact ones in the next.
+    urls.append(write_tar(tmp_path / "alone-0.tar", [("alone", {"jpg": samples[0][1]["jpg"]})]))
+    urls.append(
+        write_tar(tmp_path / "alone-1.tar", [("after", {"jpg": encoded(photo(9, 40, 30), "JPEG")})])
+    )
+    spec = {"image": stoker.Image("jpg;png", size=(16, 16))}
+    ds = stoker.ShardDataset(urls, spec)
+    loader = stoker.Loader(
+        ds, batch_size=8, shuffle=False, threads=threads, on_error="skip", output="numpy"
+    )
+    list(loader)
+    skipped = {skip["sample"] for skip in loader.stats()["skips"]}
+    keys = [key for key, _ in samples] + ["alone", "after"]
+    assert {keys[i] for i in skipped} == {keys[i] for i in bad} | {"alone"}
+    for i in bad:  # and each one alone raises, naming itself
+        one = stoker.ShardDataset(urls[0], spec)
+        with pytest.raises(stoker.DatasetError, match=f"sample '{keys[i]}', field 'jpg'"):
+            one[i]
+        assert one[i + 1]["image"].shape == (3, 16, 16)
+
+
 # ---------------------------------------------------------------------------------------------
 # Doctor
 
@@ -643,8 +761,7 @@ def test_stoker_shard_writes_equal_bytes_shards_that_webdataset_reads(tmp_path, 
         stoker.write_shards(src, dst, shard_bytes=100_000, progress=False)
 
 
-def test_an_image_folder_with_captions_beside_its_images_keeps_its_labels(tmp_path, cache,
-                                                                         capsys):
+def test_an_image_folder_with_captions_beside_its_images_keeps_its_labels(tmp_path, cache, capsys):
     """Issue 24: a caption .txt beside each image made the tree a plain folder, and the
     labels were dropped without a word."""
     tree = tmp_path / "tree"
@@ -660,8 +777,9 @@ def test_an_image_folder_with_captions_beside_its_images_keeps_its_labels(tmp_pa
     assert "6 samples (ImageFolder tree of 2 classes; fields: jpg (6), txt (6), cls (6))" in said
     assert "left out 1 files without an image: dog/notes.txt" in said
     names = json.loads((dst / "index.json").read_text())["shards"]
-    ds = stoker.ShardDataset([str(dst / n) for n in names],
-                             {"label": stoker.Label(), "caption": stoker.Text()})
+    ds = stoker.ShardDataset(
+        [str(dst / n) for n in names], {"label": stoker.Label(), "caption": stoker.Text()}
+    )
     (batch,) = list(stoker.Loader(ds, batch_size=6, shuffle=False, output="numpy"))
     pairs = sorted(zip(batch["label"].tolist(), batch["caption"]))
     assert pairs == [(0, f"a cat, number {i}") for i in range(3)] + [
@@ -903,7 +1021,7 @@ def lerobot_frames(written, episode, start, count, camera):
     ds = stoker.LeRobotDataset(
         written.root,
         stoker.WindowSpec(delta_timestamps={camera: [k / fps for k in range(count)]}),
-        progress=False,
+        progress=False, output="numpy"
     )
     row = sum(written.lengths[:episode]) + start
     frames = np.asarray(ds[row][camera])
@@ -1074,9 +1192,15 @@ def test_copied_clip_of_h264_with_b_frames_is_a_gop_run_exactly(video, tmp_path)
 
 def test_one_sample_is_read_by_its_index_as_a_batch_holds_it(tmp_path, cache):
     samples = [
-        (f"k{i}", {"txt": f"caption {i}".encode(), "cls": str(i).encode(),
-                   "json": json.dumps({"w": 10 * i, "url": f"u{i}"}).encode(),
-                   "npy": npy(np.arange(i + 1, dtype=np.int16))})
+        (
+            f"k{i}",
+            {
+                "txt": f"caption {i}".encode(),
+                "cls": str(i).encode(),
+                "json": json.dumps({"w": 10 * i, "url": f"u{i}"}).encode(),
+                "npy": npy(np.arange(i + 1, dtype=np.int16)),
+            },
+        )
         for i in range(5)
     ]
     samples[3][1]["cls"] = b"three"

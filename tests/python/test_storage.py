@@ -410,13 +410,13 @@ def same_items(a, b):
 
 @pytest.mark.parametrize("version", ["v21", "v30"])
 def test_items_over_s3_equal_the_local_copy(s3_env, tiny, version):
-    local = stoker.LeRobotDataset(tiny[version].root, spec(), progress=False)
-    remote = stoker.LeRobotDataset(url(version), spec(), progress=False)
+    local = stoker.LeRobotDataset(tiny[version].root, spec(), progress=False, output="numpy")
+    remote = stoker.LeRobotDataset(url(version), spec(), progress=False, output="numpy")
     assert len(remote) == len(local)
     for i in range(len(local)):
         same_items(remote[i], local[i])
     assert all(f.startswith(url(version) + "/") for f in remote.index.video_files)
-    again = stoker.LeRobotDataset(url(version), spec(), progress=False)
+    again = stoker.LeRobotDataset(url(version), spec(), progress=False, output="numpy")
     assert again.index.report is None  # the cached index, mapped
     child = pickle.loads(pickle.dumps(remote))
     same_items(child[len(local) - 1], local[len(local) - 1])
@@ -426,14 +426,14 @@ def test_remote_indexes_of_different_cameras_live_side_by_side(s3_env, tiny):
     """The index of one camera and the full one are cached apart, and building one does not
     remove the other (only older versions of the same cameras' index go)."""
     window = stoker.WindowSpec(delta_timestamps={CAMERAS[0]: [0.0]})
-    top = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False)
-    every = stoker.LeRobotDataset(url("v30"), window, progress=False)
+    top = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False, output="numpy")
+    every = stoker.LeRobotDataset(url("v30"), window, progress=False, output="numpy")
     assert top.cameras == (CAMERAS[0],) and every.cameras == CAMERAS
     assert top.index.path != every.index.path
     assert os.path.dirname(top.index.path) == os.path.dirname(every.index.path)
-    again = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False)
+    again = stoker.LeRobotDataset(url("v30"), window, cameras=[CAMERAS[0]], progress=False, output="numpy")
     assert again.index.report is None and again.index.path == top.index.path
-    local = stoker.LeRobotDataset(tiny["v30"].root, window, cameras=[CAMERAS[0]], progress=False)
+    local = stoker.LeRobotDataset(tiny["v30"].root, window, cameras=[CAMERAS[0]], progress=False, output="numpy")
     same_items(again[3], local[3])
 
 
@@ -452,9 +452,9 @@ def test_explicit_options_reach_the_videos(s3, tiny, monkeypatch):
         spec(),
         storage_options=options,
         progress=False,
-        cache_dir=str(os.path.join(os.path.dirname(tiny["v21"].root), "cache-explicit")),
+        cache_dir=str(os.path.join(os.path.dirname(tiny["v21"].root), "cache-explicit")), output="numpy"
     )
-    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False, output="numpy")
     same_items(ds[2], local[2])
     same_items(pickle.loads(pickle.dumps(ds))[5], local[5])
 
@@ -491,8 +491,8 @@ def test_an_expired_url_and_a_missing_video_are_refused_plainly(s3_env, tiny):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_loader_over_s3_gives_the_local_batches(s3_env, tiny, threads):
-    local = stoker.LeRobotDataset(tiny["v30"].root, spec(), progress=False)
-    remote = stoker.LeRobotDataset(url("v30"), spec(), progress=False)
+    local = stoker.LeRobotDataset(tiny["v30"].root, spec(), progress=False, output="numpy")
+    remote = stoker.LeRobotDataset(url("v30"), spec(), progress=False, output="numpy")
     a = list(stoker.Loader(local, batch_size=3, seed=1, threads=threads, output="numpy"))
     loader = stoker.Loader(remote, batch_size=3, seed=1, threads=threads, output="numpy")
     b = list(loader)
@@ -512,7 +512,7 @@ def test_a_dataset_naming_a_missing_video_is_refused_by_name(s3_env, tiny):
     key = f"{prefix}/{os.path.relpath(written.video_paths[CAMERAS[1]][0], written.root)}"
     s3_env.s3.delete_object(Bucket=BUCKET, Key=key)
     with pytest.raises(stoker.Error) as raised:
-        stoker.LeRobotDataset(f"s3://{BUCKET}/{prefix}", spec(), progress=False)
+        stoker.LeRobotDataset(f"s3://{BUCKET}/{prefix}", spec(), progress=False, output="numpy")
     assert f"s3://{BUCKET}/{key}" in str(raised.value)
 
 
@@ -539,7 +539,7 @@ def opening_requests(proxy, dataset_url):
     prefixes it listed."""
     proxy.methods.clear()
     proxy.log.clear()
-    stoker.LeRobotDataset(dataset_url, spec(), progress=False)
+    stoker.LeRobotDataset(dataset_url, spec(), progress=False, output="numpy")
     listed = [
         urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("prefix", [""])[0]
         for method, path in proxy.log
@@ -599,7 +599,7 @@ def test_a_warm_open_reads_its_videos_without_a_head_each(proxy, many_episodes):
     import sys
 
     dataset = "s3://stoker-data/ds/many"
-    stoker.LeRobotDataset(dataset, spec(), progress=False)  # cold: builds the index
+    stoker.LeRobotDataset(dataset, spec(), progress=False, output="numpy")  # cold: builds the index
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(["python", os.environ.get("PYTHONPATH", "")])}
 
     def requests(what):
@@ -616,8 +616,8 @@ def test_where_listing_is_refused_objects_are_asked_one_by_one(proxy, tiny):
     """Credentials that may get objects but not list them: the dataset still opens, its
     versions learned by a HEAD per object, and reads the same items."""
     proxy.set_faults(deny_listing=True)
-    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
-    remote = stoker.LeRobotDataset(url("v21"), spec(), progress=False)  # v3.0 needs a listing
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False, output="numpy")
+    remote = stoker.LeRobotDataset(url("v21"), spec(), progress=False, output="numpy")  # v3.0 needs a listing
     assert proxy.faults_injected.get("denied", 0) >= 1
     assert proxy.methods["HEAD"] >= 6  # every video and data file, one by one
     for i in range(len(local)):
@@ -625,7 +625,7 @@ def test_where_listing_is_refused_objects_are_asked_one_by_one(proxy, tiny):
 
 
 def test_items_survive_faults_and_retries_are_counted(proxy, tiny):
-    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False)
+    local = stoker.LeRobotDataset(tiny["v21"].root, spec(), progress=False, output="numpy")
     options = {
         "max_attempts": 10,
         "backoff_base_s": 0.001,
@@ -637,7 +637,7 @@ def test_items_survive_faults_and_retries_are_counted(proxy, tiny):
     proxy.set_faults(
         Faults(slowdown=0.15, error=0.05, reset=0.05, truncate=0.05, stall=0.02, stall_s=0.2)
     )
-    remote = stoker.LeRobotDataset(url("v21"), spec(), storage_options=options, progress=False)
+    remote = stoker.LeRobotDataset(url("v21"), spec(), storage_options=options, progress=False, output="numpy")
     for i in range(len(local)):
         same_items(remote[i], local[i])
     after = _core.remote_stats()
@@ -679,7 +679,7 @@ def test_skip_and_raise_over_s3(s3_env, tiny, tmp_path):
     for offset, size in packets:
         damaged[offset : offset + size] = bytes(size)
     s3_env.put(BUCKET, key, bytes(damaged))
-    ds = stoker.LeRobotDataset(f"s3://{BUCKET}/{prefix}", spec(), progress=False)
+    ds = stoker.LeRobotDataset(f"s3://{BUCKET}/{prefix}", spec(), progress=False, output="numpy")
     with pytest.raises(stoker.Error) as raised:
         for _ in stoker.Loader(ds, batch_size=2, seed=0, threads=2):
             pass
@@ -809,8 +809,8 @@ def test_etl_from_s3_equals_etl_from_the_local_copy(s3_env, tiny, tmp_path):
     )
     assert remote.source == url("v21") and local.episode_map == remote.episode_map
     assert local.bytes_in == remote.bytes_in and remote.verified
-    a = stoker.LeRobotDataset(str(tmp_path / "local"), spec(), progress=False)
-    b = stoker.LeRobotDataset(str(tmp_path / "remote"), spec(), progress=False)
+    a = stoker.LeRobotDataset(str(tmp_path / "local"), spec(), progress=False, output="numpy")
+    b = stoker.LeRobotDataset(str(tmp_path / "remote"), spec(), progress=False, output="numpy")
     for i in range(len(a)):
         same_items(a[i], b[i])
 

@@ -91,6 +91,9 @@ class CheckReport:
     findings: list[Finding] = field(default_factory=list)
     scanned: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    # What a check that was not deep read without decoding it ("videos", "shard members"):
+    # its verdict says so, and that --deep decodes them.
+    not_decoded: str = ""
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
@@ -103,6 +106,17 @@ class CheckReport:
         """True when no finding is an error: the exit status of ``stoker check`` is 0."""
         return not self.errors()
 
+    @property
+    def verdict(self) -> str:
+        """``OK: no errors`` or ``FAILED: n errors``, saying what was not decoded, if any."""
+        text = "OK: no errors" if self.ok else f"FAILED: {_counted(len(self.errors()), 'error')}"
+        if self.not_decoded and not self.deep:
+            text += (
+                f" (the {self.not_decoded} were not decoded: `stoker check --deep`, or "
+                "stoker.check(..., deep=True), decodes every one)"
+            )
+        return text
+
     def by_check(self, name: str) -> list[Finding]:
         return [f for f in self.findings if f.check == name]
 
@@ -112,6 +126,7 @@ class CheckReport:
             "kind": self.kind,
             "deep": self.deep,
             "ok": self.ok,
+            "not_decoded": self.not_decoded,
             "checks": list(self.checks),
             "scanned": dict(self.scanned),
             "seconds": self.seconds,
@@ -136,9 +151,7 @@ class CheckReport:
         )
         order = {s: i for i, s in enumerate(SEVERITIES)}
         lines = [head] + [f"  {f}" for f in sorted(self.findings, key=lambda f: order[f.severity])]
-        lines.append(
-            "  OK: no errors" if self.ok else f"  FAILED: {_counted(len(self.errors()), 'error')}"
-        )
+        lines.append(f"  {self.verdict}")
         return "\n".join(lines)
 
 

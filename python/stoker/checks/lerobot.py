@@ -30,6 +30,7 @@ from stoker import _core
 from stoker._core import DatasetError
 from stoker.checks.findings import CheckReport, Finding
 from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot import lance_layout
 from stoker.datasets.lerobot.format import Feature, Info
 from stoker.io.storage import Root, open_dataset_root
 from stoker.progress import ProgressBar
@@ -375,6 +376,8 @@ def _read_tasks(run, source, version, table, episode_index) -> np.ndarray | None
 
 
 def _data_files(run, source, info, table, episode_index, where):
+    if info.storage_format == "lance":  # one frames table holds every row
+        return [source.url(lance_layout.FRAMES_TABLE)], np.zeros(len(episode_index), np.int64)
     if info.codebase_version != "v3.0":
         try:
             paths = lerobot_format.format_paths(
@@ -502,6 +505,21 @@ def _camera_files(run, source, info, table, episode_index, camera, where) -> _Ca
     except DatasetError as e:
         run.add("error", "info", str(e), "correct video_path in meta/info.json")
         return None
+    if info.storage_format == "lance" and distinct.size:  # the MP4s are blobs of videos.lance
+        keys = [(camera, int(n // info.chunks_size), int(n % info.chunks_size)) for n in distinct]
+        try:
+            slices = lance_layout.video_slices(source, keys)
+        except DatasetError as e:
+            run.add(
+                "error",
+                "files",
+                str(e),
+                "convert the v3.0 dataset again with lerobot-lance-convert",
+                camera=camera,
+                file=source.url(lance_layout.VIDEOS_TABLE),
+            )
+            return None
+        paths = np.array([slices[key] for key in keys], dtype=str)
     file_of[present] = np.searchsorted(distinct, numbers[present])
     from_timestamp[present] = np.asarray(start, np.float64)[present]
     bad = present & ~np.isfinite(from_timestamp)
@@ -520,6 +538,9 @@ def _camera_files(run, source, info, table, episode_index, camera, where) -> _Ca
 
 
 def _exists(source: Root, path: str) -> bool:
+    if path.endswith(".lance"):  # a Lance table (a folder of files)
+        return lance_layout.table_opens(source, path)
+    path = lance_layout.whole_file(path)  # a video in a Lance table: the file holding it
     try:
         if not source.remote:
             return os.path.isfile(path) and os.path.getsize(path) > 0
@@ -665,12 +686,29 @@ def _rows_from_index(meta: _Meta, index: Any) -> _Rows:
     return _Rows(columns, np.ones(meta.num_rows, bool), features, schemas)
 
 
+def _data_schema(meta: _Meta, path: str) -> pa.Schema:
+    """A data file's schema, named by feature: a Parquet file or the Lance frames table."""
+    if meta.info.storage_format == "lance":
+        return lance_layout.frames_schema(
+            meta.source, meta.info.features, lerobot_format.DEFAULT_COLUMNS
+        )
+    return meta.source.read_schema(path, "data file")
+
+
+def _data_table(meta: _Meta, path: str, columns: list[str]) -> pa.Table:
+    if meta.info.storage_format == "lance":
+        return lance_layout.read_frames(
+            meta.source, meta.info.features, lerobot_format.DEFAULT_COLUMNS, columns
+        )
+    return meta.source.read_parquet(path, "data file", columns=columns)
+
+
 def _schemas(meta: _Meta) -> dict[str, pa.Schema | None]:
     def schema(path: str) -> pa.Schema | None:
         if path in meta.missing_data:
             return None
         try:
-            return meta.source.read_schema(path, "data file").remove_metadata()
+            return _data_schema(meta, path).remove_metadata()
         except (DatasetError, OSError, ValueError, pa.ArrowException):
             return None
 
@@ -694,9 +732,9 @@ def _rows_from_files(run: _Run, meta: _Meta) -> _Rows:
         if path in meta.missing_data:
             return None, None, ""
         try:
-            schema = meta.source.read_schema(path, "data file").remove_metadata()
+            schema = _data_schema(meta, path).remove_metadata()
             present = [name for name in wanted if name in schema.names]
-            return schema, meta.source.read_parquet(path, "data file", columns=present), ""
+            return schema, _data_table(meta, path, present), ""
         except (DatasetError, OSError, ValueError, pa.ArrowException) as e:
             return None, None, str(e)
 
@@ -2195,6 +2233,8 @@ def _check(run: _Run, source: Root, index: Any, load_index) -> None:
     videos = _open_videos(run, meta, index)
     skip = _check_videos(run, meta, videos)
     report.scanned["frames"] = sum(v.num_frames for v in videos.values() if isinstance(v, _Video))
+    if videos and not run.deep:
+        report.not_decoded = "videos"
     placements = _check_frames(run, meta, rows, usable, videos, skip, index)
     _check_stats(run, meta, rows)
     if index_error:

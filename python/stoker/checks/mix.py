@@ -39,7 +39,8 @@ _PAD = "_is_pad"
 # Keys the mix itself adds to every item.
 _MIX_KEYS = ("dataset_index",)
 
-Kind = Optional[tuple[str, tuple[int, ...]]]  # (dtype, shape); None: Python objects
+# (dtype, shape), None in a shape where the Loader's transforms give it; None: Python objects
+Kind = Optional[tuple[str, tuple[Optional[int], ...]]]
 
 
 def check_mix(
@@ -69,11 +70,27 @@ def check_mix(
         for what, count in part.scanned.items():
             report.scanned[what] = report.scanned.get(what, 0) + count
     report.scanned["datasets"] = len(parts)
+    report.not_decoded = " and ".join(dict.fromkeys(p.not_decoded for p in parts if p.not_decoded))
     report.findings.extend(_weights(mix))
     schemas: list[dict[str, Kind] | None] = []
     for i, ds in enumerate(mix.datasets):
         try:
-            schemas.append(dict(MultiDataset([ds]).schema))
+            schema = dict(MultiDataset([ds]).schema)
+            schemas.append(schema)
+            unsized = [k for k, kind in schema.items() if kind and None in kind[1]]
+            if unsized:
+                report.findings.append(
+                    Finding(
+                        "error",
+                        "mix_schema",
+                        f"image field {unsized[0]!r} has no output size: a Loader over the mix "
+                        "refuses it unless its transforms give one",
+                        key=unsized[0],
+                        dataset=i,
+                        fix="Give stoker.Image a size (stoker.Image(size=(224, 224))), or the "
+                        "Loader transforms=stoker.Transforms(resize=...).",
+                    )
+                )
         except Error as error:
             schemas.append(None)
             report.findings.append(

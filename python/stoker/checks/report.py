@@ -122,7 +122,7 @@ def render_html(report: CheckReport) -> str:
     """The report as one self-contained HTML page."""
     counts = {s: sum(f.severity == s for f in report.findings) for s in SEVERITIES}
     scanned = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in report.scanned.items())
-    verdict = "OK: no errors" if report.ok else f"FAILED: {counts['error']} errors"
+    verdict = html.escape(report.verdict)
     head = (
         f"<h1>stoker check: {html.escape(report.dataset)}</h1>"
         f"<p class='verdict {'ok' if report.ok else 'failed'}'>{verdict}</p>"

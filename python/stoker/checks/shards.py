@@ -194,7 +194,7 @@ def check_shards(
         dataset, inferred = _open_inferred(dataset)
     ds = dataset
     urls = ds.urls
-    name = urls[0] if len(urls) == 1 else f"{urls[0]} .. {urls[-1]} ({len(urls)} shards)"
+    name = urls[0] if len(urls) == 1 else f"{urls[0]} .. {urls[-1]}"  # the count: scanned
     report = CheckReport(dataset=name, kind="shards", deep=deep)
     out = _Findings()
     if inferred is not None:
@@ -214,6 +214,7 @@ def check_shards(
         scanned.update(_read_everything(ds, out, progress))
     else:
         scanned["images_probed"] = _probe_images(ds, out)
+        report.not_decoded = "shard members"
     _sizes(ds, out)
     labels = _labels(ds)
     if labels is not None:

@@ -8,7 +8,9 @@ The datasets may be of any kind (:class:`stoker.LeRobotDataset`, :class:`stoker.
 and have different keys. A key that only some of them have is in every item and batch: zeros
 (None in lists, "" in texts) where its dataset lacks it, with a mask saying so:
 ``<key>_is_pad`` (all True over the time axis for a window key, which has that mask anyway; one
-bool per sample for the other keys). Keys the datasets share must agree in dtype and shape.
+bool per sample for the other keys). Keys the datasets share must agree in dtype and shape, and
+the datasets' images share one dtype (a LeRobot dataset's float32 and a shard dataset's uint8
+are refused by name until the Loader's ``transforms`` or ``image_dtype=`` sets one).
 ``dataset_index`` says which dataset each sample comes from.
 
 One native loader reads a mix (stoker/mix_source.h): one pool of buffers, one set of threads,
@@ -31,13 +33,16 @@ from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.arguments import check_values
 from stoker.datasets.lerobot.dataset import LeRobotDataset
-from stoker.datasets.shards import ShardDataset
+from stoker.datasets.shards import Image, ShardDataset
 from stoker.sampling import MixSampler, expand_group_weights
 from stoker.transforms import Transforms
 
 __all__ = ["MixFront", "MultiDataset"]
 
 _PAD = "_is_pad"
+# The layout size a schema-only read gives a shard image without a size (the native loader
+# lays fields out by size); the schema reports its height and width as None.
+_LAYOUT_SIZE_OF_UNSIZED = (1, 1)
 
 
 class MultiDataset:
@@ -92,19 +97,34 @@ class MultiDataset:
         return k, i - int(self.offsets[k])
 
     @property
-    def schema(self) -> dict[str, tuple[str, tuple[int, ...]] | None]:
+    def schema(self) -> dict[str, tuple[str, tuple[int | None, ...]] | None]:
         """Every key of an item: (dtype, shape) of its arrays, None for the keys whose values
         are Python objects (texts, lists, records, variable-length arrays). Taken from the
-        datasets' native sources and metadata, without decoding (a shard dataset's images need
-        a size in its spec). Raises :class:`stoker.DatasetError` naming both datasets when two
-        disagree on a key, as a Loader over the mix does."""
+        datasets' native sources and metadata, without decoding. A shard dataset's image
+        without a size (no ``stoker.Image(size=...)``) has None for its height and width: the
+        Loader's ``transforms`` give them. Raises :class:`stoker.DatasetError` naming both
+        datasets when two disagree on a key, as a Loader over the mix does."""
         if self._schema is None:
-            self._schema = MixFront(self, None).item_schema()
+            self._schema = MixFront(self, None, schema_only=True).item_schema()
         return self._schema
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         k, local = self.locate(i)
-        item = pad_to_schema(self.datasets[k][local], self.schema)
+        schema = self.schema
+        dataset = self.datasets[k]
+        item = dataset.numpy_item(local) if hasattr(dataset, "numpy_item") else dataset[local]
+        unsized = [
+            key
+            for key, kind in schema.items()
+            if kind is not None and None in kind[1] and key not in item
+        ]
+        if unsized:
+            raise InvalidArgumentError(
+                f"sample {i} (dataset {k}) pads key {unsized[0]!r}, an image without a size in "
+                "another dataset of the mix: give its stoker.Image a size (a Loader over the mix "
+                "may give it with transforms=stoker.Transforms(resize=...) instead)"
+            )
+        item = pad_to_schema(item, schema)
         item["dataset_index"] = np.int64(k)
         return item
 
@@ -175,16 +195,35 @@ class _Member:
     """One dataset of a mix as the native mix reads it: its source's arguments, and the keys
     its Python front adds to each sample (a LeRobot dataset's row keys, a shard's __index__)."""
 
-    def __init__(self, k: int, dataset: Any, transforms: Transforms | None):
+    def __init__(
+        self,
+        k: int,
+        dataset: Any,
+        transforms: Transforms | None,
+        schema_only: bool = False,
+        keep_language: bool = False,
+    ):
         self.k, self.dataset = k, dataset
+        self.unsized: list[str] = []  # image fields without a size (schema_only)
         self.name = _name_of(dataset)
         transforms = transforms or getattr(dataset, "transforms", None) or Transforms()
         self.squeezed: set[str] = set()
         self.one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
         # The keys the front adds: (dtype, shape) of an array key, None for a list.
         self.extras: dict[str, tuple[str, tuple[int, ...]] | None]
+        # The dtype of its colour images (None: it has none), and the key of one of them.
+        self.image_dtype: str | None = None
+        self.image_key = ""
         if isinstance(dataset, ShardDataset):
-            self.fields = dataset.native_fields(transforms)
+            images = [name for name, d in dataset.spec.items() if isinstance(d, Image)]
+            if images:
+                self.image_dtype = transforms.resolved_dtype("uint8")
+                self.image_key = images[0]
+            if schema_only:  # an image without a size is laid out 1x1, reported as None
+                self.unsized = dataset.unsized_images(transforms)
+                self.fields = dataset.native_fields(transforms, unsized=_LAYOUT_SIZE_OF_UNSIZED)
+            else:
+                self.fields = dataset.native_fields(transforms)
             self.extras = {"__index__": ("int64", ())}
             return
         if getattr(dataset, "image_transforms", None) is not None:
@@ -193,6 +232,14 @@ class _Member:
                 "stoker.Transforms only (give the dataset transforms=stoker.Transforms(...))"
             )
         spec, keys, index = dataset.spec, dataset.item_keys, dataset.index
+        colour = [
+            key.name
+            for key in keys
+            if key.source in dataset.cameras and key.source not in dataset.depth_cameras
+        ]
+        if colour:
+            self.image_dtype = transforms.resolved_dtype(dataset.image_dtype)
+            self.image_key = colour[0]
         self.keys = [key.native for key in keys]
         self.transform = transforms.core_options(spec.size, spec.layout, dataset.image_dtype)
         self.depth = dataset.native_depth_cameras()
@@ -203,7 +250,10 @@ class _Member:
             if key.source in index.column_names and index.column_shape(key.source) == ()
         }
         self.one_frame = dataset.one_frame_cameras
-        self.skip = {key.name for key in keys}  # what the native fields hold already
+        # What the native fields hold already, and the language columns batches leave out.
+        self.skip = {key.name for key in keys}
+        if not keep_language:
+            self.skip.update(dataset.language_columns)
         first = 0 if dataset.rows is None else int(dataset.rows[0])
         probe = dataset.row_keys(np.array([first]), np.array([0]), skip=self.skip)
         self.extras = {
@@ -251,14 +301,46 @@ def _name_of(dataset: Any) -> str:
     return f"{type(dataset).__name__} {root}" if root is not None else type(dataset).__name__
 
 
+def _check_one_image_dtype(members: list[_Member]) -> None:
+    """Raises :class:`stoker.DatasetError` when the datasets give their images in different
+    dtypes (a LeRobot dataset's float32 in [0, 1] by default, a shard dataset's uint8): one mix,
+    one rule, which the Loader's ``transforms`` or the datasets' arguments set."""
+    with_images = [m for m in members if m.image_dtype is not None]
+    dtypes = {m.image_dtype for m in with_images}
+    if len(dtypes) < 2:
+        return
+    listed = "; ".join(
+        f"dataset {m.k} ({m.name}) gives {m.image_key!r} as {m.image_dtype}"
+        + (" in [0, 1]" if m.image_dtype != "uint8" else " 0-255")
+        for m in with_images
+    )
+    raise DatasetError(
+        f"the datasets of the mix give images in different dtypes ({listed}): give the Loader "
+        "transforms=stoker.Transforms(dtype='uint8') (or 'float32'), which every dataset of the "
+        "mix then follows, or give the LeRobot datasets image_dtype='uint8', a shard dataset's "
+        "dtype"
+    )
+
+
 class MixFront:
     """A mix as a :class:`stoker.Loader` reads it: its native parts, and how a native batch
     becomes the batch dict (the fronts' keys merged by slot, masked where a dataset lacks
     them)."""
 
-    def __init__(self, mix: MultiDataset, transforms: Transforms | None):
+    def __init__(
+        self,
+        mix: MultiDataset,
+        transforms: Transforms | None,
+        schema_only: bool = False,
+        keep_language: bool = False,
+    ):
         self.mix = mix
-        self.members = [_Member(k, ds, transforms) for k, ds in enumerate(mix.datasets)]
+        self.members = [
+            _Member(k, ds, transforms, schema_only, keep_language)
+            for k, ds in enumerate(mix.datasets)
+        ]
+        self.unsized = {name for m in self.members for name in m.unsized}
+        _check_one_image_dtype(self.members)
         self.squeezed = set().union(*(m.squeezed for m in self.members))
         self.one_frame = frozenset().union(*(m.one_frame for m in self.members))
         # The fronts' keys, in order, with the (dtype, shape) of an array key (None: a list).
@@ -276,7 +358,7 @@ class MixFront:
         """A native loader of the mix (its parts made anew)."""
         return _core.Loader.for_mix([m.part(options) for m in self.members], sampler, options)
 
-    def item_schema(self) -> dict[str, tuple[str, tuple[int, ...]] | None]:
+    def item_schema(self) -> dict[str, tuple[str, tuple[int | None, ...]] | None]:
         """The keys of one sample: the native fields and columns (taken from a loader of
         batches of one, which decodes nothing until iterated) and the fronts' keys."""
         options = _core.LoaderOptions()
@@ -286,6 +368,8 @@ class MixFront:
         schema: dict[str, Any] = {}
         for name, dtype, shape in native.fields:
             shape = tuple(shape[1:])
+            if name in self.unsized:  # [3, 1, 1] or [1, 1, 3]: the 1x1 layout's height, width
+                shape = tuple(None if n == 1 else n for n in shape)
             if name in self.squeezed:
                 shape = shape[:-1]
             schema[name] = (dtype, shape[1:] if name in self.one_frame else shape)

@@ -527,10 +527,23 @@ class ShardDataset:
     def shard_of(self, sample: int) -> str:
         return self.urls[int(self.sample_shard[sample])]
 
-    def native_fields(self, transforms: Transforms | None = None) -> list[Any]:
+    def unsized_images(self, transforms: Transforms | None = None) -> list[str]:
+        """The image fields whose output size neither the spec (``stoker.Image(size=...)``) nor
+        ``transforms`` give: a Loader needs transforms that give one."""
+        transforms = Transforms() if transforms is None else transforms
+        return [
+            name
+            for name, decoder in self.spec.items()
+            if isinstance(decoder, Image) and _output_size(decoder, transforms) == (0, 0)
+        ]
+
+    def native_fields(
+        self, transforms: Transforms | None = None, unsized: tuple[int, int] | None = None
+    ) -> list[Any]:
         """The spec as the native loader reads it: per field its kind, options and, per sample,
         the number of the member it reads. Image fields take ``transforms`` (default: the
-        spec's size)."""
+        spec's size); one with no size is refused, or takes ``unsized`` when given (the
+        size a schema-only read lays it out at)."""
         transforms = Transforms() if transforms is None else transforms
         every = np.arange(len(self), dtype=np.int64)
         out = []
@@ -542,10 +555,9 @@ class ShardDataset:
             if isinstance(decoder, Image):
                 field.kind = _core.ShardFieldKind.image
                 options = transforms.core_options(decoder.size, transforms.layout or "TCHW")
-                if options.crop != _core.CropMode.none:
-                    height, width = options.crop_height, options.crop_width
-                else:
-                    height, width = options.resize_height, options.resize_width
+                height, width = _output_size(decoder, transforms)
+                if (not height or not width) and unsized is not None:
+                    height, width = unsized
                 if not height or not width:
                     raise InvalidArgumentError(
                         f"image field {name!r} has no output size: give stoker.Image(size=...) "
@@ -629,3 +641,14 @@ class ShardDataset:
             f"ShardDataset({len(self.urls)} shards, {len(self)} samples, "
             f"fields {self.fields}, {self.urls[0]!r}...)"
         )
+
+
+def _output_size(image: Image, transforms: Transforms) -> tuple[int, int]:
+    """(height, width) of ``image``'s output under ``transforms``; (0, 0) when neither gives
+    one."""
+    options = transforms.core_options(image.size, transforms.layout or "TCHW")
+    if options.crop != _core.CropMode.none:
+        return int(options.crop_height), int(options.crop_width)
+    if options.resize_height and options.resize_width:
+        return int(options.resize_height), int(options.resize_width)
+    return 0, 0

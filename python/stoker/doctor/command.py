@@ -80,6 +80,13 @@ def is_shard_dataset(dataset: str) -> bool:
     return os.path.isfile(os.path.join(dataset, FOLDER_INDEX))
 
 
+def spec_summary(dataset: str, spec_file: str | None) -> str:
+    """What the doctor reads of ``dataset``, as its report's configuration says it."""
+    if is_shard_dataset(dataset):
+        return "none: each shard sample's image at 224x224"
+    return spec_file or "none: each camera's last 3 frames at 224x224, 16 actions"
+
+
 def _open_dataset(args: argparse.Namespace, storage_options: S3Options | None):
     """The dataset the doctor measures: a LeRobot dataset with the window spec, or shards read
     as images at 224x224 (a spec file of ShardSpec fields is not taken yet: --spec is for
@@ -192,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     config = {
         "dataset": args.dataset,
-        "spec_file": args.spec or "none: each camera's last 3 frames at 224x224, 16 actions",
+        "spec_file": spec_summary(args.dataset, args.spec),
         "step_ms": args.step_ms,
     }
     budget = args.budget

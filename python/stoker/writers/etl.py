@@ -62,6 +62,7 @@ from stoker.datasets.lerobot.index import load_index, load_remote_index
 from stoker.datasets.lerobot.metadata import (
     LeRobotMetadata,
     depth_cameras,
+    read_data_table,
     read_lerobot_metadata,
     source_fingerprint,
 )
@@ -731,9 +732,7 @@ def _kept_rows(
 ) -> tuple[pa.Table, list[str], dict[str, Any]]:
     """The rows of the kept episodes in dataset order, JSON columns typed, episodes and rows
     renumbered; with the names of the JSON columns and the features of their typed columns."""
-    table = pa.concat_tables(
-        [meta.source.read_parquet(str(path), "data file") for path in meta.data_files]
-    )
+    table = pa.concat_tables([read_data_table(meta, str(path)) for path in meta.data_files])
     table = table.replace_schema_metadata(None)  # HF's feature description would be stale
     rows = np.concatenate(
         [np.arange(meta.dataset_from_index[e], meta.dataset_to_index[e]) for e in kept]

@@ -10,7 +10,7 @@ SRC is one of:
   (and, beside an image, files of the same stem: ``x.jpg`` with ``x.txt`` is one sample with a
   caption); the class (its rank among the sorted folder names) becomes the ``cls`` field, and
   ``classes.json`` in DST names them. Files whose stem has no image are left out, and named in
-  the summary;
+  the summary; two images of one stem (``cat/a.jpg``, ``cat/a.png``) are refused;
 * a Parquet manifest (``*.parquet``): a column ``key`` (optional), columns named after a file
   extension (``jpg``, ``png``, ``mp4``, ``npy``, ...) holding paths relative to the manifest's
   folder, ``txt`` holding text, ``cls`` holding integers; any other column goes into the
@@ -38,6 +38,10 @@ A run owns DST: it holds its lock (a second run refuses), refuses files of its s
 that no run wrote, removes at the end the files of its names that its index does not list, and
 writes ``index.json`` last. A write that fails for want of room names the shard and leaves no
 partial file. Two source files that would be one member (``x.jpg``, ``x.JPG``) are refused.
+
+Every image, json, text, npy and cls file is checked before the plan (images decoded whole by
+the engine): a file the loader could not read stops the run, naming each, or with
+``--skip-bad`` its sample is left out and listed in the summary.
 """
 
 from __future__ import annotations
@@ -101,6 +105,9 @@ class ShardReport:
     fields: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Source files that are in no sample (an ImageFolder file whose stem has no image).
     left_out: list[str] = dataclasses.field(default_factory=list)
+    #: With skip_bad: the files the loader could not read ("path: what is wrong"); their
+    #: samples are left out.
+    bad: list[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         sizes = np.array(self.shard_bytes, np.float64)
@@ -114,6 +121,8 @@ class ShardReport:
         if self.left_out:
             shown = ", ".join(self.left_out[:5]) + (", ..." if len(self.left_out) > 5 else "")
             text += f"; left out {len(self.left_out)} files without an image: {shown}"
+        if self.bad:
+            text += f"; left out {len(self.bad)} samples with bad files: " + "; ".join(self.bad)
         return text
 
 
@@ -178,7 +187,16 @@ def _image_folder_samples(root: str) -> tuple[list[Sample], list[str], list[str]
                 stem, field = member_field(file)
                 stems.setdefault(stem, []).append((field, os.path.join(root, name, file)))
         for stem, members in stems.items():
-            if any(field in IMAGE_EXTENSIONS for field, _ in members):
+            images = [path for field, path in members if field in IMAGE_EXTENSIONS]
+            if len(images) > 1:
+                # Each image of a tree is a sample (as torchvision's ImageFolder counts them),
+                # and these would all be sample name/stem: one image field, the others lost.
+                raise DatasetError(
+                    f"{root}: {' and '.join(images)} are both sample {name + '/' + stem!r} (an "
+                    "ImageFolder tree's sample is one image and the files of its stem): rename "
+                    "or remove one"
+                )
+            if images:
                 samples.append((f"{name}/{stem}", [*members, ("cls", str(label).encode())]))
             else:
                 left_out += [f"{name}/{os.path.basename(path)}" for _, path in members]
@@ -293,6 +311,7 @@ def write_shards(
     clip_seconds: float | None = None,
     cameras: Sequence[str] | None = None,
     storage_options: Any = None,
+    skip_bad: bool = False,
 ) -> ShardReport:
     """Writes the samples of ``src`` into tar shards in ``dst``; see the module's notes.
 
@@ -309,6 +328,10 @@ def write_shards(
         cameras: for a LeRobot ``src``: the cameras given as clips (default: all).
         storage_options: for a LeRobot ``src`` given by URL (``s3://``), see
             :mod:`stoker.io.storage`.
+        skip_bad: every image, json, text, npy and cls file is checked as it is read (images
+            decoded whole, by the engine: ``_core.check_members``); a bad one stops the run
+            before any shard is written, naming each (DatasetError), unless this is True:
+            then their samples are left out and listed in the report.
     """
     src, dst = os.fspath(src), os.fspath(dst)
     target = parse_bytes(shard_bytes)
@@ -357,6 +380,17 @@ def write_shards(
         if not samples:
             raise DatasetError(f"{src}: no sample found")
         _check_unique(samples, src)
+        bad = _bad_files(samples, workers)
+        if bad and not skip_bad:
+            named = "; ".join(problem for problems in bad.values() for problem in problems)
+            raise DatasetError(
+                f"{src}: {sum(len(p) for p in bad.values())} files cannot be read as their "
+                f"kind: {named}; fix or remove them, or leave their samples out with "
+                "--skip-bad (skip_bad=True)"
+            )
+        samples = [sample for i, sample in enumerate(samples) if i not in bad]
+        if not samples:
+            raise DatasetError(f"{src}: no sample left without a bad file")
         plan = _plan(
             samples, src, state, target, resize, shuffle_seed, prefix, workers, fingerprint
         )
@@ -414,7 +448,8 @@ def write_shards(
     for _, members in samples:
         for name in dict.fromkeys(name for name, _ in members):
             fields[name] = fields.get(name, 0) + 1
-    return ShardReport(names, sizes, len(order), resumed, mode, fields, left_out)
+    bad_files = [problem for problems in bad.values() for problem in problems]
+    return ShardReport(names, sizes, len(order), resumed, mode, fields, left_out, bad_files)
 
 
 # Files a run of prefix P owns in its folder: P-000000.tar, its sidecar, their temporaries.
@@ -478,8 +513,9 @@ def _writing(what: str) -> Iterator[None]:
 
 def _check_unique(samples: list[Sample], src: str) -> None:
     """Refuses two source files that would be one member (``x.jpg`` and ``x.JPG``: fields are
-    lower case) or two samples of one key (``cat/a.jpg`` and ``cat/a.png`` in an ImageFolder
-    tree), which the shards' readers could not tell apart."""
+    lower case) or two samples of one key, which the shards' readers could not tell apart. (Two
+    images of one stem in an ImageFolder tree, ``cat/a.jpg`` and ``cat/a.png``, are refused as
+    the tree is read.)"""
 
     def origin(value: Any) -> str:
         return value if isinstance(value, str) else "a value of the source"
@@ -500,6 +536,36 @@ def _check_unique(samples: list[Sample], src: str) -> None:
                     f"{field!r} of sample {key!r} (fields are lower case): rename or remove one"
                 )
             fields[field] = value
+
+
+# Fields the writer checks (the engine's member_check.h): the last extension decides.
+_CHECKED = ("jpg", "jpeg", "png", "webp", "json", "txt", "text", "npy", "cls")
+
+
+def _bad_files(samples: list[Sample], workers: int) -> dict[int, list[str]]:
+    """Sample number -> "file: what is wrong" for each member the loader could not read,
+    checked by the engine with the GIL released, ``workers`` samples at a time."""
+
+    def check(i: int) -> list[str]:
+        _, members = samples[i]
+        fields, blobs, origins = [], [], []
+        for field, value in members:
+            if field.rsplit(".", 1)[-1].lower() not in _CHECKED or isinstance(value, ClipCut):
+                continue
+            if isinstance(value, bytes):
+                blobs.append(value)
+                origins.append(f"{samples[i][0]}.{field}")
+            else:
+                with open(value, "rb") as f:
+                    blobs.append(f.read())
+                origins.append(value)
+            fields.append(field)
+        problems = _core.check_members(fields, blobs)
+        return [f"{origin}: {problem}" for origin, problem in zip(origins, problems) if problem]
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="stoker-shard-check") as pool:
+        found = list(pool.map(check, range(len(samples))))
+    return {i: problems for i, problems in enumerate(found) if problems}
 
 
 def _plan(
@@ -649,6 +715,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default="shard", help="shard names: PREFIX-000000.tar")
     parser.add_argument("--workers", type=int, help="threads; default: the usable cores")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out samples with a file the loader could not read (an image that does not "
+        "decode whole, bad json, text, npy or cls) and list them; default: name them and stop",
+    )
     lerobot = parser.add_argument_group("LeRobot sources (episodes as clips)")
     lerobot.add_argument(
         "--clip-seconds",
@@ -678,6 +750,7 @@ def main(args: argparse.Namespace) -> int:
             clip_seconds=args.clip_seconds,
             cameras=args.cameras,
             storage_options=storage_options_from_args(args),
+            skip_bad=args.skip_bad,
         )
         print(report.summary())
 

@@ -19,6 +19,7 @@
 #include "io/remote/range_cache.h"
 #include "io/remote/remote_object.h"
 #include "io/remote/remote_options.h"
+#include "stoker/byte_slice.h"
 
 namespace stoker {
 namespace {
@@ -326,6 +327,13 @@ Result<std::vector<ListedObject>> list_remote_objects(const std::string& prefix_
 }
 
 Result<std::shared_ptr<const ByteSource>> open_source(const std::string& path_or_url) {
+  if (std::optional<ByteSlice> slice = parse_byte_slice(path_or_url)) {
+    // The whole file or object is opened (and, remote, shared) once; slices are cheap views.
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ByteSource> whole, open_source(slice->whole));
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> part,
+                            slice_source(std::move(whole), slice->range));
+    return std::shared_ptr<const ByteSource>(std::move(part));
+  }
   if (!is_remote_url(path_or_url)) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> file, open_file_source(path_or_url));
     return std::shared_ptr<const ByteSource>(std::move(file));

@@ -56,6 +56,7 @@ int ByteSourceIo::read(void* opaque, uint8_t* buffer, int size) {
   }
   if (*got == 0) return AVERROR_EOF;
   io->position_ += static_cast<int64_t>(*got);
+  io->bytes_read_ += static_cast<int64_t>(*got);
   return static_cast<int>(*got);
 }
 

@@ -38,6 +38,10 @@ class ByteSourceIo {
   /// no read failed since the last call.
   Status take_read_error() { return std::exchange(read_error_, Status()); }
 
+  /// The bytes read from the source since the last call (zeros answered without reading are
+  /// not counted), and starts counting again.
+  int64_t take_bytes_read() { return std::exchange(bytes_read_, 0); }
+
  private:
   explicit ByteSourceIo(std::shared_ptr<const ByteSource> source) : source_(std::move(source)) {}
   static int read(void* opaque, uint8_t* buffer, int size);
@@ -47,6 +51,7 @@ class ByteSourceIo {
   AVIOContext* context_ = nullptr;
   int64_t position_ = 0;
   Status read_error_;
+  int64_t bytes_read_ = 0;
   std::vector<ByteRange> zero_ranges_;
 };
 

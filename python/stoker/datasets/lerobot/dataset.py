@@ -12,6 +12,7 @@ opens; see :func:`stoker.datasets.lerobot.index.load_index`.
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 import threading
@@ -42,9 +43,12 @@ from stoker.datasets.lerobot.index import (
 )
 from stoker.datasets.lerobot.meta_view import DatasetMeta, looks_like_repo_id, resolve_repo_id
 from stoker.datasets.lerobot.metadata import (
+    DepthInfo,
     LeRobotMetadata,
     attached_metadata,
     depth_cameras,
+    read_data_schema,
+    read_data_table,
     read_lerobot_metadata,
 )
 from stoker.io.files import checked_path
@@ -52,19 +56,24 @@ from stoker.io.storage import S3Options, is_url, open_dataset_root
 from stoker.io.video import VideoReader
 from stoker.transforms import Transforms, dtype_name
 
-# LeRobotDataset arguments that only concern downloading or LeRobot's own decoding: accepted so
-# that LeRobot's calls run unchanged, without effect (stoker reads the local copy itself).
-_LEROBOT_ONLY = (
-    "revision",
-    "force_cache_sync",
-    "download_videos",
-    "video_backend",
+# LeRobot's arguments about downloading and its own decoders: accepted so that LeRobot's calls
+# run unchanged, with no effect (stoker reads the local copy itself, with its own decoder).
+_LEROBOT_ONLY = ("revision", "force_cache_sync", "download_videos", "video_backend", "token")
+# LeRobot 0.6.1's arguments about writing a dataset (LeRobotDataset.create / resume take them):
+# refused, never accepted and ignored.
+_LEROBOT_WRITING = (
     "batch_encoding_size",
+    "rgb_encoder",
+    "depth_encoder",
+    "encoder_threads",
+    "streaming_encoding",
+    "encoder_queue_maxsize",
 )
 _ITEM_DTYPES = ("uint8", "float16", "float32")
+_MM_PER = {"mm": 1.0, "m": 1000.0}
 
 _LAYOUTS = {"TCHW": "NCHW", "THWC": "NHWC"}
-_DEPTH_UNITS = ("raw", "m")
+_DEPTH_UNITS = ("mm", "m", "raw")
 
 Offsets = Union[Sequence[float], tuple[str, Sequence[float]]]
 
@@ -300,17 +309,29 @@ class LeRobotDataset:
             ``"uint8"`` (the fast path: normalize on the GPU) or ``"float16"``. Depth cameras
             (features whose info says ``"video.is_depth_map": true``) are not images of this
             dtype: see ``depth_unit``.
-        depth_unit: how depth cameras come out, one channel ([T, 1, H, W], or [T, H, W, 1]):
-            ``"raw"`` (default) the samples exactly as stored, uint16 (a gray12le sample v is
-            v); ``"m"`` float32 metres, ``sample * scale + offset`` with ``scale`` and
-            ``offset`` from the feature's ``info`` (``video.depth_scale``, metres per unit,
-            and ``video.depth_offset``, default 0) or ``depth_scale``. Their resize takes the
-            nearest pixel (no value is invented); crops and flips are the colour cameras'.
-        depth_scale: metres per stored unit for every depth camera (e.g. ``0.001`` for
-            millimetres), in place of ``video.depth_scale``; with ``depth_unit="m"`` only.
-        revision, force_cache_sync, download_videos, video_backend, batch_encoding_size:
-            LeRobot's, accepted without effect (they concern downloading and LeRobot's
-            decoders).
+        return_uint8: LeRobot's: True gives uint8 frames (``image_dtype="uint8"``).
+        depth_output_unit: how depth cameras come out, one channel ([T, 1, H, W], or
+            [T, H, W, 1]): ``"mm"`` float32 millimetres (the default for LeRobot 0.6's
+            quantized depth, as LeRobot), ``"m"`` float32 metres, ``"raw"`` the samples as
+            stored, uint16 (the default for depth whose info says only ``video.is_depth_map``,
+            and for stoker's affine ``video.depth_scale`` / ``video.depth_offset``). LeRobot 0.6's
+            12-bit codes are dequantized as LeRobot 0.6.1 does; affine samples become
+            ``sample * scale + offset`` metres (``depth_scale`` stands in for the scale).
+            Their resize takes the nearest pixel (no value is invented); crops and flips are
+            the colour cameras'. ``depth_unit`` (``"raw"`` or ``"m"``) is its earlier name.
+        depth_scale: metres per stored unit for every affine depth camera (e.g. ``0.001`` for
+            millimetres), in place of ``video.depth_scale``; with a distance unit only.
+        episode_filter: LeRobot's: a predicate over each episode's row of ``ds.meta.episodes``
+            (``episode_index``, ``length``, ``dataset_from_index``, ``dataset_to_index``,
+            ``task_index``, ``tasks``); the episodes it accepts (of ``episodes``, when given)
+            are read.
+        output: what ``ds[i]`` holds: ``"auto"`` (default) torch tensors when PyTorch can be
+            imported, as LeRobot's items, else numpy; ``"torch"`` or ``"numpy"``
+            (:meth:`numpy_item` always gives numpy).
+        revision, force_cache_sync, download_videos, video_backend, token: LeRobot's, accepted
+            without effect (they concern downloading and LeRobot's decoders). Its arguments
+            about writing a dataset (``batch_encoding_size``, ``rgb_encoder``, ...) are a
+            ``TypeError``.
         storage_options: for a URL, :class:`stoker.S3Options` or a dict of its fields (fsspec
             spellings too); default: the environment's (AWS_* variables, ~/.aws), as the AWS CLI.
         cache_dir, rebuild, threads, progress: passed to
@@ -348,9 +369,13 @@ class LeRobotDataset:
         delta_timestamps: Mapping[str, Offsets] | None = None,
         delta_indices: Mapping[str, Offsets] | None = None,
         tolerance_s: float | None = None,
-        image_dtype: Any = "float32",
-        depth_unit: str = "raw",
+        image_dtype: Any = None,
+        return_uint8: bool | None = None,
+        depth_output_unit: str | None = None,
+        depth_unit: str | None = None,
         depth_scale: float | None = None,
+        episode_filter: Callable[[dict[str, Any]], bool] | None = None,
+        output: str = "auto",
         storage_options: Mapping[str, Any] | S3Options | None = None,
         cache_dir: str | None = None,
         rebuild: bool = False,
@@ -358,6 +383,13 @@ class LeRobotDataset:
         progress: bool = True,
         **lerobot_options: Any,
     ):
+        writing = sorted(set(lerobot_options) & set(_LEROBOT_WRITING))
+        if writing:
+            raise TypeError(
+                f"LeRobotDataset() got {writing}: LeRobot's arguments for writing a dataset "
+                "(its LeRobotDataset.create and resume take them); stoker reads datasets. "
+                "Record with LeRobot, then read with stoker"
+            )
         unknown = sorted(set(lerobot_options) - set(_LEROBOT_ONLY))
         if unknown:
             raise TypeError(f"LeRobotDataset() got unexpected keyword arguments {unknown}")
@@ -372,8 +404,16 @@ class LeRobotDataset:
         # LeRobot's call (windows from delta_timestamps, no WindowSpec): items shaped as its.
         self._lerobot_call = spec is None
         spec = _window_spec(spec, delta_timestamps, delta_indices, tolerance_s)
-        self._image_dtype = _item_dtype(image_dtype)
-        self._depth_unit, self._depth_scale = _depth_arguments(depth_unit, depth_scale)
+        self._image_dtype = _item_dtype(image_dtype, return_uint8)
+        self._depth_unit, self._depth_scale = _depth_arguments(
+            depth_output_unit, depth_unit, depth_scale
+        )
+        if output not in ("auto", "torch", "numpy"):
+            raise ValueError(f"output must be 'auto', 'torch' or 'numpy', got {output!r}")
+        self._output = output
+        if episode_filter is not None and not callable(episode_filter):
+            raise TypeError(f"episode_filter must be callable, got {episode_filter!r}")
+        self._episode_filter = episode_filter
         self.transforms, self.image_transforms = _image_transforms(image_transforms)
         location, self.repo_id = _locate(repo_id, root)
         self._episodes_arg = None if episodes is None else _episode_list(episodes)
@@ -447,6 +487,7 @@ class LeRobotDataset:
             "on_error": self._on_error,
             "image_dtype": self._image_dtype,
             "depth_unit": self._depth_unit,
+            "output": self._output,
             "depth_scale": self._depth_scale,
             "transforms": self.transforms,
             "image_transforms": self.image_transforms,
@@ -463,7 +504,9 @@ class LeRobotDataset:
         self._cameras_arg = state.get("cameras")
         self._on_error = state.get("on_error", "raise")
         self._image_dtype = state.get("image_dtype", "float32")
-        self._depth_unit = state.get("depth_unit", "raw")
+        self._depth_unit = state.get("depth_unit")
+        self._output = state.get("output", "auto")
+        self._episode_filter = None  # applied when opened: the episodes it chose are kept
         self._depth_scale = state.get("depth_scale")
         self.transforms = state.get("transforms")
         self.image_transforms = state.get("image_transforms")
@@ -498,10 +541,13 @@ class LeRobotDataset:
     ) -> None:
         self.root = root
         self.metadata = metadata
-        self.meta = DatasetMeta(metadata, self.repo_id)
         self.index = index
         self.spec = spec
-        self._depth = self._depth_outputs()
+        self._depth, stat_scales = self._depth_outputs()
+        self.meta = DatasetMeta(metadata, self.repo_id, stat_scales)
+        if self._episode_filter is not None:
+            self._episodes_arg = self._filtered_episodes(self._episode_filter)
+            self._episode_filter = None
         self._item_keys = self._resolve_keys()
         self._one_frame = frozenset(
             key.name
@@ -518,9 +564,12 @@ class LeRobotDataset:
         self._episode_from_row = self.metadata.dataset_from_index
         self._task_texts = [str(text) for text in self.metadata.tasks]
         self._readers: dict[int, VideoReader] = {}
+        self._depth_tables: dict[str, np.ndarray] = {}
         self._positions, self._left_out = self._choose_episodes(warn)
         self._rows = self._select_rows()
         self._records = _record_columns(metadata)
+        language = [n for n, f in metadata.features.items() if f.dtype == "language"]
+        self._language = tuple(name for name in language if name in self._records)
         self._python_transform_ns = 0
         self._python_transform_lock = threading.Lock()
 
@@ -646,35 +695,87 @@ class LeRobotDataset:
 
     @property
     def depth_cameras(self) -> dict[str, str]:
-        """The depth cameras (``video.is_depth_map``) and the dtype items hold them in:
-        ``"uint16"`` (``depth_unit="raw"``) or ``"float32"`` (metres)."""
+        """The depth cameras (``is_depth_map``, or LeRobot 0.4-0.5's ``video.is_depth_map``) and
+        the dtype items hold them in: ``"uint16"`` (as stored) or ``"float32"`` (millimetres
+        or metres: ``depth_output_unit``)."""
         return {name: "float32" if d.metric else "uint16" for name, d in self._depth.items()}
 
     def native_depth_cameras(self) -> list[_core.DepthCamera]:
         """The depth cameras as the native Loader takes them (``LoaderOptions.depth_cameras``)."""
         return list(self._depth.values())
 
-    def _depth_outputs(self) -> dict[str, _core.DepthCamera]:
+    def _depth_outputs(self) -> tuple[dict[str, _core.DepthCamera], dict[str, float]]:
+        """The depth cameras read, as the native Loader takes them, and the factor by which
+        each one's statistics (in its recorded ``depth_unit``) become its output unit."""
         every = depth_cameras(self.metadata)
-        found = {name: info for name, info in every.items() if name in self.cameras}
-        metric = self._depth_unit == "m"
         if self._depth_scale is not None and not every:
             raise InvalidArgumentError(
                 f"depth_scale was given, but the dataset {self.root} has no depth camera (no "
-                "video feature whose info says video.is_depth_map: true)"
+                "video feature whose info says is_depth_map: true)"
             )
-        outputs = {}
-        for name, info in found.items():
-            scale = self._depth_scale if self._depth_scale is not None else info.scale
-            if metric and scale is None:
-                raise DatasetError(
-                    f"depth_unit='m': depth camera {name!r} of {self.root} has no "
-                    "video.depth_scale in its info (metres per stored unit); give depth_scale="
+        outputs, stat_scales = {}, {}
+        for name, info in every.items():
+            if name not in self.cameras:
+                continue
+            unit, camera = self._depth_camera(name, info)
+            outputs[name] = camera
+            if info.recorded_unit is not None and unit in ("mm", "m"):
+                stat_scales[name] = _MM_PER[info.recorded_unit] / _MM_PER[unit]
+        return outputs, stat_scales
+
+    def _depth_camera(self, name: str, info: DepthInfo) -> tuple[str, _core.DepthCamera]:
+        quantized = info.coding in ("lerobot_log", "lerobot_linear")
+        # LeRobot 0.6's quantized depth comes out in millimetres by default, as LeRobot's;
+        # depth whose coding the dataset does not say comes out as stored.
+        unit = self._depth_unit or ("mm" if quantized else "raw")
+        where = f"depth camera {name!r} of {self.root}"
+        if unit == "raw":
+            return unit, _core.DepthCamera(name)
+        metric_unit = _core.DepthUnit.millimetres if unit == "mm" else _core.DepthUnit.metres
+        if quantized:
+            if self._depth_scale is not None:
+                raise InvalidArgumentError(
+                    f"depth_scale was given, but {where} is LeRobot 0.6's quantized depth "
+                    "(video.depth_min, video.depth_max): its info says how codes map to metres"
                 )
-            outputs[name] = _core.DepthCamera(
-                name, metric, 1.0 if scale is None else scale, info.offset if metric else 0.0
+            camera = _core.DepthCamera(
+                name,
+                True,
+                coding=_core.DepthCoding.__members__[info.coding],
+                depth_min=info.depth_min,
+                depth_max=info.depth_max,
+                shift=info.shift,
+                unit=metric_unit,
             )
-        return outputs
+            return unit, camera
+        scale = self._depth_scale if self._depth_scale is not None else info.scale
+        if scale is None:
+            raise DatasetError(
+                f"depth_output_unit={unit!r}: {where} says only video.is_depth_map (as LeRobot "
+                "0.4-0.5 wrote it), not how its samples map to distances. Give depth_scale= "
+                "(metres per stored unit), or depth_output_unit='raw' for the samples as "
+                "stored. (LeRobot 0.6.1 would read it with its default log quantizer; if "
+                'LeRobot 0.6 wrote it so, set "is_depth_map": true in its info)'
+            )
+        return unit, _core.DepthCamera(name, True, scale, info.offset, unit=metric_unit)
+
+    def _filtered_episodes(self, predicate: Callable[[dict[str, Any]], bool]) -> list[int]:
+        """LeRobot's ``episode_filter``: the episode_index of each episode (of ``episodes``,
+        when given) whose row of ``ds.meta.episodes`` the predicate accepts."""
+        table = self.meta.episodes
+        wanted = None if self._episodes_arg is None else set(self._episodes_arg)
+        chosen = []
+        for position, episode in enumerate(self.metadata.episode_index.tolist()):
+            if wanted is not None and episode not in wanted:
+                continue
+            if predicate(table[position]):
+                chosen.append(int(episode))
+        if not chosen:
+            raise InvalidArgumentError(
+                f"episode_filter chose no episode of {self.root}"
+                + ("" if wanted is None else f" among episodes={sorted(wanted)}")
+            )
+        return chosen
 
     @property
     def num_episodes(self) -> int:
@@ -708,6 +809,13 @@ class LeRobotDataset:
         return tuple(self._records)
 
     @property
+    def language_columns(self) -> tuple[str, ...]:
+        """LeRobot 0.6's language columns (features of ``"dtype": "language"``), which items
+        hold and Loader batches leave out unless ``keep_language=True``, as LeRobot's training
+        collate does."""
+        return self._language
+
+    @property
     def item_keys(self) -> tuple[ItemKey, ...]:
         """The keys items read from the dataset's files, in item order: the window's, then
         every camera and indexed column it does not read, at the sample's row. Items also hold
@@ -737,6 +845,34 @@ class LeRobotDataset:
         return self._one_frame
 
     def __getitem__(self, i: int) -> dict[str, Any]:
+        """Sample ``i`` as LeRobot's items hold it: arrays as torch tensors (0-dim for scalars)
+        when ``output`` is ``"torch"``, or ``"auto"`` and PyTorch can be imported; else numpy
+        arrays and scalars (:meth:`numpy_item`)."""
+        item = self.numpy_item(i)
+        torch = self._torch_module()
+        if torch is None:
+            return item
+        for key, value in item.items():
+            if isinstance(value, (np.ndarray, np.generic)):
+                array = np.asarray(value)
+                if not array.flags.c_contiguous:
+                    array = np.ascontiguousarray(array)
+                item[key] = torch.from_numpy(array)
+        return item
+
+    def _torch_module(self):
+        if self._output == "numpy":
+            return None
+        try:
+            import torch
+        except ImportError:
+            if self._output == "torch":
+                raise ValueError("output='torch' needs PyTorch, which cannot be imported") from None
+            return None
+        return torch
+
+    def numpy_item(self, i: int) -> dict[str, Any]:
+        """Sample ``i`` with numpy arrays and scalars, whatever ``output`` says."""
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
         i = int(i)
@@ -802,7 +938,10 @@ class LeRobotDataset:
         if self._records:
             take = pa.array(rows)
             for name, column in self._records.items():
-                keys[name] = column.take(take).to_pylist()
+                if name in skip:
+                    continue
+                values = column.take(take).to_pylist()
+                keys[name] = _with_tool_calls(values) if name in self._language else values
         return keys
 
     def apply_image_transforms(self, item: dict[str, Any], keys: Sequence[str], stack) -> None:
@@ -861,14 +1000,18 @@ class LeRobotDataset:
     def _frames(self, read) -> np.ndarray:
         """One read's frames as items hold them: images in the items' dtype, depth maps as
         their samples or metres."""
-        depth = self._depth.get(self.cameras[int(read["camera"])])
+        camera = self.cameras[int(read["camera"])]
+        depth = self._depth.get(camera)
         if depth is None:
             return self._images(self._decode(read))
         samples = self._decode(read, "gray16")
         if not depth.metric:
             return samples
-        # As the Loader computes them: in double, rounded once to float32.
-        return (samples * depth.scale + depth.offset).astype(np.float32)
+        # The Loader's table of every sample's distance, looked up the same way.
+        table = self._depth_tables.get(camera)
+        if table is None:
+            table = self._depth_tables[camera] = _core.depth_value_table(depth)
+        return table[samples]
 
     def _images(self, frames: np.ndarray) -> np.ndarray:
         """Decoded uint8 frames as items hold them: the dtype, and the dataset Transforms'
@@ -1010,22 +1153,48 @@ def _window_spec(spec, delta_timestamps, delta_indices, tolerance_s) -> WindowSp
     )
 
 
-def _depth_arguments(unit: Any, scale: Any) -> tuple[str, float | None]:
-    if unit not in _DEPTH_UNITS:
-        raise ValueError(f"depth_unit must be one of {_DEPTH_UNITS}, got {unit!r}")
+def _depth_arguments(output_unit: Any, unit: Any, scale: Any) -> tuple[str | None, float | None]:
+    """The depth cameras' output (None: each camera's default) from ``depth_output_unit`` and
+    its earlier name ``depth_unit``, and ``depth_scale``."""
+    if unit is not None:
+        if unit not in ("raw", "m"):
+            raise ValueError(f"depth_unit must be 'raw' or 'm', got {unit!r}")
+        if output_unit is not None and output_unit != unit:
+            raise ValueError(
+                f"depth_unit={unit!r} and depth_output_unit={output_unit!r} disagree: "
+                "depth_unit is depth_output_unit's earlier name; give one"
+            )
+        output_unit = unit
+    if output_unit is not None and output_unit not in _DEPTH_UNITS:
+        raise ValueError(f"depth_output_unit must be one of {_DEPTH_UNITS}, got {output_unit!r}")
     if scale is None:
-        return unit, None
-    if unit != "m":
-        raise ValueError("depth_scale converts depth to metres: give it with depth_unit='m'")
+        return output_unit, None
+    if output_unit not in ("m", "mm"):
+        raise ValueError(
+            "depth_scale converts stored depth to distances: give it with "
+            "depth_output_unit='m' or 'mm'"
+        )
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise ValueError(f"depth_scale must be a number (metres per unit), got {scale!r}")
     value = float(scale)
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"depth_scale must be finite and positive, got {scale!r}")
-    return unit, value
+    return output_unit, value
 
 
-def _item_dtype(dtype: Any) -> str:
+def _item_dtype(dtype: Any, return_uint8: Any) -> str:
+    """The frames' dtype from ``image_dtype`` and LeRobot's ``return_uint8`` (True: uint8)."""
+    if return_uint8 is not None:
+        if not isinstance(return_uint8, bool):
+            raise TypeError(f"return_uint8 must be True or False, got {return_uint8!r}")
+        if dtype is not None and _item_dtype(dtype, None) != ("uint8" if return_uint8 else dtype):
+            raise ValueError(
+                f"return_uint8={return_uint8} and image_dtype={dtype!r} disagree: "
+                "return_uint8=True is image_dtype='uint8'; give one"
+            )
+        return "uint8" if return_uint8 else _item_dtype(dtype or "float32", None)
+    if dtype is None:
+        return "float32"
     try:
         name = dtype_name(dtype)
     except ValueError:
@@ -1096,14 +1265,11 @@ def _record_columns(metadata: LeRobotMetadata) -> dict[str, Any]:
         return False
 
     skipped = {name for name, f in metadata.features.items() if f.dtype in ("image", "video")}
-    schema = metadata.source.read_schema(str(metadata.data_files[0]), "data file")
+    schema = read_data_schema(metadata, str(metadata.data_files[0]))
     names = [f.name for f in schema if nested(f.type) and f.name not in skipped]
     if not names:
         return {}
-    parts = [
-        metadata.source.read_parquet(str(path), "data file", columns=names)
-        for path in metadata.data_files
-    ]
+    parts = [read_data_table(metadata, str(path), names) for path in metadata.data_files]
     table = pa.concat_tables(parts)
     if table.num_rows != metadata.num_frames:
         raise DatasetError(
@@ -1111,6 +1277,19 @@ def _record_columns(metadata: LeRobotMetadata) -> dict[str, Any]:
             f"{metadata.num_frames}"
         )
     return {name: table.column(name).combine_chunks() for name in names}
+
+
+def _with_tool_calls(rows: list) -> list:
+    """Language rows as LeRobot's items give them: each message's ``tool_calls`` (JSON, stored
+    as strings) parsed."""
+    for messages in rows:
+        for message in messages or ():
+            calls = message.get("tool_calls") if isinstance(message, dict) else None
+            if calls:
+                message["tool_calls"] = [
+                    json.loads(call) if isinstance(call, str) else call for call in calls
+                ]
+    return rows
 
 
 def _call_on_frames(function, frames):

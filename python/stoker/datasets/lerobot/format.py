@@ -44,10 +44,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stoker._core import DatasetError
+from stoker.datasets.lerobot.vocabulary import check_info_vocabulary
 from stoker.io.files import remove_file, write_json, write_parquet
 from stoker.io.storage import Root, RootLike, open_dataset_root
 
 SUPPORTED_VERSIONS = ("v2.0", "v2.1", "v3.0")
+#: info.json's ``storage_format``: Parquet data files and MP4 videos (the default), or their
+#: Lance copy (:mod:`stoker.datasets.lerobot.lance_layout`).
+STORAGE_FORMATS = ("parquet", "lance")
 
 #: Columns every LeRobot data file has, besides the features of info.json.
 DEFAULT_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
@@ -102,6 +106,11 @@ class Info:
     raw: dict[str, Any]  # every field, as read (robot_type, feature names, video info, ...)
 
     @property
+    def storage_format(self) -> str:
+        """ "parquet" (data files and MP4s) or "lance" (frames.lance and videos.lance)."""
+        return str(self.raw.get("storage_format", "parquet"))
+
+    @property
     def cameras(self) -> tuple[str, ...]:
         """The video features, in info.json order."""
         return tuple(name for name, feature in self.features.items() if feature.dtype == "video")
@@ -127,10 +136,16 @@ def read_info(root: RootLike) -> Info:
             f"datasets of versions {', '.join(SUPPORTED_VERSIONS)}"
         )
     storage = raw.get("storage_format", "parquet")
-    if storage != "parquet":
+    if storage not in STORAGE_FORMATS:
         raise DatasetError(
             f"{path}: storage_format {storage!r} is not supported: stoker reads LeRobot "
-            "datasets stored as Parquet files (with MP4 videos), not other storage backends"
+            "datasets stored as Parquet files with MP4 videos, and their Lance copies "
+            "(storage_format 'lance', written by lerobot-lance-convert)"
+        )
+    if storage == "lance" and version != "v3.0":
+        raise DatasetError(
+            f"{path}: a Lance dataset of codebase_version {version!r}: lerobot-lance-convert "
+            "converts v3.0 datasets only, stoker reads those"
         )
     for key in ("fps", "features", "data_path"):
         if key not in raw:
@@ -141,6 +156,7 @@ def read_info(root: RootLike) -> Info:
             f"{path}: 'fps' must be a positive number of frames per second, got {json.dumps(fps)}"
         )
     fps = float(fps)
+    check_info_vocabulary(raw, path, fps)
     chunks_size = raw.get("chunks_size", DEFAULT_CHUNKS_SIZE)
     if not isinstance(chunks_size, int) or chunks_size < 1:
         raise DatasetError(f"{path}: chunks_size must be a positive integer, got {chunks_size!r}")

@@ -45,8 +45,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple, Union, cast
@@ -56,6 +56,7 @@ import numpy as np
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot.lance_layout import whole_file
 from stoker.datasets.lerobot.metadata import (
     LeRobotMetadata,
     attached_metadata,
@@ -65,10 +66,15 @@ from stoker.datasets.lerobot.metadata import (
     read_image_column,
     read_lerobot_metadata,
     readable_columns,
+    stored_data_files,
 )
 from stoker.io.files import checked_path
 from stoker.io.storage import Root, S3Options, is_url, open_dataset_root
 from stoker.progress import ProgressBar
+
+# What an index build says besides its progress bar (the summary, a wait for another process):
+# INFO, so quiet unless the application shows stoker's logs (logging.basicConfig(level=INFO)).
+logger = logging.getLogger(__name__)
 
 __all__ = ["BrokenEpisode", "EpisodeIndex", "IndexReport", "default_cache_dir", "load_index"]
 
@@ -434,9 +440,10 @@ def load_index(
             index then lives in ``cache_dir``, keyed by the objects' versions, see above).
         rebuild: build even when a current index exists.
         threads: threads scanning videos. Default: one per core.
-        progress: True shows a progress bar on stderr while scanning and prints a one-line
-            summary (build time, max drift) when built; False is silent; a callable is called
-            with (done, total) after each video file.
+        progress: True shows a progress bar on stderr while scanning and logs a one-line
+            summary (build time, max drift) when built (INFO of the ``stoker`` logger: shown
+            when the application shows INFO logs); False is silent; a callable is called with
+            (done, total) after each video file.
         cache_dir: where indexes of read-only datasets go. Default: ``$STOKER_CACHE_DIR`` or
             ``~/.cache/stoker``; each dataset gets a subfolder named after its path's hash.
         tolerance_s: how far a frame's pts may sit from the time its row states (after
@@ -635,10 +642,7 @@ def _building(path: str, dataset: str, progress: Progress) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if progress is True:
-                print(
-                    f"stoker: waiting for another process to finish indexing {dataset}",
-                    file=sys.stderr,
-                )
+                logger.info("waiting for another process to finish indexing %s", dataset)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
     finally:
@@ -782,7 +786,8 @@ def _object_attachments(
 ) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str, list[str]]]]:
     """The size and ETag of every data and video file of ``meta``, as index attachments: from
     the listings of the data and video folders (a request per 1,000 objects, at the build)."""
-    objects = sorted({*_video_files(meta), *(str(p) for p in meta.data_files)})
+    # A video in a Lance table is a slice of a file: the file is the object.
+    objects = sorted({*map(whole_file, _video_files(meta)), *stored_data_files(meta)})
     versions = source.versions(objects)
     sizes = np.array([size for size, _ in versions], dtype=np.int64)
     return [(_OBJECT_SIZES, sizes)], [(_OBJECTS, objects), (_OBJECT_TAGS, [t for _, t in versions])]
@@ -862,10 +867,12 @@ def _build_and_open(
     if progress is True:
         broken = len({b.episode for b in index.broken_episodes})
         left_out = f"; {counted(broken, 'episode')} its videos cannot serve" if broken else ""
-        print(
-            f"stoker: indexed {meta.num_episodes} episodes of {meta.root}: {report.summary()}"
-            f"{left_out}",
-            file=sys.stderr,
+        logger.info(
+            "indexed %d episodes of %s: %s%s",
+            meta.num_episodes,
+            meta.root,
+            report.summary(),
+            left_out,
         )
     return index
 
@@ -880,10 +887,8 @@ def _indexable_columns(meta: LeRobotMetadata) -> list[str]:
 
 
 def _tracked_files(meta: LeRobotMetadata) -> list[str]:
-    """The meta files the metadata was read from, and every data file."""
-    return lerobot_format.meta_files(meta.source, meta.codebase_version) + [
-        str(p) for p in meta.data_files
-    ]
+    """The meta files the metadata was read from, and every file holding the data's rows."""
+    return lerobot_format.meta_files(meta.source, meta.codebase_version) + stored_data_files(meta)
 
 
 def _video_files(meta: LeRobotMetadata) -> list[str]:

@@ -113,8 +113,16 @@ class DatasetMeta:
     as LeRobot's do.
     """
 
-    def __init__(self, metadata: LeRobotMetadata, repo_id: str | None = None):
+    def __init__(
+        self,
+        metadata: LeRobotMetadata,
+        repo_id: str | None = None,
+        stat_scales: Mapping[str, float] | None = None,
+    ):
         self._metadata = metadata
+        # Features whose statistics come out scaled (depth in the unit items give it in, as
+        # LeRobot 0.6.1's rescale_depth_stats): feature -> factor, "count" left as it is.
+        self._stat_scales = dict(stat_scales or {})
         self.repo_id = repo_id
         self.root = metadata.root
         self.info: dict[str, Any] = copy.deepcopy(metadata.info)
@@ -192,8 +200,21 @@ class DatasetMeta:
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
         """Read on first use (it may mean reading every episode's statistics)."""
         if self._stats is None:
-            self._stats = read_dataset_stats(self._metadata)
+            stats = read_dataset_stats(self._metadata)
+            for feature, factor in self._stat_scales.items():
+                if feature in stats:
+                    stats[feature] = {
+                        name: value if name == "count" else value * factor
+                        for name, value in stats[feature].items()
+                    }
+            self._stats = stats
         return self._stats
+
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        """info.json's ``tools`` (LeRobot 0.6's tool schemas for chat templates), or None."""
+        tools = self.info.get("tools")
+        return copy.deepcopy(tools) if tools is not None else None
 
     def __repr__(self) -> str:
         return (

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from stoker import _core
 from stoker._core import DatasetError
 from stoker.datasets.lerobot import format as lerobot_format
+from stoker.datasets.lerobot import lance_layout
 from stoker.datasets.lerobot.format import (
     DEFAULT_COLUMNS,
     Feature,
@@ -47,7 +48,10 @@ __all__ = [
     "image_cameras",
     "read_columns",
     "read_image_column",
+    "read_data_schema",
+    "read_data_table",
     "read_lerobot_metadata",
+    "stored_data_files",
 ]
 
 # How many offenders a message lists before it says "and N more".
@@ -309,7 +313,7 @@ def read_columns(
     if not tolerance_s >= 0:
         raise ValueError(f"tolerance_s must be non-negative, got {tolerance_s!r}")
 
-    _check_schemas(meta.source, meta.data_files)
+    _check_schemas(meta)
     needed = list(dict.fromkeys(["index", "episode_index", "timestamp", *names]))
     columns = _load_columns(meta, needed, readable)
     _check_rows(meta, columns, tolerance_s)
@@ -322,49 +326,115 @@ def image_cameras(meta: LeRobotMetadata) -> tuple[str, ...]:
     return tuple(name for name, feature in meta.features.items() if feature.dtype == "image")
 
 
+#: LeRobot 0.6.1's depth quantizer defaults (lerobot.configs.video): what its reader takes for a
+#: quantizer parameter a feature's info does not give.
+LEROBOT_DEPTH_DEFAULTS = {"video.depth_min": 0.01, "video.depth_max": 10.0, "video.shift": 3.5}
+_QUANTIZER_KEYS = ("video.depth_min", "video.depth_max", "video.shift", "video.use_log")
+_AFFINE_KEYS = ("video.depth_scale", "video.depth_offset")
+
+
 @dataclass(frozen=True)
 class DepthInfo:
     """What a depth camera's feature info says about its samples.
 
-    ``scale``: metres per stored unit (``video.depth_scale``), None when info.json does not
-    give it; ``offset``: metres added (``video.depth_offset``, default 0). LeRobot 0.4.4 writes
-    ``video.is_depth_map`` (and ``video.pix_fmt``, ``video.channels``) but no quantisation
-    fields: these two names are stoker's own.
+    ``coding``: ``"lerobot_log"`` / ``"lerobot_linear"`` (LeRobot 0.6: ``is_depth_map`` or the
+    quantizer's ``video.depth_min``, ``video.depth_max``, ``video.shift``, ``video.use_log``,
+    12-bit codes between ``depth_min`` and ``depth_max`` metres; a parameter not given takes
+    LeRobot 0.6.1's default, as its reader does); ``"affine"`` (stoker's own
+    ``video.depth_scale``, metres per stored unit, and ``video.depth_offset``, default 0);
+    ``"stored"`` (LeRobot 0.4-0.5's ``video.is_depth_map`` alone: samples whose meaning the
+    dataset does not say). ``recorded_unit``: info's ``depth_unit`` (LeRobot 0.6: the unit the
+    statistics are in), or None.
     """
 
-    scale: float | None
-    offset: float
+    coding: str
+    scale: float | None = None
+    offset: float = 0.0
+    depth_min: float = LEROBOT_DEPTH_DEFAULTS["video.depth_min"]
+    depth_max: float = LEROBOT_DEPTH_DEFAULTS["video.depth_max"]
+    shift: float = LEROBOT_DEPTH_DEFAULTS["video.shift"]
+    recorded_unit: str | None = None
 
 
 def depth_cameras(meta: LeRobotMetadata) -> dict[str, DepthInfo]:
-    """The video features whose ``info`` has ``"video.is_depth_map": true``, in info.json
-    order: single-channel high-bit-depth video (gray10le / gray12le / gray16le) that stoker
-    decodes to its stored uint16 samples. Raises :class:`stoker.DatasetError` naming the
-    feature when those fields are not what they should be (a boolean; finite numbers, the scale
-    positive)."""
+    """The depth cameras among the video features, in info.json order: those whose ``info`` (or
+    v2.0's ``video_info``) says ``"is_depth_map": true`` (LeRobot 0.6) or ``"video.is_depth_map":
+    true`` (earlier), single-channel high-bit-depth video (gray10le / gray12le / gray16le) that
+    stoker decodes to its stored uint16 samples. Raises :class:`stoker.DatasetError` naming the
+    feature when those fields are not what they should be: booleans; finite numbers, a
+    positive scale, depth_min < depth_max, depth_min + shift > 0 for the log quantizer; a
+    quantized stream other than gray12le; both codings at once."""
     features = meta.info.get("features", {})
     found: dict[str, DepthInfo] = {}
     for camera in meta.cameras:
-        info = features.get(camera, {}).get("info") or {}
-        if not isinstance(info, Mapping):
+        feature = features.get(camera, {})
+        info = {**(feature.get("video_info") or {}), **(feature.get("info") or {})}
+        flags = {key: info[key] for key in ("is_depth_map", "video.is_depth_map") if key in info}
+        for key, flag in flags.items():
+            if not isinstance(flag, bool):
+                raise DatasetError(
+                    f"{meta.root}: feature {camera!r} has {key} {flag!r}; info.json should say "
+                    "true or false"
+                )
+        if not any(flags.values()):
             continue
-        flag = info.get("video.is_depth_map", False)
-        if not isinstance(flag, bool):
-            raise DatasetError(
-                f"{meta.root}: feature {camera!r} has video.is_depth_map {flag!r}; "
-                "info.json should say true or false"
-            )
-        if not flag:
-            continue
+        found[camera] = _depth_info(meta, camera, info, lerobot_06="is_depth_map" in flags)
+    return found
+
+
+def _depth_info(meta: LeRobotMetadata, camera: str, info: Mapping, lerobot_06: bool) -> DepthInfo:
+    where = f"{meta.root}: depth feature {camera!r}"
+    unit = info.get("depth_unit")
+    if unit not in (None, "mm", "m"):
+        raise DatasetError(f"{where} has depth_unit {unit!r}; LeRobot writes 'mm' or 'm'")
+    quantized = lerobot_06 or any(key in info for key in _QUANTIZER_KEYS)
+    affine = [key for key in _AFFINE_KEYS if key in info]
+    if quantized and affine:
+        raise DatasetError(
+            f"{where} has both LeRobot 0.6's quantizer and stoker's {affine}: which one made "
+            "its samples cannot be told; keep one in info.json"
+        )
+    if not quantized:
         scale = _depth_number(meta, camera, info, "video.depth_scale")
         if scale is not None and scale <= 0:
             raise DatasetError(
-                f"{meta.root}: feature {camera!r} has video.depth_scale {scale}; metres per "
-                "stored unit must be positive"
+                f"{where} has video.depth_scale {scale}; metres per stored unit must be positive"
             )
         offset = _depth_number(meta, camera, info, "video.depth_offset")
-        found[camera] = DepthInfo(scale=scale, offset=0.0 if offset is None else offset)
-    return found
+        return DepthInfo(
+            coding="stored" if not affine else "affine",
+            scale=scale,
+            offset=0.0 if offset is None else offset,
+            recorded_unit=unit,
+        )
+    pix_fmt = info.get("video.pix_fmt", "gray12le")
+    if pix_fmt != "gray12le":
+        raise DatasetError(
+            f"{where} is LeRobot 0.6's quantized depth stored as {pix_fmt!r}: LeRobot writes its "
+            "12-bit codes as gray12le and reads any stream as gray12le (another format's "
+            "samples would be rescaled); stoker reads quantized depth from gray12le only"
+        )
+    use_log = info.get("video.use_log", True)
+    if not isinstance(use_log, bool):
+        raise DatasetError(f"{where} has video.use_log {use_log!r}; it should be true or false")
+    values = {key: _depth_number(meta, camera, info, key) for key in LEROBOT_DEPTH_DEFAULTS}
+    low, high, shift = (
+        LEROBOT_DEPTH_DEFAULTS[key] if value is None else value for key, value in values.items()
+    )
+    if not low < high:
+        raise DatasetError(f"{where}: video.depth_min {low} must be below video.depth_max {high}")
+    if use_log and not low + shift > 0:
+        raise DatasetError(
+            f"{where}: the log quantizer needs video.depth_min + video.shift > 0, got "
+            f"{low} + {shift}"
+        )
+    return DepthInfo(
+        coding="lerobot_log" if use_log else "lerobot_linear",
+        depth_min=low,
+        depth_max=high,
+        shift=shift,
+        recorded_unit=unit,
+    )
 
 
 def _depth_number(meta: LeRobotMetadata, camera: str, info: Mapping, name: str) -> float | None:
@@ -377,6 +447,38 @@ def _depth_number(meta: LeRobotMetadata, camera: str, info: Mapping, name: str) 
             "finite number"
         )
     return float(value)
+
+
+def _is_lance(meta: LeRobotMetadata) -> bool:
+    return meta.info.get("storage_format") == "lance"
+
+
+def read_data_table(
+    meta: LeRobotMetadata, path: str, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The columns ``columns`` (None: all) of data file ``path`` of ``meta``, named by feature:
+    a Parquet file, or the Lance frames table (:mod:`stoker.datasets.lerobot.lance_layout`).
+    A column the file lacks is refused by name."""
+    if _is_lance(meta):
+        return lance_layout.read_frames(meta.source, meta.features, DEFAULT_COLUMNS, columns)
+    return meta.source.read_parquet(
+        path, "data file", columns=None if columns is None else list(columns)
+    )
+
+
+def read_data_schema(meta: LeRobotMetadata, path: str) -> pa.Schema:
+    """The schema of data file ``path`` of ``meta``, named by feature (see read_data_table)."""
+    if _is_lance(meta):
+        return lance_layout.frames_schema(meta.source, meta.features, DEFAULT_COLUMNS)
+    return meta.source.read_schema(path, "data file")
+
+
+def stored_data_files(meta: LeRobotMetadata) -> list[str]:
+    """The files that hold the rows of ``meta``'s data files (the Parquet files, or the Lance
+    frames table's files): what a change of the rows changes."""
+    if _is_lance(meta):
+        return lance_layout.stored_frames_files(meta.source)
+    return [str(p) for p in meta.data_files]
 
 
 def read_image_column(meta: LeRobotMetadata, f: int, name: str) -> tuple[np.ndarray, list]:
@@ -392,7 +494,7 @@ def read_image_column(meta: LeRobotMetadata, f: int, name: str) -> tuple[np.ndar
     """
     path = meta.data_files[f]
     start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
-    table = meta.source.read_parquet(path, "data file", columns=[name])
+    table = read_data_table(meta, path, [name])
     if table.num_rows != stop - start:
         raise DatasetError(
             f"data file {path} has {table.num_rows} rows, but its episodes have {stop - start} "
@@ -490,6 +592,21 @@ def _read_v21(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
         )
 
     return dict(
+        **_episode_rows(task_texts, episode_index, length, from_index, to_index, episode_task),
+        episode_data_file=np.arange(len(data_files), dtype=np.int32),
+        data_files=data_files,
+        data_file_from_index=from_index.copy(),
+        data_file_to_index=to_index.copy(),
+        videos=videos,
+    )
+
+
+def _episode_rows(
+    task_texts, episode_index, length, from_index, to_index, episode_task
+) -> dict[str, Any]:
+    """The fields of LeRobotMetadata every layout gives the same way: the tasks, and each
+    episode's index, length, rows and task."""
+    return dict(
         tasks=task_texts,
         num_episodes=len(episode_index),
         num_frames=int(to_index[-1]),
@@ -498,11 +615,6 @@ def _read_v21(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
         dataset_from_index=from_index,
         dataset_to_index=to_index,
         task_index=episode_task,
-        episode_data_file=np.arange(len(data_files), dtype=np.int32),
-        data_files=data_files,
-        data_file_from_index=from_index.copy(),
-        data_file_to_index=to_index.copy(),
-        videos=videos,
     )
 
 
@@ -553,6 +665,10 @@ def _read_v30(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
         )
     episode_task = _episode_tasks(episodes, task_texts, task_index, episode_index, where)
 
+    rows = _episode_rows(task_texts, episode_index, length, from_index, to_index, episode_task)
+    if info.storage_format == "lance":
+        return dict(**rows, **_lance_tables(root, info, episodes, episode_index, where))
+
     data_chunk = int_column(episodes, "data/chunk_index", where)
     data_file = int_column(episodes, "data/file_index", where)
     first, episode_data_file = _unique_in_order(data_chunk * info.chunks_size + data_file)
@@ -579,14 +695,7 @@ def _read_v30(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
     }
 
     return dict(
-        tasks=task_texts,
-        num_episodes=len(episode_index),
-        num_frames=int(to_index[-1]),
-        episode_index=episode_index,
-        length=length,
-        dataset_from_index=from_index,
-        dataset_to_index=to_index,
-        task_index=episode_task,
+        **rows,
         episode_data_file=episode_data_file.astype(np.int32),
         data_files=data_files,
         data_file_from_index=file_from,
@@ -595,14 +704,55 @@ def _read_v30(root: Root, info: lerobot_format.Info) -> dict[str, Any]:
     )
 
 
-def _camera_videos_v30(
+def _lance_tables(
     root: Root,
+    info: lerobot_format.Info,
+    episodes: pa.Table,
+    episode_index: np.ndarray,
+    where: str,
+) -> dict[str, Any]:
+    """A Lance dataset's data file (its frames table: one, holding every row) and videos (each
+    MP4 of the v3.0 copy, a byte slice of a file of its videos table)."""
+    lance_layout.frames_columns(root, info.features, DEFAULT_COLUMNS)  # refuses what it cannot map
+    num_frames = int(int_column(episodes, "dataset_to_index", where).max())
+    files = {
+        camera: _video_files_v30(info, episodes, episode_index, camera, where)
+        for camera in info.cameras
+    }
+    wanted = [
+        (camera, int(c), int(f))
+        for camera, (chunks, file_numbers, _) in files.items()
+        for c, f in zip(chunks, file_numbers)
+    ]
+    slices = lance_layout.video_slices(root, wanted) if wanted else {}
+    videos = {
+        camera: _camera_videos(
+            episodes,
+            camera,
+            where,
+            np.array([slices[camera, int(c), int(f)] for c, f in zip(chunks, file_numbers)], str),
+            file_index,
+        )
+        for camera, (chunks, file_numbers, file_index) in files.items()
+    }
+    return dict(
+        episode_data_file=np.zeros(len(episode_index), np.int32),
+        data_files=np.array([root.url(lance_layout.FRAMES_TABLE)], dtype=str),
+        data_file_from_index=np.zeros(1, np.int64),
+        data_file_to_index=np.array([num_frames], np.int64),
+        videos=videos,
+    )
+
+
+def _video_files_v30(
     info: lerobot_format.Info,
     episodes: pa.Table,
     episode_index: np.ndarray,
     camera: str,
     where: str,
-) -> CameraVideos:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk_index and file_index of each of a camera's video files, in the order episodes
+    first use them, and the position of each episode's file among them."""
     prefix = f"videos/{camera}/"
     missing = np.zeros(episodes.num_rows, bool)
     for field in _VIDEO_FIELDS:
@@ -615,13 +765,39 @@ def _camera_videos_v30(
     chunk = int_column(episodes, prefix + "chunk_index", where)
     file = int_column(episodes, prefix + "file_index", where)
     first, file_index = _unique_in_order(chunk * info.chunks_size + file)
+    return chunk[first], file[first], file_index.astype(np.int32)
+
+
+def _camera_videos(
+    episodes: pa.Table, camera: str, where: str, files: np.ndarray, file_index: np.ndarray
+) -> CameraVideos:
+    prefix = f"videos/{camera}/"
+    return CameraVideos(
+        files=files,
+        file_index=file_index,
+        from_timestamp=float_column(episodes, prefix + "from_timestamp", where),
+        to_timestamp=float_column(episodes, prefix + "to_timestamp", where),
+    )
+
+
+def _camera_videos_v30(
+    root: Root,
+    info: lerobot_format.Info,
+    episodes: pa.Table,
+    episode_index: np.ndarray,
+    camera: str,
+    where: str,
+) -> CameraVideos:
+    chunks, file_numbers, file_index = _video_files_v30(
+        info, episodes, episode_index, camera, where
+    )
     files = format_paths(
         root,
         str(info.video_path),
         "video_path",
         video_key=camera,
-        chunk_index=chunk[first],
-        file_index=file[first],
+        chunk_index=chunks,
+        file_index=file_numbers,
     )
     absent = _absent(root, files)
     if absent:
@@ -631,12 +807,7 @@ def _camera_videos_v30(
                 f"{files[i]} (episodes {_ranges(episode_index[file_index == i])})" for i in absent
             )
         )
-    return CameraVideos(
-        files=files,
-        file_index=file_index.astype(np.int32),
-        from_timestamp=float_column(episodes, prefix + "from_timestamp", where),
-        to_timestamp=float_column(episodes, prefix + "to_timestamp", where),
-    )
+    return _camera_videos(episodes, camera, where, files, file_index)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -720,7 +891,9 @@ def _nonempty_file(path: str) -> bool:
 
 
 def _absent(root: Root, paths: np.ndarray) -> list[int]:
-    """Positions of the paths (members of ``root``) that are missing or empty."""
+    """Positions of the paths (members of ``root``) that are missing or empty; a byte slice
+    (a video in a Lance table) by its whole file."""
+    paths = np.array([lance_layout.whole_file(str(p)) for p in paths], dtype=str)
     if not root.remote:
         return [i for i, path in enumerate(paths) if not _nonempty_file(path)]
     sizes = root.sizes([str(p) for p in paths])  # an S3 root's listing: no request per path
@@ -809,11 +982,12 @@ def _parallel(function, items, remote: bool = False) -> list:
         return list(pool.map(function, items))
 
 
-def _check_schemas(source: Root, paths: np.ndarray) -> None:
+def _check_schemas(meta: LeRobotMetadata) -> None:
+    paths = meta.data_files
     schemas = _parallel(
-        lambda path: source.read_schema(str(path), "data file").remove_metadata(),
+        lambda path: read_data_schema(meta, str(path)).remove_metadata(),
         paths,
-        remote=source.remote,
+        remote=meta.source.remote,
     )
     reference = schemas[0]
     offenders = []
@@ -851,7 +1025,7 @@ def _load_columns(meta: LeRobotMetadata, names: list[str], readable) -> dict[str
         path = meta.data_files[f]
         start, stop = int(meta.data_file_from_index[f]), int(meta.data_file_to_index[f])
         # Refused naming the columns it lacks, from the one read of the file.
-        table = meta.source.read_parquet(path, "data file", columns=names)
+        table = read_data_table(meta, path, names)
         if table.num_rows != stop - start:
             episodes = meta.episode_index[meta.episode_data_file == f]
             raise DatasetError(
@@ -982,9 +1156,10 @@ def _check_rows(meta: LeRobotMetadata, columns: dict[str, np.ndarray], tolerance
 
 def source_fingerprint(meta: LeRobotMetadata) -> str:
     """Hash of the size and modification time of the source's info.json, data and videos."""
-    files = [meta.source.url(lerobot_format.INFO_PATH), *(str(p) for p in meta.data_files)]
+    files = [meta.source.url(lerobot_format.INFO_PATH), *stored_data_files(meta)]
     for videos in meta.videos.values():
-        files += [str(p) for p in videos.files]
+        files += [lance_layout.whole_file(str(p)) for p in videos.files]
+    files = list(dict.fromkeys(files))
     digest = hashlib.sha256()
     # Local files: size and mtime in ns; remote objects: size and ETag (or modification time).
     for path, (size, version) in zip(files, meta.source.versions(files)):
