@@ -218,6 +218,13 @@ class Loader {
   /// The next batch, in order, blocking until it is ready; nullptr once the run is done or
   /// after stop(). An error (kRaise policy) stops the loader; start() again to go on.
   Result<std::shared_ptr<const Batch>> next();
+  /// A batch of `samples` (dataset ids, 1 to batch_size of them), built now on the calling
+  /// thread by the source that builds the runs' batches, with epoch `epoch`'s random
+  /// transforms; a run, its position and its statistics are untouched. Under kSkip a failing
+  /// sample is replaced as in a run. Any number of threads may call it at once, beside a run.
+  /// Errors: kInvalidArgument (no samples or more than batch_size, an id out of range, in a
+  /// forked child); the batch's first failure under kRaise.
+  Result<std::shared_ptr<const Batch>> read(std::span<const int64_t> samples, uint32_t epoch = 0);
   /// The (epoch, batch) next() delivers next, and whether a run is going.
   std::pair<uint32_t, int64_t> position() const;
   bool running() const;

@@ -21,7 +21,6 @@
 #include "arrays.h"
 #include "errors.h"
 #include "index_handle.h"
-#include "shard_handle.h"
 #include "stoker/loader.h"
 #include "stoker/mix_source.h"
 #include "stoker/shard_source.h"
@@ -147,36 +146,10 @@ std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<Window
   return value_or_raise(std::move(loader), Area::kDataset);
 }
 
-std::vector<int32_t> narrowed(const Int64s& values) {
-  std::vector<int32_t> out(values.shape(0));
-  for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<int32_t>(values(k));
-  return out;
-}
-
-// A shard dataset's samples as Python's ShardDataset holds them.
-std::shared_ptr<ShardSamples> shard_samples(const std::vector<OpenedShard>& shards,
-                                            const Int64s& sample_shard,
-                                            const Int64s& sample_first_member,
-                                            const std::map<int64_t, std::string>& bad_samples) {
-  auto samples = std::make_shared<ShardSamples>();
-  for (const OpenedShard& shard : shards) {
-    samples->urls.push_back(shard.url);
-    samples->indexes.push_back(shard.index);
-  }
-  samples->sample_shard = narrowed(sample_shard);
-  samples->sample_first_member = narrowed(sample_first_member);
-  samples->bad_samples.assign(bad_samples.begin(), bad_samples.end());
-  return samples;
-}
-
-std::unique_ptr<Loader> make_shard_loader(const std::vector<OpenedShard>& shards,
-                                          const Int64s& sample_shard,
-                                          const Int64s& sample_first_member,
-                                          const std::map<int64_t, std::string>& bad_samples,
+std::unique_ptr<Loader> make_shard_loader(std::shared_ptr<ShardSamples> samples,
                                           std::vector<ShardField> fields,
                                           std::shared_ptr<const sampling::Sampler> sampler,
                                           const LoaderOptions& options) {
-  auto samples = shard_samples(shards, sample_shard, sample_first_member, bad_samples);
   Result<std::unique_ptr<Loader>> loader = [&] {
     nb::gil_scoped_release release;
     return create_shard_loader(std::move(samples), std::move(fields), std::move(sampler), options);
@@ -203,12 +176,9 @@ MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
   return made;
 }
 
-MixPart shard_part(const std::vector<OpenedShard>& shards, const Int64s& sample_shard,
-                   const Int64s& sample_first_member,
-                   const std::map<int64_t, std::string>& bad_samples,
-                   std::vector<ShardField> fields, const LoaderOptions& options,
-                   std::vector<std::string> front_keys, std::string name) {
-  auto samples = shard_samples(shards, sample_shard, sample_first_member, bad_samples);
+MixPart shard_part(std::shared_ptr<ShardSamples> samples, std::vector<ShardField> fields,
+                   const LoaderOptions& options, std::vector<std::string> front_keys,
+                   std::string name) {
   Result<MixPart> part = [&] {
     nb::gil_scoped_release release;
     return make_shard_part(std::move(samples), std::move(fields), options);
@@ -274,10 +244,6 @@ void register_pipeline(nb::module_& m) {
       .def_rw("name", &ShardField::name)
       .def_rw("kind", &ShardField::kind)
       .def_rw("alternatives", &ShardField::alternatives)
-      .def(
-          "set_members",
-          [](ShardField& field, const Int64s& members) { field.members = narrowed(members); },
-          nb::arg("members"), "Per sample: its member's number in its shard's index, or -1.")
       .def_rw("transform", &ShardField::transform)
       .def_rw("height", &ShardField::height)
       .def_rw("width", &ShardField::width)
@@ -296,16 +262,14 @@ void register_pipeline(nb::module_& m) {
       .def_static("for_episodes", &episode_part, nb::arg("index"), nb::arg("keys"),
                   nb::arg("transform"), nb::arg("options"), nb::arg("depth_cameras"),
                   nb::arg("rows"), nb::arg("front_keys"), nb::arg("name"))
-      .def_static("for_shards", &shard_part, nb::arg("shards"), nb::arg("sample_shard"),
-                  nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
+      .def_static("for_shards", &shard_part, nb::arg("samples"), nb::arg("fields"),
                   nb::arg("options"), nb::arg("front_keys"), nb::arg("name"));
 
   nb::class_<Loader>(m, "Loader")
       .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
            nb::arg("transform"), nb::arg("options"),
            "Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.")
-      .def_static("for_shards", &make_shard_loader, nb::arg("shards"), nb::arg("sample_shard"),
-                  nb::arg("sample_first_member"), nb::arg("bad_samples"), nb::arg("fields"),
+      .def_static("for_shards", &make_shard_loader, nb::arg("samples"), nb::arg("fields"),
                   nb::arg("sampler"), nb::arg("options"),
                   "Batches of a shard dataset's `fields` over the samples `sampler` gives.")
       .def_static("for_mix", &make_mix_loader, nb::arg("parts"), nb::arg("sampler"),
@@ -353,6 +317,19 @@ void register_pipeline(nb::module_& m) {
           },
           nb::arg("torch"),
           "The next batch as (arrays, samples, episodes, epoch, index), or None at the end.")
+      .def(
+          "read",
+          [](Loader& loader, const Int64s& samples, uint32_t epoch, bool torch) -> nb::object {
+            Result<std::shared_ptr<const Batch>> batch = [&] {
+              nb::gil_scoped_release release;
+              return loader.read(std::span<const int64_t>(samples.data(), samples.shape(0)), epoch);
+            }();
+            raise_if_error(batch.status(), Area::kDataset);
+            return batch_to_python(std::move(batch).value(), torch);
+          },
+          nb::arg("samples"), nb::arg("epoch"), nb::arg("torch"),
+          "A batch of `samples` built now on this thread, as (arrays, samples, episodes, epoch, "
+          "index); runs are untouched.")
       .def("stop", &Loader::stop, nb::call_guard<nb::gil_scoped_release>())
       .def("stats", [](const Loader& loader) { return stats_dict(loader.stats()); })
       .def("reset_stats", &Loader::reset_stats);

@@ -1,6 +1,6 @@
 """stoker's C++ core"""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 import enum
 from typing import Annotated, Final, overload
 
@@ -551,6 +551,92 @@ class ShardIndex:
         (bytes, starts): members `members` read one after another, each its tar header then its data, which starts at bytes[starts[i]]. Every header is checked against the index, and the shard's version against the one it had when the index was opened: a shard rewritten, replaced or resized since is a DatasetError saying it changed since its index was made.
         """
 
+class ShardSamples:
+    """
+    The samples of a dataset of tar shards, grouped from their indexes (stoker/shard_samples.h).
+    """
+
+    @staticmethod
+    def open(urls: Sequence[str], cache_dir: str, threads: int) -> tuple[ShardSamples, list[str]]:
+        """
+        (samples, [why each shard's sidecar was refused, or ""]): from the table saved under cache_dir for these shards at their versions, else from their indexes (cache, sidecar or scan, `threads` at a time), grouped, the table saved.
+        """
+
+    @staticmethod
+    def reopen(table: str, version: str, cache_dir: str) -> ShardSamples:
+        """
+        The samples of a table open() saved, whose file had `version` then: one stat and one map. A DatasetError when it is not that file any more.
+        """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def urls(self) -> list[str]: ...
+
+    @property
+    def shard_bytes(self) -> NDArray[numpy.int64]: ...
+
+    @property
+    def shard_members(self) -> NDArray[numpy.int64]: ...
+
+    @property
+    def damage(self) -> list[str]:
+        """Per shard: "" when its tar was whole, else what is wrong and where."""
+
+    @property
+    def sample_shard(self) -> Annotated[NDArray[numpy.int32], dict(shape=(None,), writable=False)]: ...
+
+    @property
+    def first_member(self) -> Annotated[NDArray[numpy.int32], dict(shape=(None,), writable=False)]: ...
+
+    @property
+    def labels(self) -> Annotated[NDArray[numpy.int64], dict(shape=(None,), writable=False)]:
+        """Per sample: its .cls member's integer, -1 when it has none."""
+
+    @property
+    def shard_first(self) -> Annotated[NDArray[numpy.int64], dict(shape=(None,), writable=False)]:
+        """Per shard and one more: its first sample's number (the last: len())."""
+
+    def key(self, sample: int) -> str: ...
+
+    @property
+    def keys(self) -> list[str]:
+        """Every sample's key (a list built on each call)."""
+
+    @property
+    def fields(self) -> list[str]:
+        """The field names the members have, sorted."""
+
+    def field_members(self, name: str) -> object:
+        """
+        Per sample: its member of field `name` (its number in its shard's index), -1 when it has none; None when no sample has it.
+        """
+
+    def resolve(self, alternatives: Sequence[str], samples: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> NDArray[numpy.int64]:
+        """
+        Per sample of `samples`: its member of the first of `alternatives` it has, -1 when none.
+        """
+
+    @property
+    def duplicates(self) -> list[tuple[int, str, str]]:
+        """
+        [(sample, field, the second member's name)] for every field a sample has twice.
+        """
+
+    def bad_samples(self, fields: Sequence[str]) -> list[tuple[int, str]]:
+        """
+        [(sample, why)] of the samples that have one of `fields` twice, sorted: what a loader reading those fields refuses (or skips).
+        """
+
+    def index(self, shard: int) -> ShardIndex:
+        """The shard's ShardIndex, opened on first use."""
+
+    @property
+    def table_path(self) -> str: ...
+
+    @property
+    def table_version(self) -> str: ...
+
 def open_shard_indexes(urls: Sequence[str], cache_dir: str, threads: int) -> tuple[list[ShardIndex], list[str]]:
     """
     ([ShardIndex per URL], [why each one's sidecar was refused, or ""]): each shard's index from the cache under cache_dir ("": none), its sidecar <url>.index when it matches the shard's headers, or a scan of its tar headers; `threads` shards at a time.
@@ -966,9 +1052,6 @@ class ShardField:
     @alternatives.setter
     def alternatives(self, arg: Sequence[str], /) -> None: ...
 
-    def set_members(self, members: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
-        """Per sample: its member's number in its shard's index, or -1."""
-
     @property
     def transform(self) -> TransformOptions: ...
 
@@ -1026,7 +1109,7 @@ class MixPart:
     def for_episodes(index: EpisodeIndex, keys: Sequence[WindowKey], transform: TransformOptions, options: LoaderOptions, depth_cameras: Sequence[DepthCamera], rows: Sequence[int], front_keys: Sequence[str], name: str) -> MixPart: ...
 
     @staticmethod
-    def for_shards(shards: Sequence[ShardIndex], sample_shard: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sample_first_member: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], bad_samples: Mapping[int, str], fields: Sequence[ShardField], options: LoaderOptions, front_keys: Sequence[str], name: str) -> MixPart: ...
+    def for_shards(samples: ShardSamples, fields: Sequence[ShardField], options: LoaderOptions, front_keys: Sequence[str], name: str) -> MixPart: ...
 
 class Loader:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:
@@ -1035,7 +1118,7 @@ class Loader:
         """
 
     @staticmethod
-    def for_shards(shards: Sequence[ShardIndex], sample_shard: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], sample_first_member: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], bad_samples: Mapping[int, str], fields: Sequence[ShardField], sampler: Sampler, options: LoaderOptions) -> Loader:
+    def for_shards(samples: ShardSamples, fields: Sequence[ShardField], sampler: Sampler, options: LoaderOptions) -> Loader:
         """
         Batches of a shard dataset's `fields` over the samples `sampler` gives.
         """
@@ -1076,6 +1159,11 @@ class Loader:
     def next(self, torch: bool) -> object:
         """
         The next batch as (arrays, samples, episodes, epoch, index), or None at the end.
+        """
+
+    def read(self, samples: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], epoch: int, torch: bool) -> object:
+        """
+        A batch of `samples` built now on this thread, as (arrays, samples, episodes, epoch, index); runs are untouched.
         """
 
     def stop(self) -> None: ...

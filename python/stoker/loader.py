@@ -685,12 +685,9 @@ class Loader:
         self.sampler = _ShardStream(self, dataset)
         self._check_shards_make_a_batch()
         self._native_factory = _core.Loader.for_shards
-        self._order_slot = 5
+        self._order_slot = 2
         self._native_arguments = (
-            dataset.indexes,
-            dataset.sample_shard,
-            dataset.sample_first_member,
-            dataset.bad_samples,
+            dataset.samples,
             dataset.native_fields(self.transforms),
             self.sampler.native,
             options,

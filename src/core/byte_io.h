@@ -72,6 +72,26 @@ class ByteReader {
     pos_ += size;
     return true;
   }
+  /// Skips the zeros ByteWriter::align wrote.
+  bool align(size_t alignment) {
+    const size_t to = (pos_ + alignment - 1) / alignment * alignment;
+    if (to > in_.size()) return false;
+    pos_ = to;
+    return true;
+  }
+  /// `count` values of T in place, without a copy; false when they run past the end or do not
+  /// lie at T's alignment in memory.
+  template <typename T>
+  bool view(size_t count, std::span<const T>* out) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (count > (in_.size() - pos_) / sizeof(T)) return false;
+    const uint8_t* at = in_.data() + pos_;
+    if (count > 0 && reinterpret_cast<uintptr_t>(at) % alignof(T) != 0) return false;
+    *out = std::span<const T>(reinterpret_cast<const T*>(at), count);
+    pos_ += count * sizeof(T);
+    return true;
+  }
+  size_t position() const { return pos_; }
   bool at_end() const { return pos_ == in_.size(); }
 
  private:

@@ -1,7 +1,6 @@
 #include "stoker/episode_index.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -10,13 +9,13 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
 #include "core/file.h"
 #include "core/fuzzing.h"
 #include "core/mutex.h"
+#include "core/parallel.h"
 #include "stoker/byte_slice.h"
 #include "stoker/cores.h"
 #include "stoker/remote_source.h"
@@ -228,44 +227,24 @@ struct ScannedVideo {
   Status status;
 };
 
-// How many videos the scanning threads have finished, for the progress reports.
-struct ScanProgress {
-  core::Mutex mutex;
-  core::CondVar changed;
-  size_t done GUARDED_BY(mutex) = 0;
-};
-
 // Builds every video's frame table on `threads` threads; the calling thread reports progress.
 std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int threads,
                                       const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<ScannedVideo> scanned(paths.size());
-  std::atomic<size_t> next{0};
-  ScanProgress scan;
-  auto work = [&] {
-    for (size_t v = next++; v < paths.size(); v = next++) {
-      Result<std::unique_ptr<VideoReader>> reader = VideoReader::open(paths[v]);
-      if (reader.ok()) {
-        scanned[v].table = (*reader)->shared_frame_table();
-      } else {
-        scanned[v].status = reader.status();
-      }
-      core::MutexLock lock(&scan.mutex);
-      ++scan.done;
-      scan.changed.signal();
-    }
-  };
-  const int count = std::max(1, std::min<int>(threads, static_cast<int>(paths.size())));
-  std::vector<std::thread> workers;
-  for (int t = 0; t < count; ++t) workers.emplace_back(work);
-  for (size_t reported = 0; reported < paths.size();) {
-    {
-      core::MutexLock lock(&scan.mutex);
-      while (scan.done == reported) scan.changed.wait(&scan.mutex);
-      reported = scan.done;
-    }
-    if (progress) progress(static_cast<int64_t>(reported), static_cast<int64_t>(paths.size()));
-  }
-  for (auto& worker : workers) worker.join();
+  const auto total = static_cast<int64_t>(paths.size());
+  core::parallel_for(
+      paths.size(), threads,
+      [&](size_t v) {
+        Result<std::unique_ptr<VideoReader>> reader = VideoReader::open(paths[v]);
+        if (reader.ok()) {
+          scanned[v].table = (*reader)->shared_frame_table();
+        } else {
+          scanned[v].status = reader.status();
+        }
+      },
+      [&](size_t done) {
+        if (progress) progress(static_cast<int64_t>(done), total);
+      });
   return scanned;
 }
 

@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
 #include "core/file.h"
+#include "core/fnv1a.h"
 #include "core/fuzzing.h"
+#include "core/parallel.h"
 #include "stoker/remote_source.h"
 
 namespace stoker {
@@ -167,12 +168,6 @@ void parse_pax(std::span<const uint8_t> data, std::string* path, int64_t* size) 
     }
     at += static_cast<size_t>(length);
   }
-}
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
 }
 
 }  // namespace
@@ -404,7 +399,8 @@ std::string shard_index_cache_path(const std::string& cache_dir, const std::stri
   const std::string key =
       url + '\0' + std::to_string(size) + '\0' + version + '\0' + std::to_string(kVersion);
   char digest[17];
-  std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(fnv1a(key)));
+  std::snprintf(digest, sizeof(digest), "%016llx",
+                static_cast<unsigned long long>(core::fnv1a(key)));
   std::string name = url;
   while (!name.empty() && name.back() == '/') name.pop_back();
   name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
@@ -478,24 +474,17 @@ Result<std::vector<std::shared_ptr<const ShardIndex>>> open_shard_indexes(
   std::vector<std::shared_ptr<const ShardIndex>> opened(n);
   std::vector<Status> errors(n);
   std::vector<std::string> notes(n);
-  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
-  const auto work = [&] {
-    for (size_t i = next++; i < n && !failed; i = next++) {
-      Result<std::shared_ptr<const ShardIndex>> index = open_one(urls[i], cache_dir, &notes[i]);
-      if (index.ok()) {
-        opened[i] = std::move(index).value();
-      } else {
-        errors[i] = index.status();
-        failed = true;
-      }
+  core::parallel_for(n, threads, [&](size_t i) {
+    if (failed) return;
+    Result<std::shared_ptr<const ShardIndex>> index = open_one(urls[i], cache_dir, &notes[i]);
+    if (index.ok()) {
+      opened[i] = std::move(index).value();
+    } else {
+      errors[i] = index.status();
+      failed = true;
     }
-  };
-  const size_t workers = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, n);
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  });
   for (const Status& error : errors) {
     if (!error.ok()) return error;
   }

@@ -13,15 +13,13 @@
 // clang-format on
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
 #include <memory>
-#include <system_error>
-#include <thread>
 
 #include "core/aligned_allocator.h"
+#include "core/parallel.h"
 #include "media/frame_converter.h"
 #include "stoker/cores.h"
 
@@ -757,24 +755,9 @@ Status decode_images_into(std::span<const ImageInput> inputs, const ImageTransfo
   }
   std::vector<Status> own(errors.empty() ? inputs.size() : 0);
   std::span<Status> outcome = errors.empty() ? std::span<Status>(own) : errors;
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next++; k < inputs.size(); k = next++) {
-      outcome[k] = decode_one(inputs[k], transform, options);
-    }
-  };
   const int threads = options.threads > 0 ? options.threads : usable_cores();
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(threads), inputs.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < helpers; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // the threads started so far, and this one, decode everything
-    }
-  }
-  work();
-  for (std::thread& thread : pool) thread.join();
+  core::parallel_for(inputs.size(), threads,
+                     [&](size_t k) { outcome[k] = decode_one(inputs[k], transform, options); });
   if (errors.empty()) {
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!outcome[k].ok()) return outcome[k].with_context("image " + std::to_string(k));

@@ -5,6 +5,7 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <numeric>
 
 #include "core/fork.h"
 #include "core/host_memory.h"
@@ -147,6 +148,27 @@ class Loader::Impl {
   void stop() EXCLUDES(mutex_) {
     core::MutexLock lock(&mutex_);
     end_run();
+  }
+
+  Result<std::shared_ptr<const Batch>> read(std::span<const int64_t> samples, uint32_t epoch) {
+    const auto size = static_cast<int64_t>(samples.size());
+    if (size < 1 || size > options_.batch_size) {
+      return Status(StatusCode::kInvalidArgument, "loader: read takes 1 to batch_size (" +
+                                                      std::to_string(options_.batch_size) +
+                                                      ") samples, not " + std::to_string(size));
+    }
+    STOKER_ASSIGN_OR_RETURN(uint8_t * buffer, pool_->acquire());
+    auto batch = std::make_shared<PooledBatch>(pool_, source_->fields(), buffer, epoch, 0, size);
+    const std::unique_ptr<pipeline::BatchWork> work = source_->new_work(epoch, 0, batch);
+    std::vector<int64_t> slots(samples.size());
+    std::iota(slots.begin(), slots.end(), 0);
+    STOKER_RETURN_IF_ERROR(source_->plan_samples(*work, std::move(slots), samples));
+    const std::vector<pipeline::ReadGroup> groups = source_->group_reads(*work);
+    source_->prefetch(*work, groups);
+    for (const pipeline::ReadGroup& group : groups) source_->decode_group(*work, group);
+    STOKER_RETURN_IF_ERROR(source_->finish(*work));
+    batch->mutable_columns() = std::move(work->columns);
+    return std::shared_ptr<const Batch>(std::move(batch));
   }
 
   LoaderStats stats() const EXCLUDES(mutex_) {
@@ -485,6 +507,11 @@ bool Loader::running() const { return !forked() && impl_->running(); }
 Result<std::shared_ptr<const Batch>> Loader::next() {
   STOKER_RETURN_IF_ERROR(refuse_if_forked());
   return impl_->next();
+}
+Result<std::shared_ptr<const Batch>> Loader::read(std::span<const int64_t> samples,
+                                                  uint32_t epoch) {
+  STOKER_RETURN_IF_ERROR(refuse_if_forked());
+  return impl_->read(samples, epoch);
 }
 void Loader::stop() {
   if (!forked()) impl_->stop();

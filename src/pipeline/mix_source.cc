@@ -405,7 +405,7 @@ Result<MixPart> make_shard_part(std::shared_ptr<const ShardSamples> samples,
                                 std::vector<ShardField> fields, const LoaderOptions& options) {
   if (samples == nullptr) return Status(StatusCode::kInvalidArgument, "mix: samples are needed");
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const sampling::Sampler> sampler,
-                          unused_sampler(static_cast<int64_t>(samples->sample_shard.size())));
+                          unused_sampler(samples->size()));
   MixPart part;
   STOKER_ASSIGN_OR_RETURN(part.source,
                           pipeline::ShardSource::create(std::move(samples), std::move(fields),

@@ -30,7 +30,7 @@ struct Datasets {
     return ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
   std::vector<ShardField> shard_fields() const {
-    std::vector<ShardField> fields = testing::shard_spec(kShardSamples);
+    std::vector<ShardField> fields = testing::shard_spec();
     fields[0].name = "side";
     return fields;
   }

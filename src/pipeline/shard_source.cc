@@ -22,19 +22,6 @@ std::string unlike(const SlotValue& value, const SlotValue& first) {
          ", where the batch's first is " + python_shape(first.shape) + " " + first.dtype;
 }
 
-// (key, field) of a tar member as stoker.shards.member_field splits it: dir/x.seg.PNG ->
-// (dir/x, seg.png).
-std::pair<std::string, std::string> member_field(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  const size_t base = slash == std::string::npos ? 0 : slash + 1;
-  const size_t dot = name.find('.', base);
-  if (dot == std::string::npos) return {name, ""};
-  std::string field = name.substr(dot + 1);
-  std::transform(field.begin(), field.end(), field.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return {name.substr(0, dot), field};
-}
-
 Result<JsonKind> json_kind(const std::string& name) {
   if (name == "int64") return JsonKind::kInt64;
   if (name == "float64") return JsonKind::kFloat64;
@@ -95,12 +82,7 @@ Result<std::unique_ptr<ShardSource>> ShardSource::create(
     std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
     std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options) {
   if (samples == nullptr || sampler == nullptr) return invalid("samples and a sampler are needed");
-  const auto num_samples = static_cast<int64_t>(samples->sample_shard.size());
-  if (num_samples == 0) return invalid("the dataset is empty (it has no samples)");
-  if (samples->sample_first_member.size() != samples->sample_shard.size() ||
-      samples->indexes.size() != samples->urls.size()) {
-    return invalid("the samples' shards, members and URLs disagree in number");
-  }
+  if (samples->size() == 0) return invalid("the dataset is empty (it has no samples)");
   const int64_t batch = options.batch_size;
   auto layout = std::make_shared<std::vector<BatchField>>();
   size_t offset = 0;
@@ -120,9 +102,9 @@ Result<std::unique_ptr<ShardSource>> ShardSource::create(
   for (size_t f = 0; f < fields.size(); ++f) {
     const ShardField& field = fields[f];
     FieldPlan& plan = plans[f];
-    if (static_cast<int64_t>(field.members.size()) != num_samples) {
-      return invalid("field '" + field.name + "' has " + std::to_string(field.members.size()) +
-                     " member numbers for " + std::to_string(num_samples) + " samples");
+    if (field.alternatives.empty()) return invalid("field '" + field.name + "' reads no member");
+    for (const std::string& alternative : field.alternatives) {
+      plan.alternatives.push_back(samples->field_number(alternative));
     }
     switch (field.kind) {
       case ShardFieldKind::kImage: {
@@ -170,20 +152,29 @@ Result<std::unique_ptr<ShardSource>> ShardSource::create(
         break;
     }
   }
+  // A sample fails when it has a field the spec reads twice (which of the two the writer
+  // meant is unknown).
+  std::vector<int32_t> read;
+  for (const FieldPlan& plan : plans) {
+    read.insert(read.end(), plan.alternatives.begin(), plan.alternatives.end());
+  }
+  std::vector<std::pair<int64_t, std::string>> bad = samples->bad_samples(read);
   const size_t bytes = std::max<size_t>(aligned(offset), 64);
-  return std::unique_ptr<ShardSource>(new ShardSource(std::move(samples), std::move(fields),
-                                                      std::move(plans), std::move(sampler), options,
-                                                      std::move(layout), bytes));
+  return std::unique_ptr<ShardSource>(
+      new ShardSource(std::move(samples), std::move(fields), std::move(plans), std::move(bad),
+                      std::move(sampler), options, std::move(layout), bytes));
 }
 
 ShardSource::ShardSource(std::shared_ptr<const ShardSamples> samples,
                          std::vector<ShardField> fields, std::vector<FieldPlan> plans,
+                         std::vector<std::pair<int64_t, std::string>> bad_samples,
                          std::shared_ptr<const sampling::Sampler> sampler,
                          const LoaderOptions& options,
                          std::shared_ptr<const std::vector<BatchField>> layout, size_t batch_bytes)
     : samples_(std::move(samples)),
       fields_(std::move(fields)),
       plans_(std::move(plans)),
+      bad_samples_(std::move(bad_samples)),
       sampler_(std::move(sampler)),
       options_(options),
       batch_fields_(std::move(layout)),
@@ -194,17 +185,22 @@ std::unique_ptr<BatchWork> ShardSource::new_work(uint32_t epoch, int64_t index,
   return std::make_unique<ShardWork>(epoch, index, std::move(batch));
 }
 
-std::string ShardSource::key_of(int64_t sample) const {
-  const ShardIndex& index = *samples_->indexes[samples_->sample_shard[sample]];
-  return member_field(index.members()[samples_->sample_first_member[sample]].name).first;
+std::string ShardSource::key_of(int64_t sample) const { return std::string(samples_->key(sample)); }
+
+Status ShardSource::known_bad(int64_t sample) const {
+  const auto found = std::lower_bound(bad_samples_.begin(), bad_samples_.end(), sample,
+                                      [](const auto& entry, int64_t s) { return entry.first < s; });
+  if (found == bad_samples_.end() || found->first != sample) return Status();
+  return Status(StatusCode::kCorruptData, found->second);
+}
+
+int32_t ShardSource::member_of(int64_t sample, size_t field) const {
+  return samples_->member_of(sample, plans_[field].alternatives).first;
 }
 
 std::string ShardSource::field_of(int64_t sample, size_t field) const {
-  const int32_t member = fields_[field].members[sample];
-  if (member >= 0) {
-    const ShardIndex& index = *samples_->indexes[samples_->sample_shard[sample]];
-    return member_field(index.members()[member].name).second;
-  }
+  const auto [member, found] = samples_->member_of(sample, plans_[field].alternatives);
+  if (member >= 0) return samples_->fields()[found];
   std::string names;
   for (const std::string& name : fields_[field].alternatives) {
     names += (names.empty() ? "" : "|") + name;
@@ -214,14 +210,14 @@ std::string ShardSource::field_of(int64_t sample, size_t field) const {
 
 std::string ShardSource::where(int64_t sample, const std::string& field,
                                const std::string& why) const {
-  return samples_->urls[samples_->sample_shard[sample]] + ": sample " +
+  return samples_->url(samples_->sample_shard()[sample]) + ": sample " +
          python_repr(key_of(sample)) + ", field " + python_repr(field) + ": " + why;
 }
 
 Result<std::shared_ptr<const ByteSource>> ShardSource::source_of(int64_t shard) const {
   // Local files open per call (one open and close, next to reading the members); remote
   // sources are shared per process and URL by open_source().
-  return open_source(samples_->urls[shard]);
+  return open_source(samples_->url(shard));
 }
 
 Status ShardSource::plan(BatchWork& work) {
@@ -250,17 +246,10 @@ Status ShardSource::plan_samples(BatchWork& base, std::vector<int64_t> slots,
                      ", outside the dataset's " + std::to_string(num_samples));
     }
     batch.mutable_samples()[slot] = sample;
-    batch.mutable_episodes()[slot] = samples_->sample_shard[sample];
-    const auto& bad = samples_->bad_samples;
-    const auto found =
-        std::lower_bound(bad.begin(), bad.end(), sample,
-                         [](const auto& entry, int64_t s) { return entry.first < s; });
-    if (found != bad.end() && found->first == sample) {
-      errors[slot] = Status(StatusCode::kCorruptData, found->second);
-      continue;
-    }
+    batch.mutable_episodes()[slot] = samples_->sample_shard()[sample];
+    errors[slot] = known_bad(sample);
     for (size_t f = 0; f < fields_.size() && errors[slot].ok(); ++f) {
-      if (fields_[f].members[sample] < 0) {
+      if (member_of(sample, f) < 0) {
         errors[slot] = Status(StatusCode::kCorruptData,
                               where(sample, field_of(sample, f), "the sample has no such member"));
       }
@@ -302,12 +291,14 @@ void ShardSource::prefetch(BatchWork& base, const std::vector<ReadGroup>& groups
     const int64_t shard = work.batch->episodes()[group[0].slot];
     Result<std::shared_ptr<const ByteSource>> source = source_of(shard);
     if (!source.ok() || !(*source)->is_remote()) continue;  // decode_group reports it
-    const ShardIndex& index = *samples_->indexes[shard];
+    Result<std::shared_ptr<const ShardIndex>> opened = samples_->index(shard);
+    if (!opened.ok()) continue;  // decode_group reports it
+    const ShardIndex& index = **opened;
     ranges.clear();
     for (const SlotRead& read : group) {
       const int64_t sample = work.batch->samples()[read.slot];
-      for (const ShardField& field : fields_) {
-        const int32_t member = field.members[sample];
+      for (size_t f = 0; f < fields_.size(); ++f) {
+        const int32_t member = member_of(sample, f);
         if (member < 0) continue;
         const ShardIndex::Member& m = index.members()[member];
         ranges.push_back(
@@ -343,8 +334,7 @@ void ShardSource::decode_group(BatchWork& base, const ReadGroup& group) {
 void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slots,
                                std::vector<Status>& errors) {
   const std::span<const int64_t> ids = work.batch->samples();
-  const int64_t shard = samples_->sample_shard[ids[slots[0]]];
-  const ShardIndex& index = *samples_->indexes[shard];
+  const int64_t shard = samples_->sample_shard()[ids[slots[0]]];
   auto fail_all = [&](const Status& status) {
     for (size_t k = 0; k < slots.size(); ++k) {
       if (errors[k].ok()) {
@@ -361,7 +351,7 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
   std::vector<Wanted> owners;
   for (size_t k = 0; k < slots.size(); ++k) {
     for (size_t f = 0; f < fields_.size(); ++f) {
-      const int32_t member = fields_[f].members[ids[slots[k]]];
+      const int32_t member = member_of(ids[slots[k]], f);
       if (member < 0) {
         if (errors[k].ok()) {
           errors[k] = Status(
@@ -375,6 +365,9 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
     }
   }
   Clock::time_point start = Clock::now();
+  Result<std::shared_ptr<const ShardIndex>> opened = samples_->index(shard);
+  if (!opened.ok()) return fail_all(opened.status());
+  const ShardIndex& index = **opened;
   Result<std::shared_ptr<const ByteSource>> source = source_of(shard);
   if (!source.ok()) return fail_all(source.status());
   const int64_t total = index.bytes_to_read(members);
@@ -429,7 +422,7 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
     for (size_t m = 0; m < members.size(); ++m) {
       if (owners[m].field != f || !errors[owners[m].slot_index].ok()) continue;
       const size_t k = owners[m].slot_index;
-      Status status = decode_member(work, slots[k], f, member_bytes(m), members[m]);
+      Status status = decode_member(work, slots[k], f, member_bytes(m));
       if (!status.ok()) {
         errors[k] = Status(status.code(),
                            where(ids[slots[k]], field_of(ids[slots[k]], f), status.message()));
@@ -440,7 +433,7 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
 }
 
 Status ShardSource::decode_member(ShardWork& work, int64_t slot, size_t f,
-                                  std::span<const uint8_t> bytes, int32_t member) {
+                                  std::span<const uint8_t> bytes) {
   const ShardField& field = fields_[f];
   const FieldPlan& plan = plans_[f];
   uint8_t* buffer = work.batch->buffer();
@@ -451,9 +444,8 @@ Status ShardSource::decode_member(ShardWork& work, int64_t slot, size_t f,
   switch (field.kind) {
     case ShardFieldKind::kClip: {
       const int64_t sample = work.batch->samples()[slot];
-      const ShardIndex& index = *samples_->indexes[samples_->sample_shard[sample]];
-      std::string name = samples_->urls[samples_->sample_shard[sample]] + ":" +
-                         member_field(index.members()[member].name).second;
+      std::string name =
+          samples_->url(samples_->sample_shard()[sample]) + ":" + field_of(sample, f);
       std::shared_ptr<const ByteSource> source =
           memory_source(std::move(name), std::vector<uint8_t>(bytes.begin(), bytes.end()));
       STOKER_ASSIGN_OR_RETURN(std::unique_ptr<VideoReader> reader,
@@ -588,7 +580,7 @@ Status ShardSource::finish(BatchWork& base) {
 Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure) {
   PooledBatch& batch = *work.batch;
   const int64_t failed = batch.samples()[slot];
-  const auto num_samples = static_cast<int64_t>(samples_->sample_shard.size());
+  const int64_t num_samples = samples_->size();
   // The arrays this replacement must match: the first other slot's that holds its sample.
   std::vector<const SlotValue*> reference(fields_.size(), nullptr);
   {
@@ -608,18 +600,10 @@ Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure
                            core::kReplaceStream | (static_cast<uint32_t>(attempt) << 4));
     const int64_t sample = core::uniform_below(words[0], words[1], num_samples);
     batch.mutable_samples()[slot] = sample;
-    batch.mutable_episodes()[slot] = samples_->sample_shard[sample];
+    batch.mutable_episodes()[slot] = samples_->sample_shard()[sample];
     work.values[slot].assign(fields_.size(), SlotValue{});
-    std::vector<Status> errors(1);
-    const auto& bad = samples_->bad_samples;
-    const auto found =
-        std::lower_bound(bad.begin(), bad.end(), sample,
-                         [](const auto& entry, int64_t s) { return entry.first < s; });
-    if (found != bad.end() && found->first == sample) {
-      errors[0] = Status(StatusCode::kCorruptData, found->second);
-    } else {
-      decode_slots(work, {slot}, errors);
-    }
+    std::vector<Status> errors{known_bad(sample)};
+    if (errors[0].ok()) decode_slots(work, {slot}, errors);
     for (size_t f = 0; f < fields_.size() && errors[0].ok(); ++f) {
       const SlotValue* first = reference[f];
       const SlotValue& value = work.values[slot][f];
@@ -758,9 +742,7 @@ std::vector<std::string> ShardSource::column_names() const {
   return names;
 }
 
-int64_t ShardSource::num_samples() const {
-  return static_cast<int64_t>(samples_->sample_shard.size());
-}
+int64_t ShardSource::num_samples() const { return samples_->size(); }
 
 void ShardSource::place_fields(const std::vector<size_t>& offsets, size_t batch_bytes) {
   batch_fields_ = placed_at(*batch_fields_, offsets);

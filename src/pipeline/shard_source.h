@@ -48,8 +48,8 @@ class ShardSource final : public BatchSource {
   /// read from one shard still spreads over every thread.
   static constexpr int64_t kSlotsPerGroup = 8;
 
-  /// Errors (kInvalidArgument): a field without one member number per sample, a transform
-  /// that cannot be made, an image or clip without a size.
+  /// Errors (kInvalidArgument): no samples, a field without alternatives, a transform that
+  /// cannot be made, an image or clip without a size.
   static Result<std::unique_ptr<ShardSource>> create(
       std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
       std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options);
@@ -84,19 +84,20 @@ class ShardSource final : public BatchSource {
     std::vector<int64_t> json;  // a json field: per key, its batch field (-1 for str keys)
     size_t slot_bytes = 0;      // an image's or clip's bytes per slot
     std::shared_ptr<const ImageTransform> transform;
+    std::vector<int32_t> alternatives;  // the field's alternatives, numbers in samples' fields
   };
 
   ShardSource(std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
-              std::vector<FieldPlan> plans, std::shared_ptr<const sampling::Sampler> sampler,
-              const LoaderOptions& options, std::shared_ptr<const std::vector<BatchField>> layout,
-              size_t batch_bytes);
+              std::vector<FieldPlan> plans,
+              std::vector<std::pair<int64_t, std::string>> bad_samples,
+              std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options,
+              std::shared_ptr<const std::vector<BatchField>> layout, size_t batch_bytes);
 
   // Reads and decodes `slots` (of one shard) into the batch; each failing slot's error in
   // `errors` (same order). Fails as a whole only when the shard cannot be opened or read.
   void decode_slots(ShardWork& work, const std::vector<int64_t>& slots,
                     std::vector<Status>& errors);
-  Status decode_member(ShardWork& work, int64_t slot, size_t field, std::span<const uint8_t> bytes,
-                       int32_t member);
+  Status decode_member(ShardWork& work, int64_t slot, size_t field, std::span<const uint8_t> bytes);
   // Arrays of another dtype or shape than the batch's first fail their slot.
   void check_array_shapes(ShardWork& work, std::vector<Status>& errors) const;
   Status replace(ShardWork& work, int64_t slot, const Status& failure);
@@ -106,10 +107,16 @@ class ShardSource final : public BatchSource {
   std::string where(int64_t sample, const std::string& field, const std::string& why) const;
   std::string key_of(int64_t sample) const;
   std::string field_of(int64_t sample, size_t field) const;
+  // A sample's error when it is known to be bad (bad_samples_), else OK.
+  Status known_bad(int64_t sample) const;
+  // The member sample `sample` reads for spec field `field`, -1 when it has none.
+  int32_t member_of(int64_t sample, size_t field) const;
 
   const std::shared_ptr<const ShardSamples> samples_;
   const std::vector<ShardField> fields_;
   const std::vector<FieldPlan> plans_;
+  // Samples that fail whatever is read of them (a field they read twice), sorted, and why.
+  const std::vector<std::pair<int64_t, std::string>> bad_samples_;
   const std::shared_ptr<const sampling::Sampler> sampler_;
   const LoaderOptions options_;
   // Placed by place_fields() before the first batch.

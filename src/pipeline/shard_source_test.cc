@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 std::unique_ptr<Loader> loader_of(const TestShard& shard, int samples, LoaderOptions options) {
   auto sampler = sampling::DistributedSampler::create(samples, {.shuffle = false});
   EXPECT_TRUE(sampler.ok());
-  auto loader = create_shard_loader(shard.samples, testing::shard_spec(samples),
+  auto loader = create_shard_loader(shard.samples, testing::shard_spec(),
                                     std::move(sampler).value(), options);
   EXPECT_TRUE(loader.ok()) << loader.status().message();
   return std::move(loader).value();
@@ -53,6 +53,37 @@ const BatchColumn& column(const Batch& batch, const std::string& name) {
 std::string string_at(const BatchColumn& column, int64_t k) {
   return std::string(column.bytes.begin() + column.offsets[k],
                      column.bytes.begin() + column.offsets[k + 1]);
+}
+
+TEST(Loader, ReadBuildsTheSamplesAskedForAsARunWouldWithoutMovingTheRun) {
+  const int n = 10;
+  const TestShard shard = make_shard("read-samples", n);
+  auto loader = loader_of(shard, n, {.batch_size = 4, .threads = 2});
+  const auto batches = epoch(*loader);
+  ASSERT_EQ(batches.size(), 3u);
+  // Samples 5 and 6 are slots 1 and 2 of the run's second batch.
+  const int64_t wanted[] = {5, 6};
+  auto read = loader->read(wanted);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const Batch& batch = **read;
+  ASSERT_EQ(batch.size(), 2);
+  EXPECT_EQ(std::vector<int64_t>(batch.samples().begin(), batch.samples().end()),
+            (std::vector<int64_t>{5, 6}));
+  const size_t image = 3 * 32 * 32;
+  for (int64_t slot = 0; slot < 2; ++slot) {
+    EXPECT_TRUE(std::equal(batch.data(0) + slot * image, batch.data(0) + (slot + 1) * image,
+                           batches[1]->data(0) + (slot + 1) * image));
+    EXPECT_EQ(reinterpret_cast<const int64_t*>(batch.data(1))[slot], wanted[slot] % 5);
+    EXPECT_EQ(string_at(column(batch, "caption"), slot),
+              "caption " + std::to_string(wanted[slot]) + " \xc3\xa9");
+  }
+  EXPECT_EQ(loader->position(), (std::pair<uint32_t, int64_t>{1, 0}));
+  EXPECT_EQ(loader->stats().batches, 3);
+
+  const int64_t too_many[] = {0, 1, 2, 3, 4};
+  EXPECT_EQ(loader->read(too_many).status().code(), StatusCode::kInvalidArgument);
+  const int64_t outside[] = {n};
+  EXPECT_EQ(loader->read(outside).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ShardSource, ABatchHoldsEveryFieldTheSameWhateverTheThreadCount) {
@@ -135,7 +166,7 @@ class GrowingSampler final : public sampling::Sampler {
 TEST(ShardSource, EpochsOfDifferentLengthsRunBackToBack) {
   const int n = 10;
   const TestShard shard = make_shard("growing", n);
-  auto loader = create_shard_loader(shard.samples, testing::shard_spec(n),
+  auto loader = create_shard_loader(shard.samples, testing::shard_spec(),
                                     std::make_shared<GrowingSampler>(), {.batch_size = 2});
   ASSERT_TRUE(loader.ok()) << loader.status().message();
   EXPECT_EQ((*loader)->batches_in_epoch(0), 3);  // 5 ids

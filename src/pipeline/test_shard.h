@@ -57,34 +57,28 @@ inline TestShard make_shard(const std::string& name, int samples, int bad_label 
   EXPECT_TRUE(source.ok());
   auto index = ShardIndex::scan(**source);
   EXPECT_TRUE(index.ok());
-  auto shard = std::make_shared<ShardSamples>();
-  shard->urls = {tar};
-  shard->indexes = {std::make_shared<const ShardIndex>(std::move(index).value())};
-  for (int k = 0; k < samples; ++k) {
-    shard->sample_shard.push_back(0);
-    shard->sample_first_member.push_back(4 * k);
-  }
-  return TestShard{tar, shard};
+  auto shard =
+      ShardSamples::group({tar}, {std::make_shared<const ShardIndex>(std::move(index).value())});
+  EXPECT_TRUE(shard.ok()) << shard.status().message();
+  return TestShard{tar, *shard};
 }
 
-// The spec: image (jpg, 32x32 uint8 NCHW), caption, label and json (w int64, url str). Member
-// order per sample: cls, jpg, json, txt.
-inline std::vector<ShardField> shard_spec(int samples) {
-  auto field = [&](std::string name, ShardFieldKind kind, std::string member, int offset) {
+// The spec: image (jpg, 32x32 uint8 NCHW), caption, label and json (w int64, url str).
+inline std::vector<ShardField> shard_spec() {
+  auto field = [&](std::string name, ShardFieldKind kind, std::string member) {
     ShardField f;
     f.name = std::move(name);
     f.kind = kind;
     f.alternatives = {std::move(member)};
-    for (int k = 0; k < samples; ++k) f.members.push_back(4 * k + offset);
     return f;
   };
-  ShardField image = field("image", ShardFieldKind::kImage, "jpg", 1);
+  ShardField image = field("image", ShardFieldKind::kImage, "jpg");
   image.transform.resize_height = image.transform.resize_width = 32;
   image.height = image.width = 32;
-  ShardField json = field("meta", ShardFieldKind::kJson, "json", 2);
+  ShardField json = field("meta", ShardFieldKind::kJson, "json");
   json.json_keys = {{"w", "int64"}, {"url", "str"}};
-  return {image, field("caption", ShardFieldKind::kText, "txt", 3),
-          field("label", ShardFieldKind::kLabel, "cls", 0), json};
+  return {image, field("caption", ShardFieldKind::kText, "txt"),
+          field("label", ShardFieldKind::kLabel, "cls"), json};
 }
 
 }  // namespace stoker::testing

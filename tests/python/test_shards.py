@@ -2,6 +2,7 @@
 ffmpeg clips, numpy arrays, json)."""
 
 import io
+import pickle
 import json
 import os
 import subprocess
@@ -107,6 +108,69 @@ def test_index_groups_members_by_key_and_brace_patterns_expand(tmp_path, cache):
     # A cached index is used again; a rewritten shard (other size) is scanned again.
     write_tar(tmp_path / "text-001.tar", [("k", {"txt": b"x", "cls": b"1"})])
     assert stoker.ShardDataset(str(tmp_path / "text-001.tar"), TEXT_SPEC).keys == ["k"]
+
+
+def test_a_second_open_and_an_unpickling_map_the_saved_table_without_reading_a_shard(
+    tmp_path, cache
+):
+    urls = text_shards(tmp_path, [5, 4, 6])
+    ds = stoker.ShardDataset(urls, TEXT_SPEC)
+    table = ds.samples.table_path
+    assert table and os.path.exists(table)
+    assert stoker.ShardDataset(urls, TEXT_SPEC).samples.table_path == table
+    data = pickle.dumps(ds)
+    # The shards moved away: an unpickling reads none of them (nor any index), and the
+    # reopened dataset has every sample as it was; reading one names the missing shard.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for url in urls:
+        os.rename(url, moved / os.path.basename(url))
+    copy = pickle.loads(data)
+    assert len(copy) == len(ds) == 15 and copy.keys == ds.keys
+    assert copy.labels.tolist() == ds.labels.tolist()
+    assert copy.shard_samples.tolist() == [5, 4, 6]
+    with pytest.raises(stoker.DatasetError, match="text-000.tar"):
+        copy[0]
+    # Moved back, each is another version of its file (its ctime moved): refused, not read.
+    for url in urls:
+        os.rename(moved / os.path.basename(url), url)
+    with pytest.raises(stoker.DatasetError, match="changed since the dataset was opened"):
+        pickle.loads(data)[7]
+    again = pickle.loads(pickle.dumps(stoker.ShardDataset(urls, TEXT_SPEC)))
+    assert again[7]["caption"] == "caption 7"
+
+
+@pytest.mark.parametrize("how", ["removed", "rewritten"])
+def test_an_unpickling_whose_table_is_gone_or_changed_opens_the_shards_again(
+    tmp_path, cache, how
+):
+    urls = text_shards(tmp_path, [3, 3])
+    ds = stoker.ShardDataset(urls, TEXT_SPEC)
+    data = pickle.dumps(ds)
+    table = ds.samples.table_path
+    if how == "removed":
+        os.remove(table)
+    else:
+        with open(table, "r+b") as f:  # same size, other bytes: its version changes
+            f.write(b"\0" * 16)
+    copy = pickle.loads(data)
+    assert copy.keys == ds.keys
+    assert [copy[i]["caption"] for i in (0, 5)] == ["caption 0", "caption 5"]
+
+
+def test_items_are_read_through_one_loader_and_equal_the_loaders_batches(tmp_path, cache):
+    urls = text_shards(tmp_path, [4, 4])
+    ds = stoker.ShardDataset(urls, TEXT_SPEC)
+    batch = next(iter(stoker.Loader(ds, batch_size=8, shuffle=False, threads=1, output="numpy")))
+    for i in (0, 3, 7, -1):
+        item = ds[i]
+        slot = i % len(ds)
+        assert item["caption"] == batch["caption"][slot]
+        assert item["label"] == batch["label"][slot]
+        assert item["__key__"] == batch["__key__"][slot]
+        assert item["__index__"] == slot
+    with pytest.raises(IndexError, match="out of range"):
+        ds[8]
 
 
 def test_a_shard_that_is_not_a_tar_is_named(tmp_path, cache):

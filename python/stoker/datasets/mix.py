@@ -266,16 +266,7 @@ class _Member:
         front = list(self.extras)
         if isinstance(self.dataset, ShardDataset):
             ds = self.dataset
-            return _core.MixPart.for_shards(
-                ds.indexes,
-                ds.sample_shard,
-                ds.sample_first_member,
-                ds.bad_samples,
-                self.fields,
-                options,
-                front,
-                self.name,
-            )
+            return _core.MixPart.for_shards(ds.samples, self.fields, options, front, self.name)
         return _core.MixPart.for_episodes(
             self.dataset.index.native,
             self.keys,

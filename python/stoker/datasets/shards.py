@@ -39,6 +39,7 @@ import functools
 import glob as _glob
 import os
 import re
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,6 +383,11 @@ class ShardDataset:
         cache_dir: where shard indexes are cached; default ``$STOKER_CACHE_DIR`` or
             ``~/.cache/stoker``.
 
+    The samples are grouped natively (``stoker._core.ShardSamples``, stoker/shard_samples.h)
+    and their table saved in the cache: a second open of the same shards at the same versions
+    maps it, and an unpickled dataset (a Ray read task, a spawned worker) maps it without
+    touching a shard or a member.
+
     Attributes (numpy arrays over samples, in shard then tar order): ``sample_shard``,
     ``labels`` (the cls value, -1 where a sample has none), and :meth:`field_ranges`;
     ``bad_samples``: sample id -> why it cannot be read (a field the spec reads that it has
@@ -399,7 +405,24 @@ class ShardDataset:
         self.spec = spec if isinstance(spec, ShardSpec) else ShardSpec(dict(spec))
         self.storage_options = as_s3_options(storage_options)
         self.urls = expand_urls(urls_or_pattern, storage_options)
-        folders = set()  # the options registered once per folder of shards
+        self._register_storage()
+        cache = checked_path(cache_dir, "cache_dir") if cache_dir else default_cache_dir()
+        self._cache_dir = os.fspath(cache)
+        self.samples, notes = _core.ShardSamples.open(self.urls, self._cache_dir, _OPEN_THREADS)
+        damage = self.samples.damage
+        refused = [note for note, why in zip(notes, damage) if note and not why]
+        if refused:
+            warnings.warn(
+                f"{len(refused)} sidecar index(es) did not match their shard and were ignored "
+                f"(the shards were scanned instead); the first: {refused[0]}",
+                stacklevel=2,
+            )
+        self._opened(notes)
+
+    def _register_storage(self) -> None:
+        """The storage options registered once per folder of remote shards; local shards
+        checked to be paths."""
+        folders = set()
         for url in self.urls:
             if is_url(url) and self.storage_options != S3Options():
                 folders.add(url.rsplit("/", 1)[0])
@@ -407,90 +430,95 @@ class ShardDataset:
                 checked_path(url, "shard")
         for folder in sorted(folders):
             open_dataset_root(folder, self.storage_options)
-        cache = checked_path(cache_dir, "cache_dir") if cache_dir else default_cache_dir()
-        self._cache_dir = os.fspath(cache)
-        self.indexes, notes = _core.open_shard_indexes(self.urls, os.fspath(cache), _OPEN_THREADS)
-        refused = [note for ix, note in zip(self.indexes, notes) if note and not ix.damage]
-        if refused:
-            warnings.warn(
-                f"{len(refused)} sidecar index(es) did not match their shard and were ignored "
-                f"(the shards were scanned instead); the first: {refused[0]}",
-                stacklevel=2,
-            )
+
+    def _opened(self, notes: Sequence[str]) -> None:
+        """What every open, and every unpickling, sets: the damaged shards and the emptiness
+        check. Nothing here is per sample or per member."""
+        members = self.samples.shard_members
         # Shards damaged (truncated, corrupt header): (url, what and where); their samples
         # before the damage are kept. The Loader refuses them under on_error="raise".
         self.damaged = [
-            (ix.url, f"{ix.damage} ({len(ix.names)} members read; {note})" if note else ix.damage)
-            for ix, note in zip(self.indexes, notes)
-            if ix.damage
+            (url, f"{why} ({int(members[s])} members read; {note})" if note else why)
+            for s, (url, why, note) in enumerate(zip(self.urls, self.samples.damage, notes))
+            if why
         ]
-        self.shard_bytes = np.array([ix.shard_bytes for ix in self.indexes], np.int64)
-        self.member_sizes = [ix.sizes for ix in self.indexes]  # per shard, per member
-        self._build(self.indexes)
-
-    def _build(self, indexes: list[Any]) -> None:
-        keys: list[str] = []
-        shard_of: list[int] = []
-        first_member: list[int] = []  # per sample: its first member, whose name is its key
-        members: dict[str, dict[int, tuple[int, int, int]]] = {}
-        labels: list[int] = []
-        no_label = _core.ShardIndex.NO_LABEL
-        # A field the spec reads that a sample has twice (x.jpg and x.JPG) makes that sample
-        # bad, not the dataset: the loader names it (or skips it) when it is read.
-        read = {name for decoder in self.spec.values() for name in decoder.fields}
-        self.bad_samples: dict[int, str] = {}
-        for s, index in enumerate(indexes):
-            current = None
-            offsets, sizes, member_labels = index.offsets, index.sizes, index.labels
-            for m, name in enumerate(index.names):
-                key, ext = member_field(name)
-                if key != current:
-                    current = key
-                    keys.append(key)
-                    shard_of.append(s)
-                    first_member.append(m)
-                    labels.append(-1)
-                sample = len(keys) - 1
-                if ext == "cls" and member_labels[m] != no_label:
-                    labels[sample] = int(member_labels[m])
-                slots = members.setdefault(ext, {})
-                if sample in slots:
-                    if ext in read and sample not in self.bad_samples:
-                        self.bad_samples[sample] = (
-                            f"{self.urls[s]}: sample {key!r}, field {ext!r}: the sample has two "
-                            f"members of this field (the second is {name!r})"
-                        )
-                    continue
-                slots[sample] = (int(offsets[m]), int(sizes[m]), m)
-        n = len(keys)
-        if n == 0:
+        if len(self.samples) == 0:
             why = f" ({self.damaged[0][0]}: {self.damaged[0][1]})" if self.damaged else ""
             raise DatasetError(f"the shards {self.urls[:3]}... hold no sample{why}")
-        self.keys = keys
-        self.sample_shard = np.array(shard_of, np.int64)
-        self.sample_first_member = np.array(first_member, np.int64)
-        self.labels = np.array(labels, np.int64)
-        self.shard_first = np.searchsorted(self.sample_shard, np.arange(len(self.urls)))
-        self.shard_samples = np.bincount(self.sample_shard, minlength=len(self.urls))
-        self._offsets: dict[str, np.ndarray] = {}
-        self._sizes: dict[str, np.ndarray] = {}
-        self._members: dict[str, np.ndarray] = {}  # the member's number in its shard's index
-        for ext, slots in members.items():
-            columns = np.full((3, n), -1, np.int64)
-            ids = np.fromiter(slots.keys(), np.int64, len(slots))
-            columns[:, ids] = np.array(list(slots.values()), np.int64).reshape(-1, 3).T
-            self._offsets[ext], self._sizes[ext], self._members[ext] = columns
-        self.fields = sorted(members)
+        self._item_loader: Any = None
+        self._item_lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.samples)
+
+    # Per-sample arrays: views of the native table, made on first use (an unpickled dataset
+    # that only feeds a Loader never makes them).
+
+    @property
+    def shard_bytes(self) -> np.ndarray:
+        return self.samples.shard_bytes
+
+    @property
+    def fields(self) -> list[str]:
+        """The field names the members have, sorted."""
+        return self.samples.fields
+
+    @functools.cached_property
+    def sample_shard(self) -> np.ndarray:
+        return self.samples.sample_shard.astype(np.int64)
+
+    @functools.cached_property
+    def sample_first_member(self) -> np.ndarray:
+        return self.samples.first_member.astype(np.int64)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.samples.labels
+
+    @functools.cached_property
+    def shard_first(self) -> np.ndarray:
+        return self.samples.shard_first[:-1].copy()
+
+    @functools.cached_property
+    def shard_samples(self) -> np.ndarray:
+        return np.diff(self.samples.shard_first)
+
+    @functools.cached_property
+    def keys(self) -> list[str]:
+        """Every sample's key (the member names' common stem)."""
+        return self.samples.keys
+
+    @functools.cached_property
+    def bad_samples(self) -> dict[int, str]:
+        read = [name for decoder in self.spec.values() for name in decoder.fields]
+        return dict(self.samples.bad_samples(read))
+
+    @property
+    def indexes(self) -> list[Any]:
+        """Every shard's index (``stoker._core.ShardIndex``), opened now where not yet."""
+        return [self.samples.index(s) for s in range(len(self.urls))]
+
+    @functools.cached_property
+    def member_sizes(self) -> list[np.ndarray]:
+        """Per shard, per member: its size in bytes."""
+        return [index.sizes for index in self.indexes]
 
     def field_ranges(self, field_name: str) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, sizes) of field ``field_name`` for every sample; -1 where it is missing."""
-        if field_name not in self._offsets:
-            missing = np.full(len(self), -1, np.int64)
-            return missing, missing
-        return self._offsets[field_name], self._sizes[field_name]
+        offsets = np.full(len(self), -1, np.int64)
+        sizes = np.full(len(self), -1, np.int64)
+        members: Any = self.samples.field_members(field_name)
+        if members is None:
+            return offsets, sizes
+        first = self.samples.shard_first
+        for s in range(len(self.urls)):
+            ids = np.arange(first[s], first[s + 1])
+            held = ids[members[ids] >= 0]
+            if len(held):
+                index = self.samples.index(s)
+                offsets[held] = index.offsets[members[held]]
+                sizes[held] = index.sizes[members[held]]
+        return offsets, sizes
 
     def resolve(
         self, decoder: Decoder, ids: np.ndarray
@@ -511,21 +539,16 @@ class ShardDataset:
     def resolve_members(self, decoder: Decoder, ids: np.ndarray) -> np.ndarray:
         """For samples ``ids``: the number, in its shard's index, of the member of the first of
         ``decoder``'s fields each has (-1 when none): what :meth:`read_members` takes."""
-        out = np.full(len(ids), -1, np.int64)
-        for name in decoder.fields:
-            if name in self._members:
-                found = (out < 0) & (self._members[name][ids] >= 0)
-                out[found] = self._members[name][ids][found]
-        return out
+        return self.samples.resolve(list(decoder.fields), np.ascontiguousarray(ids, np.int64))
 
     def read_members(self, shard: int, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, starts): members ``members`` of shard ``shard`` read with one call, member
         i's data at ``bytes[starts[i]:]``, each checked against its tar header (a shard
         changed since its index was made is a :class:`stoker.DatasetError`)."""
-        return self.indexes[shard].read(np.ascontiguousarray(members, np.int64))
+        return self.samples.index(shard).read(np.ascontiguousarray(members, np.int64))
 
     def shard_of(self, sample: int) -> str:
-        return self.urls[int(self.sample_shard[sample])]
+        return self.urls[int(self.samples.sample_shard[sample])]
 
     def unsized_images(self, transforms: Transforms | None = None) -> list[str]:
         """The image fields whose output size neither the spec (``stoker.Image(size=...)``) nor
@@ -540,18 +563,16 @@ class ShardDataset:
     def native_fields(
         self, transforms: Transforms | None = None, unsized: tuple[int, int] | None = None
     ) -> list[Any]:
-        """The spec as the native loader reads it: per field its kind, options and, per sample,
-        the number of the member it reads. Image fields take ``transforms`` (default: the
-        spec's size); one with no size is refused, or takes ``unsized`` when given (the
-        size a schema-only read lays it out at)."""
+        """The spec as the native loader reads it: per field its kind, options and the member
+        fields it reads (the source finds each sample's). Image fields take ``transforms``
+        (default: the spec's size); one with no size is refused, or takes ``unsized`` when
+        given (the size a schema-only read lays it out at)."""
         transforms = Transforms() if transforms is None else transforms
-        every = np.arange(len(self), dtype=np.int64)
         out = []
         for name, decoder in self.spec.items():
             field = _core.ShardField()
             field.name = name
             field.alternatives = list(decoder.fields)
-            field.set_members(self.resolve_members(decoder, every))
             if isinstance(decoder, Image):
                 field.kind = _core.ShardFieldKind.image
                 options = transforms.core_options(decoder.size, transforms.layout or "TCHW")
@@ -590,33 +611,17 @@ class ShardDataset:
     def __getitem__(self, i: int) -> dict[str, Any]:
         """Sample ``i`` decoded as a batch of one would hold it, without the batch axis: each
         field (images ``[3, H, W]`` uint8 at the spec's size, text a str, a json field as its
-        keys), ``__key__`` and ``__index__``. Read through the shard index and decoded by the
-        native loader's source, so its errors are the loader's (naming shard, key and field).
-        Images need a size in the spec (``stoker.Image(size=...)``)."""
+        keys), ``__key__`` and ``__index__``. Read by the native loader's source, one loader
+        kept per dataset (``Loader.read``), so its errors are the loader's (naming shard, key
+        and field). Images need a size in the spec (``stoker.Image(size=...)``)."""
         if not isinstance(i, (int, np.integer)):
             raise TypeError(f"dataset indices are integers, got {type(i).__name__}")
         i = int(i) + (len(self) if i < 0 else 0)
         if not 0 <= i < len(self):
             raise IndexError(f"sample {i} is out of range: the dataset has {len(self)} samples")
-        if i in self.bad_samples:
-            raise DatasetError(self.bad_samples[i])
-        options = _core.LoaderOptions()
-        options.batch_size = options.threads = options.prefetch = 1
-        one = _core.MappedSampler(
-            _core.DistributedSampler(1, False, 0, 0, 1, False), np.array([i], np.int64)
+        arrays, samples, _, _, _ = cast(
+            tuple[Any, ...], self._items().read(np.array([i], np.int64), 0, False)
         )
-        loader = _core.Loader.for_shards(
-            self.indexes,
-            self.sample_shard,
-            self.sample_first_member,
-            {},
-            self.native_fields(),
-            one,
-            options,
-        )
-        loader.start(0, 0, 1)
-        arrays, samples, _, _, _ = cast(tuple[Any, ...], loader.next(False))
-        loader.stop()
         item: dict[str, Any] = {}
         for name, decoder in self.spec.items():
             names = list(decoder.keys) if isinstance(decoder, Json) else [name]
@@ -629,11 +634,30 @@ class ShardDataset:
         item["__index__"] = int(samples[0])
         return item
 
+    def _items(self) -> Any:
+        """The native loader ``__getitem__`` reads through: made on first use, one per
+        dataset (its buffers and the shards' indexes it opened are kept)."""
+        with self._item_lock:
+            if self._item_loader is None:
+                options = _core.LoaderOptions()
+                options.batch_size = options.threads = options.prefetch = 1
+                everything = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
+                self._item_loader = _core.Loader.for_shards(
+                    self.samples, self.native_fields(), everything, options
+                )
+            return self._item_loader
+
     def __reduce__(self):
-        """Pickled as what opens it again (the URLs, spec, storage options and cache folder):
-        a process that unpickles it (a Ray read task, a spawned worker) opens the indexes from
-        the cache, or the sidecars, or scans the shards, and refuses shards that changed."""
-        reopen = functools.partial(ShardDataset, cache_dir=self._cache_dir)
+        """Pickled as what opens it again: the URLs, spec, storage options and cache folder,
+        and the saved table of its samples with that file's version. Unpickling maps the
+        table (one stat, one map; nothing per shard or member); when the table is gone or
+        changed, the shards are opened again as a new dataset would open them."""
+        reopen = functools.partial(
+            _reopen,
+            table=self.samples.table_path,
+            version=self.samples.table_version,
+            cache_dir=self._cache_dir,
+        )
         return (reopen, (self.urls, self.spec, self.storage_options))
 
     def __repr__(self) -> str:
@@ -641,6 +665,32 @@ class ShardDataset:
             f"ShardDataset({len(self.urls)} shards, {len(self)} samples, "
             f"fields {self.fields}, {self.urls[0]!r}...)"
         )
+
+
+def _reopen(
+    urls: list[str],
+    spec: ShardSpec,
+    storage_options: S3Options,
+    *,
+    table: str,
+    version: str,
+    cache_dir: str,
+) -> ShardDataset:
+    """A pickled ShardDataset, from its saved table when that is still the file it was;
+    else opened again from its shards."""
+    if table:
+        try:
+            samples = _core.ShardSamples.reopen(table, version, cache_dir)
+        except (DatasetError, OSError):
+            samples = None
+        if samples is not None and samples.urls == urls:
+            ds = ShardDataset.__new__(ShardDataset)
+            ds.spec, ds.storage_options, ds.urls = spec, storage_options, urls
+            ds._register_storage()
+            ds._cache_dir, ds.samples = cache_dir, samples
+            ds._opened([""] * len(urls))
+            return ds
+    return ShardDataset(urls, spec, storage_options, cache_dir=cache_dir)
 
 
 def _output_size(image: Image, transforms: Transforms) -> tuple[int, int]:

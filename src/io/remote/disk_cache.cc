@@ -11,6 +11,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/fnv1a.h"
 #include "core/random.h"
 
 namespace stoker::io {
@@ -19,17 +20,11 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kSuffix = ".range";
 
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t h = 0xcbf29ce484222325ull ^ seed;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return core::mix64(h);
-}
-
 std::string file_of(const CacheConfig& config, const std::string& key) {
   char name[40];
   std::snprintf(name, sizeof(name), "%016llx%016llx",
-                static_cast<unsigned long long>(fnv1a(key, 0)),
-                static_cast<unsigned long long>(fnv1a(key, 0x5bd1e995)));
+                static_cast<unsigned long long>(core::mix64(core::fnv1a(key, 0))),
+                static_cast<unsigned long long>(core::mix64(core::fnv1a(key, 0x5bd1e995))));
   return config.disk_folder + "/" + name + kSuffix;
 }
 
