@@ -144,7 +144,7 @@ test-thread-safety: deps
 # behaviour, or an input taking over 10 s fails it and leaves the input in $(FUZZ_BUILD)/. The
 # fuzzers run $(JOBS) at a time (each on one core, for its full FUZZ_SECONDS).
 FUZZ_TARGETS = frame_table_fuzz episode_index_fuzz video_reader_fuzz image_decoder_fuzz \
-  shard_index_fuzz shard_members_fuzz
+  shard_index_fuzz shard_samples_fuzz shard_members_fuzz
 test-fuzz: build
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSTOKER_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF $(CMAKE_FLAGS) > /dev/null

@@ -71,6 +71,13 @@ class ShardSamples {
   static Result<std::shared_ptr<const ShardSamples>> reopen(const std::string& table,
                                                             const std::string& table_version,
                                                             const std::string& cache_dir);
+  /// The samples of a table's bytes, checked as open() checks a saved table (checksum,
+  /// structure, every value in range), without a cache folder: for tests and fuzzing.
+  /// Errors: kCorruptData naming `what`.
+  static Result<std::shared_ptr<const ShardSamples>> from_bytes(std::vector<uint8_t> bytes,
+                                                                const std::string& what);
+  /// The bytes of the table (what open() saves).
+  std::span<const uint8_t> table_bytes() const;
   /// Groups the members of opened indexes (one per URL) into samples; nothing is saved.
   static Result<std::shared_ptr<const ShardSamples>> group(
       std::vector<std::string> urls, std::vector<std::shared_ptr<const ShardIndex>> indexes);
@@ -123,6 +130,9 @@ class ShardSamples {
   ShardSamples();
   static Result<std::shared_ptr<ShardSamples>> view(std::unique_ptr<Table> table,
                                                     const std::string& what);
+  // view() of bytes that came from a file: their checksum and consistency checked too.
+  static Result<std::shared_ptr<ShardSamples>> checked(std::unique_ptr<Table> table,
+                                                       const std::string& what);
   /// Whether every value of the table is in range (O(samples)): for a table read from a file.
   bool consistent() const;
 

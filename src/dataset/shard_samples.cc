@@ -11,6 +11,7 @@
 #include "core/crc32c.h"
 #include "core/file.h"
 #include "core/fnv1a.h"
+#include "core/fuzzing.h"
 #include "core/parallel.h"
 #include "dataset/shard_members.h"
 #include "stoker/byte_source.h"
@@ -265,6 +266,26 @@ Result<std::shared_ptr<ShardSamples>> ShardSamples::view(std::unique_ptr<Table> 
   return t;
 }
 
+Result<std::shared_ptr<ShardSamples>> ShardSamples::checked(std::unique_ptr<Table> table,
+                                                            const std::string& what) {
+  if (!checksum_holds(table->bytes()) && !core::kFuzzing) {
+    return corrupt(what, "damaged (its checksum does not match its bytes)");
+  }
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples, view(std::move(table), what));
+  if (!samples->consistent()) return corrupt(what, "damaged (a value out of range)");
+  return samples;
+}
+
+Result<std::shared_ptr<const ShardSamples>> ShardSamples::from_bytes(std::vector<uint8_t> bytes,
+                                                                     const std::string& what) {
+  auto table = std::make_unique<Table>();
+  table->owned = std::move(bytes);
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples, checked(std::move(table), what));
+  return std::shared_ptr<const ShardSamples>(std::move(samples));
+}
+
+std::span<const uint8_t> ShardSamples::table_bytes() const { return table_->bytes(); }
+
 Result<std::shared_ptr<const ShardSamples>> ShardSamples::group(
     std::vector<std::string> urls, std::vector<std::shared_ptr<const ShardIndex>> indexes) {
   if (urls.size() != indexes.size()) {
@@ -312,17 +333,17 @@ Result<std::shared_ptr<const ShardSamples>> ShardSamples::open(
         before.empty()
             ? Result<std::unique_ptr<core::MappedFile>>(Status(StatusCode::kNotFound, path))
             : core::MappedFile::open(path);
-    if (mapped.ok() && checksum_holds((*mapped)->bytes())) {
+    if (mapped.ok()) {
       auto table = std::make_unique<Table>();
       table->mapped = std::move(mapped).value();
-      Result<std::shared_ptr<ShardSamples>> saved = view(std::move(table), path);
+      Result<std::shared_ptr<ShardSamples>> saved = checked(std::move(table), path);
       const bool same =
           saved.ok() && (*saved)->shards_.size() == seen.size() &&
           std::equal(seen.begin(), seen.end(), (*saved)->shards_.begin(),
                      [](const Shard& a, const Shard& b) {
                        return a.url == b.url && a.bytes == b.bytes && a.version == b.version;
                      }) &&
-          (*saved)->consistent() && file_version(path) == before;
+          file_version(path) == before;
       if (same) {
         (*saved)->cache_dir_ = cache_dir;
         (*saved)->table_path_ = path;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -194,6 +195,38 @@ TEST(ShardSamples, ATableCutShortOrOfAnotherFormatIsRefusedByName) {
     ASSERT_FALSE(cut_short.ok()) << "cut at " << cut;
     EXPECT_EQ(cut_short.status().code(), StatusCode::kCorruptData) << "cut at " << cut;
   }
+}
+
+TEST(ShardSamples, TableBytesWithAWrongChecksumAreRefused) {
+  const std::string tar = make_tar("samples-bytes", {"a.txt", "b.txt"});
+  auto samples = ShardSamples::open(std::vector<std::string>{tar}, "", 1);
+  ASSERT_TRUE(samples.ok());
+  const std::span<const uint8_t> table = (*samples)->table_bytes();
+  std::vector<uint8_t> bytes(table.begin(), table.end());
+  ASSERT_TRUE(ShardSamples::from_bytes(bytes, "good").ok());
+  bytes[bytes.size() / 2] ^= 0x20;
+  auto damaged = ShardSamples::from_bytes(bytes, "the-table");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.status().code(), StatusCode::kCorruptData);
+  EXPECT_NE(damaged.status().message().find("the-table"), std::string::npos);
+}
+
+// Seeds for shard_samples_fuzz (make test-fuzz): tables of two shards with keys in folders,
+// labels and a duplicated field.
+TEST(FuzzSeeds, ShardSampleTables) {
+  const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");
+  if (corpus == nullptr) GTEST_SKIP() << "STOKER_FUZZ_CORPUS is not set";
+  const fs::path folder = fs::path(corpus) / "shard_samples_fuzz";
+  fs::create_directories(folder);
+  const std::string a = make_tar("seed-samples-a", {"x.jpg", "x.cls", "y.JPG", "y.jpg", "d/z.txt"});
+  const std::string b = make_tar("seed-samples-b", {"w.txt"});
+  auto samples = ShardSamples::open(std::vector<std::string>{a, b}, "", 1);
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  const std::span<const uint8_t> bytes = (*samples)->table_bytes();
+  write((folder / "table").string(), std::string(bytes.begin(), bytes.end()));
+  auto again = ShardSamples::from_bytes({bytes.begin(), bytes.end()}, "seed");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(keys(**again), keys(**samples));
 }
 
 }  // namespace

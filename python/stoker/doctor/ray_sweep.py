@@ -353,16 +353,16 @@ def sweep(
     ``samples_per_task`` samples (default: about 64, whole batches)."""
     import ray
 
-    from stoker.integrations.ray import tasks
+    from stoker.integrations.ray import cluster
 
-    tasks.connect(address)
+    cluster.connect(address)
     ray.data.DataContext.get_current().enable_progress_bars = False
     result = RaySweep(
         address=address,
         batch_size=batch_size,
         step_ms=step_ms,
         cpus_per_task=cpus_per_task,
-        cluster_cpus=tasks.cluster_cpus(),
+        cluster_cpus=cluster.cluster_cpus(),
     )
     log = _task_log()
     for epoch, concurrency in enumerate(_concurrencies(result.cluster_cpus, cpus_per_task)):

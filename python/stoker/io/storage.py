@@ -27,7 +27,6 @@ object, credentials the store refused, or another error with the store's words.
 from __future__ import annotations
 
 import abc
-import configparser
 import dataclasses
 import fnmatch
 import functools
@@ -240,15 +239,6 @@ def as_s3_options(storage_options: Mapping[str, Any] | S3Options | None) -> S3Op
         if values.get(name) is None:
             values.pop(name, None)
     return S3Options(**values)
-
-
-def _profile_section(path: str, section: str) -> dict[str, str] | None:
-    parser = configparser.ConfigParser()
-    try:
-        parser.read(os.path.expanduser(path))
-    except configparser.Error as e:
-        raise InvalidArgumentError(f"cannot read {path}: {e}") from None
-    return dict(parser[section]) if parser.has_section(section) else None
 
 
 def is_url(path: Any) -> bool:

@@ -207,7 +207,7 @@ def materialize(
             is silent; a callable is called with (units done, units to do) after each unit of
             this run (an exception it raises stops the run as Ctrl-C would).
         storage_options: for a URL SRC, see :mod:`stoker.io.storage`.
-        ray: run the units as Ray tasks (:mod:`stoker.integrations.ray.tasks`): ``True`` or
+        ray: run the units as Ray tasks (:mod:`stoker.writers.etl_tasks`): ``True`` or
             ``"auto"`` joins the cluster ``RAY_ADDRESS`` names (else starts a local one),
             ``"local"`` starts a local one, another string is a cluster address; the run's process
             stays the driver (journal, rows, verification). DST must be seen by every node at the
@@ -289,15 +289,16 @@ def materialize(
         report.units_total = len(units)
         ray_tasks = None
         if ray:
-            from stoker.integrations.ray import tasks
+            from stoker.integrations.ray import cluster
+            from stoker.writers import etl_tasks
 
-            tasks.connect(ray)
-            ray_tasks = tasks.TranscodeTasks(
+            cluster.connect(ray)
+            ray_tasks = etl_tasks.TranscodeTasks(
                 options,
                 source_root=src if source.remote else None,
                 storage_options=source.options if source.remote else None,
             )
-            workers = workers or tasks.cluster_cpus()
+            workers = workers or cluster.cluster_cpus()
         failures = _run_units(
             units,
             index,

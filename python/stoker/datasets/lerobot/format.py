@@ -340,15 +340,6 @@ def format_paths(
     return np.array(paths, dtype=str)
 
 
-def read_parquet_table(
-    path: str, what: str, columns: Sequence[str] | None = None, root: Root | None = None
-) -> pa.Table:
-    """A Parquet file (``what`` names its role in messages: "meta file", "data file"), a
-    member of ``root`` (default: a local file)."""
-    source = root if root is not None else open_dataset_root(os.path.dirname(path) or ".")
-    return source.read_parquet(path, what, columns=columns)
-
-
 def int_column(table: pa.Table, name: str, where: str) -> np.ndarray:
     """Column ``name`` as int64; raises naming ``where`` for missing or non-integer values."""
     column = table.column(name)

@@ -13,7 +13,8 @@ See docs/scale-out.md.
 The package's modules: :mod:`~stoker.integrations.ray.datasource` (the
 ``ray.data.Datasource`` and :func:`read_lerobot`, :func:`read_shards`, with the
 :class:`ReadTaskEvent` a ``task_hook`` receives) and
-:mod:`~stoker.integrations.ray.tasks` (stoker etl's units as Ray tasks).
+:mod:`~stoker.integrations.ray.cluster` (joining a cluster, its size; stoker etl's units run as
+Ray tasks by :mod:`stoker.writers.etl_tasks`).
 """
 
 from stoker.integrations.ray.datasource import (
