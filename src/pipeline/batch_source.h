@@ -14,10 +14,12 @@
 //   prefetch()      ask remote files for every group's bytes at once, so that their fetches
 //                   overlap each other and the decoding of the groups before them;
 //   decode_group()  read and decode one group into its slots; only failing slots fail;
-//   finish()        after every group: the batch's error (kRaise), or each failed slot
-//                   replaced by a sample drawn from (seed, epoch, failed sample) (kSkip), and
-//                   the batch's variable-length columns completed (into work.columns,
-//                   which the Loader hands to the batch).
+//   finish()        after every group: the failed slots settled by settle_failures() (the
+//                   error policy, here once for every source), and the batch's
+//                   variable-length columns completed (into work.columns, which the Loader
+//                   hands to the batch).
+//   refill()        what settle_failures() asks of a source (Refillable): plan and decode one
+//                   replacement sample into one slot, drawn from its replacement_pool().
 //
 // Ownership: a source shares what it reads (index, sampler, transform) and owns its readers.
 // A BatchWork owns its plans and shares its batch.
@@ -142,5 +144,29 @@ class BatchSource {
   virtual BuildStats stats() const = 0;
   virtual void reset_stats() = 0;
 };
+
+/// What the error policy asks of a source that replaces its own failed slots (an episode or a
+/// shard source; a mix's parts replace theirs).
+class Refillable {
+ public:
+  virtual ~Refillable() = default;
+  /// The samples a failed slot's replacements are drawn from: replacement(k) for k in
+  /// [0, replacement_pool()).
+  virtual int64_t replacement_pool() const = 0;
+  virtual int64_t replacement(int64_t k) const = 0;
+  /// Plans and decodes `sample` into `slot` of `work` alone, replacing what the slot held;
+  /// OK when the slot now holds it, else why not (naming the sample).
+  virtual Status refill(BatchWork& work, int64_t slot, int64_t sample) = 0;
+};
+
+/// The error policy, in one place for every source. `errors` holds one status per slot of
+/// work's batch (OK where the slot holds its sample). Under kRaise: the first failure. Under
+/// kSkip: each failed slot refilled with candidates drawn from (seed, epoch, failed sample,
+/// attempt) among the source's replacement pool, up to max_replacements of them; each
+/// replacement recorded in work.skips (the failure's message its reason) and its slot's error
+/// cleared; a slot whose replacements all fail is the batch's error, naming the first failure
+/// and the last replacement's.
+Status settle_failures(Refillable& source, BatchWork& work, const LoaderOptions& options,
+                       std::span<const Status> errors);
 
 }  // namespace stoker::pipeline

@@ -6,7 +6,6 @@
 #include <numeric>
 #include <string>
 
-#include "core/random.h"
 #include "stoker/image_decoder.h"
 
 namespace stoker::pipeline {
@@ -362,54 +361,34 @@ Status EpisodeSource::decode_images(EpisodeWork& work, const ReadGroup& reads) {
 }
 
 Status EpisodeSource::finish(BatchWork& base) {
-  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
   std::vector<Status> errors;
   {
-    core::MutexLock lock(&work.errors_mutex);
-    errors = work.slot_errors;
+    core::MutexLock lock(&base.errors_mutex);
+    errors = base.slot_errors;
   }
-  for (int64_t slot = 0; slot < static_cast<int64_t>(errors.size()); ++slot) {
-    if (errors[slot].ok()) continue;
-    if (options_.on_error == ErrorPolicy::kRaise) return errors[slot];
-    STOKER_RETURN_IF_ERROR(replace(work, slot, errors[slot]));
-  }
-  return Status();
+  return settle_failures(*this, base, options_, errors);
 }
 
-// Fills `slot` with another sample, drawn from (seed, epoch, failed sample, attempt), decoding
-// it read by read; up to max_replacements tries.
-Status EpisodeSource::replace(EpisodeWork& work, int64_t slot, const Status& failure) {
-  const int64_t failed = work.batch->samples()[slot];
-  Status last = failure;
-  for (int attempt = 0; attempt < options_.max_replacements; ++attempt) {
-    const auto words =
-        core::random_words(options_.seed, work.epoch, static_cast<uint64_t>(failed),
-                           core::kReplaceStream | (static_cast<uint32_t>(attempt) << 4));
-    const std::vector<int64_t>& rows = options_.replacement_rows;
-    const int64_t row =
-        rows.empty()
-            ? core::uniform_below(words[0], words[1], index_->num_rows())
-            : rows[core::uniform_below(words[0], words[1], static_cast<int64_t>(rows.size()))];
-    Status status = plan_slot(work, slot, row);
-    const WindowPlan& plan = work.plans[slot];
-    for (size_t r = 0; r < plan.reads.size() && status.ok(); ++r) {
-      status = decode_reads(work, {SlotRead{slot, r}});
-      if (!status.ok())
-        status = status.with_context(describe_read(work, row, plan.reads[r].camera));
-    }
-    if (status.ok()) {
-      work.skips.push_back(SkipRecord{.epoch = work.epoch,
-                                      .batch = work.index,
-                                      .sample = failed,
-                                      .replacement = row,
-                                      .reason = failure.message()});
-      return Status();
-    }
-    last = status;
+int64_t EpisodeSource::replacement_pool() const {
+  const std::vector<int64_t>& rows = options_.replacement_rows;
+  return rows.empty() ? index_->num_rows() : static_cast<int64_t>(rows.size());
+}
+
+int64_t EpisodeSource::replacement(int64_t k) const {
+  const std::vector<int64_t>& rows = options_.replacement_rows;
+  return rows.empty() ? k : rows[k];
+}
+
+// Plans `row` into `slot` and decodes it read by read.
+Status EpisodeSource::refill(BatchWork& base, int64_t slot, int64_t row) {
+  auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
+  Status status = plan_slot(work, slot, row);
+  const WindowPlan& plan = work.plans[slot];
+  for (size_t r = 0; r < plan.reads.size() && status.ok(); ++r) {
+    status = decode_reads(work, {SlotRead{slot, r}});
+    if (!status.ok()) status = status.with_context(describe_read(work, row, plan.reads[r].camera));
   }
-  return Status(last.code(), failure.message() + "; and " +
-                                 std::to_string(options_.max_replacements) +
-                                 " replacements failed too, the last with: " + last.message());
+  return status;
 }
 
 Result<const VideoReader*> EpisodeSource::reader_of(int64_t video) {

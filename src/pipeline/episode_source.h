@@ -42,7 +42,7 @@ struct EpisodeWork final : BatchWork {
   std::vector<FrameGeometry> geometry;  // [slot * num_cameras + camera]
 };
 
-class EpisodeSource final : public BatchSource {
+class EpisodeSource final : public BatchSource, public Refillable {
  public:
   EpisodeSource(std::shared_ptr<const EpisodeIndex> index, std::unique_ptr<WindowPlanner> planner,
                 std::shared_ptr<const sampling::Sampler> sampler,
@@ -73,12 +73,16 @@ class EpisodeSource final : public BatchSource {
   BuildStats stats() const override;
   void reset_stats() override;
 
+  /// Replacements come from LoaderOptions::replacement_rows, or every row when it is empty.
+  int64_t replacement_pool() const override;
+  int64_t replacement(int64_t k) const override;
+  Status refill(BatchWork& work, int64_t slot, int64_t row) override;
+
  private:
   Status plan_slot(EpisodeWork& work, int64_t slot, int64_t row);
   Status decode_reads(EpisodeWork& work, const ReadGroup& reads);
   Status decode_images(EpisodeWork& work, const ReadGroup& reads);
   void fail_slot(EpisodeWork& work, const SlotRead& read, const Status& status);
-  Status replace(EpisodeWork& work, int64_t slot, const Status& failure);
   Result<const VideoReader*> reader_of(int64_t video);
   std::string describe_sample(const EpisodeWork& work, int64_t row) const;
   std::string describe_read(const EpisodeWork& work, int64_t row, int64_t camera) const;

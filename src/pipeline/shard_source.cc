@@ -7,7 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "core/random.h"
 #include "dataset/shard_members.h"
 #include "stoker/image_decoder.h"
 #include "stoker/remote_source.h"
@@ -560,28 +559,19 @@ Status ShardSource::finish(BatchWork& base) {
     core::MutexLock lock(&work.errors_mutex);
     work.slot_errors = errors;
   }
-  for (int64_t slot = 0; slot < static_cast<int64_t>(errors.size()); ++slot) {
-    if (errors[slot].ok()) continue;
-    if (options_.on_error == ErrorPolicy::kRaise) return errors[slot];
-  }
   // Replacements must match the arrays the batch holds; a batch whose every slot failed takes
   // its arrays' shape from its first replacement.
-  for (int64_t slot = 0; slot < static_cast<int64_t>(errors.size()); ++slot) {
-    if (!errors[slot].ok()) STOKER_RETURN_IF_ERROR(replace(work, slot, errors[slot]));
-  }
+  STOKER_RETURN_IF_ERROR(settle_failures(*this, work, options_, errors));
   const Clock::time_point start = Clock::now();
   gather_columns(work);
   collate_ns_ += nanoseconds_since(start);
   return Status();
 }
 
-// Fills `slot` with another sample, drawn from (seed, epoch, failed sample, attempt); up to
-// max_replacements tries, as the episode source draws them.
-Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure) {
-  PooledBatch& batch = *work.batch;
-  const int64_t failed = batch.samples()[slot];
-  const int64_t num_samples = samples_->size();
-  // The arrays this replacement must match: the first other slot's that holds its sample.
+// Reads `sample` into `slot`; its arrays must match those of the first other slot that holds
+// its sample.
+Status ShardSource::refill(BatchWork& base, int64_t slot, int64_t sample) {
+  auto& work = static_cast<ShardWork&>(base);
   std::vector<const SlotValue*> reference(fields_.size(), nullptr);
   {
     core::MutexLock lock(&work.errors_mutex);
@@ -593,40 +583,20 @@ Status ShardSource::replace(ShardWork& work, int64_t slot, const Status& failure
       break;
     }
   }
-  Status last = failure;
-  for (int attempt = 0; attempt < options_.max_replacements; ++attempt) {
-    const auto words =
-        core::random_words(options_.seed, work.epoch, static_cast<uint64_t>(failed),
-                           core::kReplaceStream | (static_cast<uint32_t>(attempt) << 4));
-    const int64_t sample = core::uniform_below(words[0], words[1], num_samples);
-    batch.mutable_samples()[slot] = sample;
-    batch.mutable_episodes()[slot] = samples_->sample_shard()[sample];
-    work.values[slot].assign(fields_.size(), SlotValue{});
-    std::vector<Status> errors{known_bad(sample)};
-    if (errors[0].ok()) decode_slots(work, {slot}, errors);
-    for (size_t f = 0; f < fields_.size() && errors[0].ok(); ++f) {
-      const SlotValue* first = reference[f];
-      const SlotValue& value = work.values[slot][f];
-      if (first != nullptr && (value.shape != first->shape || value.dtype != first->dtype)) {
-        errors[0] = Status(StatusCode::kCorruptData,
-                           where(sample, field_of(sample, f), unlike(value, *first)));
-      }
+  work.batch->mutable_samples()[slot] = sample;
+  work.batch->mutable_episodes()[slot] = samples_->sample_shard()[sample];
+  work.values[slot].assign(fields_.size(), SlotValue{});
+  std::vector<Status> errors{known_bad(sample)};
+  if (errors[0].ok()) decode_slots(work, {slot}, errors);
+  for (size_t f = 0; f < fields_.size() && errors[0].ok(); ++f) {
+    const SlotValue* first = reference[f];
+    const SlotValue& value = work.values[slot][f];
+    if (first != nullptr && (value.shape != first->shape || value.dtype != first->dtype)) {
+      errors[0] = Status(StatusCode::kCorruptData,
+                         where(sample, field_of(sample, f), unlike(value, *first)));
     }
-    if (errors[0].ok()) {
-      work.skips.push_back(SkipRecord{.epoch = work.epoch,
-                                      .batch = work.index,
-                                      .sample = failed,
-                                      .replacement = sample,
-                                      .reason = failure.message()});
-      core::MutexLock lock(&work.errors_mutex);
-      work.slot_errors[slot] = Status();
-      return Status();
-    }
-    last = errors[0];
   }
-  return Status(last.code(), failure.message() + "; and " +
-                                 std::to_string(options_.max_replacements) +
-                                 " replacements failed too, the last with: " + last.message());
+  return errors[0];
 }
 
 void ShardSource::gather_columns(ShardWork& work) const {

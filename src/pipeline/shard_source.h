@@ -42,7 +42,7 @@ struct ShardWork final : BatchWork {
   std::vector<std::vector<SlotValue>> values;  // [slot][field]
 };
 
-class ShardSource final : public BatchSource {
+class ShardSource final : public BatchSource, public Refillable {
  public:
   /// Slots per task: enough for a task to outweigh its scheduling, few enough that a batch
   /// read from one shard still spreads over every thread.
@@ -73,6 +73,10 @@ class ShardSource final : public BatchSource {
   void prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) override;
   void decode_group(BatchWork& work, const ReadGroup& group) override;
   Status finish(BatchWork& work) override;
+  /// Replacements come from every sample.
+  int64_t replacement_pool() const override { return num_samples(); }
+  int64_t replacement(int64_t k) const override { return k; }
+  Status refill(BatchWork& work, int64_t slot, int64_t sample) override;
 
   BuildStats stats() const override;
   void reset_stats() override;
@@ -100,7 +104,6 @@ class ShardSource final : public BatchSource {
   Status decode_member(ShardWork& work, int64_t slot, size_t field, std::span<const uint8_t> bytes);
   // Arrays of another dtype or shape than the batch's first fail their slot.
   void check_array_shapes(ShardWork& work, std::vector<Status>& errors) const;
-  Status replace(ShardWork& work, int64_t slot, const Status& failure);
   void gather_columns(ShardWork& work) const;
   Result<std::shared_ptr<const ByteSource>> source_of(int64_t shard) const;
   // "<url>: sample '<key>', field '<field>': <why>", as every shard error names a sample.
