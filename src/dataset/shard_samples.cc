@@ -220,12 +220,14 @@ Result<std::shared_ptr<ShardSamples>> ShardSamples::view(std::unique_ptr<Table> 
       !r.pod(&version) || version != kVersion) {
     return corrupt(what, "not a shard sample table of version " + std::to_string(kVersion));
   }
+  // Each count is bounded by the bytes its entries take at least (a shard: three string
+  // lengths and two integers), so that damage cannot ask for more memory than the table's.
   const int64_t size = static_cast<int64_t>(table->bytes().size());
   const bool counts = r.pod(&reserved) && r.pod(&shards) && r.pod(&samples) && r.pod(&fields) &&
-                      r.pod(&key_bytes) && r.pod(&duplicates) && shards >= 0 && shards <= kLimit &&
-                      samples >= 0 && samples <= size / 4 && fields >= 0 && fields <= size / 4 &&
-                      key_bytes >= 0 && key_bytes <= size && duplicates >= 0 &&
-                      duplicates <= size / 16;
+                      r.pod(&key_bytes) && r.pod(&duplicates) && shards >= 0 &&
+                      shards <= size / 28 && samples >= 0 && samples <= size / 4 && fields >= 0 &&
+                      fields <= size / 4 && key_bytes >= 0 && key_bytes <= size &&
+                      duplicates >= 0 && duplicates <= size / 16;
   if (!counts) return corrupt(what, "damaged (counts out of range)");
   bool ok = true;
   t->shards_.resize(shards);

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
 #include "media/testing/test_videos.h"
 #include "stoker/remote_source.h"
 
@@ -209,6 +211,26 @@ TEST(ShardSamples, TableBytesWithAWrongChecksumAreRefused) {
   ASSERT_FALSE(damaged.ok());
   EXPECT_EQ(damaged.status().code(), StatusCode::kCorruptData);
   EXPECT_NE(damaged.status().message().find("the-table"), std::string::npos);
+}
+
+// A table whose checksum holds but whose counts ask for more than its bytes hold (the first
+// input shard_samples_fuzz found: 2^31 - 1 shards in a few hundred bytes) is refused, not
+// allocated.
+TEST(ShardSamples, CountsBeyondWhatTheBytesHoldAreRefused) {
+  const std::string tar = make_tar("samples-counts", {"a.txt"});
+  auto samples = ShardSamples::open(std::vector<std::string>{tar}, "", 1);
+  ASSERT_TRUE(samples.ok());
+  const std::span<const uint8_t> table = (*samples)->table_bytes();
+  for (size_t at : {size_t{16}, size_t{24}, size_t{32}, size_t{48}}) {  // shards .. duplicates
+    std::vector<uint8_t> bytes(table.begin(), table.end());
+    const int64_t huge = (int64_t{1} << 31) - 1;
+    std::memcpy(bytes.data() + at, &huge, sizeof(huge));
+    const uint32_t crc = core::crc32c(std::span(bytes).first(bytes.size() - 4));
+    std::memcpy(bytes.data() + bytes.size() - 4, &crc, sizeof(crc));
+    auto refused = ShardSamples::from_bytes(bytes, "crafted");
+    ASSERT_FALSE(refused.ok()) << "count at byte " << at;
+    EXPECT_EQ(refused.status().code(), StatusCode::kCorruptData);
+  }
 }
 
 // Seeds for shard_samples_fuzz (make test-fuzz): tables of two shards with keys in folders,
