@@ -12,10 +12,10 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
+#include "core/env.h"
 #include "core/file.h"
 #include "core/fuzzing.h"
 #include "core/mutex.h"
-#include "core/parallel.h"
 #include "stoker/byte_slice.h"
 #include "stoker/cores.h"
 #include "stoker/remote_source.h"
@@ -326,7 +326,7 @@ EpisodeIndex::~EpisodeIndex() = default;
 Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& path,
                            const EpisodeIndexBuildOptions& options,
                            EpisodeIndexBuildReport* report) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = core::now();
   STOKER_RETURN_IF_ERROR(check_source(source));
   const int threads = options.threads > 0 ? options.threads : usable_cores();
   std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
@@ -500,8 +500,7 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
       core::write_file_atomically(path, w.buffer()).with_context("cannot write the index"));
 
   if (report != nullptr) {
-    report->seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report->seconds = std::chrono::duration<double>(core::now() - started).count();
     report->max_drift_s.assign(videos.size(), 0.0);
     for (size_t c = 0; c < cameras; ++c) {
       for (size_t e = 0; e < episodes; ++e) {

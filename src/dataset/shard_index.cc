@@ -10,10 +10,10 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
+#include "core/env.h"
 #include "core/file.h"
 #include "core/fnv1a.h"
 #include "core/fuzzing.h"
-#include "core/parallel.h"
 #include "stoker/remote_source.h"
 
 namespace stoker {

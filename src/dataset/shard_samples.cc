@@ -9,10 +9,10 @@
 
 #include "core/byte_io.h"
 #include "core/crc32c.h"
+#include "core/env.h"
 #include "core/file.h"
 #include "core/fnv1a.h"
 #include "core/fuzzing.h"
-#include "core/parallel.h"
 #include "dataset/shard_members.h"
 #include "stoker/byte_source.h"
 #include "stoker/remote_source.h"

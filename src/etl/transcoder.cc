@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/aligned_allocator.h"
+#include "core/env.h"
 #include "core/file.h"
 #include "media/mp4_writer.h"
 #include "stoker/transcode.h"
@@ -139,7 +140,7 @@ Status transcode_into(const VideoReader& source, int64_t first, int64_t count,
 Result<TranscodeResult> transcode_frames(const VideoReader& source, int64_t first_frame,
                                          int64_t num_frames, const std::string& target,
                                          const TranscodeOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = core::now();
   const std::string context = "transcoding frames [" + std::to_string(first_frame) + ", " +
                               std::to_string(first_frame + num_frames) + ") of '" + source.name() +
                               "' to '" + target + "'";
@@ -158,7 +159,7 @@ Result<TranscodeResult> transcode_frames(const VideoReader& source, int64_t firs
   result.bytes = written->size;
   STOKER_RETURN_IF_ERROR(core::commit_file(partial, target).with_context(context));
   cleanup.release();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(core::now() - start).count();
   return result;
 }
 

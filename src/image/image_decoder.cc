@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "core/aligned_allocator.h"
-#include "core/parallel.h"
+#include "core/env.h"
 #include "media/frame_converter.h"
 #include "stoker/cores.h"
 

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/env.h"
 #include "core/file.h"
 #include "media/container.h"
 #include "media/media_cache.h"
@@ -26,12 +27,6 @@ using media::ThreadMediaCache;
 namespace {
 
 constexpr int kMaxOutputSide = 1 << 14;
-
-int64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                              since)
-      .count();
-}
 
 std::string describe_frame(const FrameTable& table, int64_t frame) {
   std::ostringstream out;
@@ -158,11 +153,11 @@ class DecodePass {
       return error_at(frame, StatusCode::kCorruptData,
                       "the decoder does not produce it after seeking to its keyframe");
     }
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = core::now();
     avcodec_flush_buffers(decoder_.context.get());
     const int64_t sync = table_.sync_packet_of_frame(frame);
     Status seeked = container_.seek_to_packet(table_, sync, &stats_.packets_read);
-    stats_.seek_ns += elapsed_ns(started);
+    stats_.seek_ns += core::nanoseconds_since(started);
     if (!seeked.ok()) {
       decoder_.positioned_in = 0;
       return seeked.with_context(describe_frame(table_, frame));
@@ -245,9 +240,9 @@ class DecodePass {
     if (frame_->decode_error_flags != 0 || (frame_->flags & AV_FRAME_FLAG_CORRUPT) != 0) {
       return error_at(frame, StatusCode::kCorruptData, "the decoder reports it corrupt");
     }
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = core::now();
     Status written = write_requests(k);
-    stats_.convert_ns += elapsed_ns(started);
+    stats_.convert_ns += core::nanoseconds_since(started);
     STOKER_RETURN_IF_ERROR(written.with_context(describe_frame(table_, frame)));
     wanted_.produced[k] = 1;
     return Status();

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/mutex.h"
 #include "pipeline/batch_pool.h"
 #include "stoker/loader.h"
@@ -43,11 +44,9 @@
 
 namespace stoker::pipeline {
 
-/// Stage timers, summed over threads.
-using Clock = std::chrono::steady_clock;
-inline int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
+/// Stage timers, summed over threads, read from the process's Env.
+using core::Clock;
+using core::nanoseconds_since;
 
 /// `offset` rounded up to the 64-byte boundary every field of a batch buffer starts on.
 inline size_t aligned(size_t offset) { return (offset + 63) & ~size_t{63}; }

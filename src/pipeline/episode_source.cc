@@ -40,7 +40,7 @@ std::string EpisodeSource::describe_read(const EpisodeWork& work, int64_t row,
 
 Status EpisodeSource::plan(BatchWork& work) {
   PooledBatch& batch = *work.batch;
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   std::vector<int64_t> rows(batch.size());
   Status status = sampler_->fill(work.epoch, work.index * options_.batch_size, rows);
   sampling_ns_ += nanoseconds_since(start);
@@ -69,7 +69,7 @@ Status EpisodeSource::plan_samples(BatchWork& base, std::vector<int64_t> slots,
 
 // Plans sample `row` into `slot`: rows into the column fields, pad masks, transform draws.
 Status EpisodeSource::plan_slot(EpisodeWork& work, int64_t slot, int64_t row) {
-  Clock::time_point start = Clock::now();
+  Clock::time_point start = core::now();
   WindowPlan& plan = work.plans[slot];
   Status planned = planner_->plan(row, &plan);
   index_ns_ += nanoseconds_since(start);
@@ -77,7 +77,7 @@ Status EpisodeSource::plan_slot(EpisodeWork& work, int64_t slot, int64_t row) {
   work.batch->mutable_samples()[slot] = row;
   work.batch->mutable_episodes()[slot] = plan.episode;
 
-  start = Clock::now();
+  start = core::now();
   uint8_t* buffer = work.batch->buffer();
   for (size_t k = 0; k < layout_.keys.size(); ++k) {
     const KeyLayout& key = layout_.keys[k];
@@ -113,7 +113,7 @@ Status EpisodeSource::plan_slot(EpisodeWork& work, int64_t slot, int64_t row) {
 
 std::vector<ReadGroup> EpisodeSource::group_reads(BatchWork& base) {
   auto& work = static_cast<EpisodeWork&>(base);  // made by new_work()
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   std::vector<Status> errors;
   {
     core::MutexLock lock(&work.errors_mutex);
@@ -281,7 +281,7 @@ Status EpisodeSource::decode_reads(EpisodeWork& work, const ReadGroup& reads) {
   }
 
   DecodeStats stats;
-  Clock::time_point start = Clock::now();
+  Clock::time_point start = core::now();
   Status status = reader->get_frames(requests, conversion, &stats);
   decode_ns_ += nanoseconds_since(start);
   {
@@ -291,7 +291,7 @@ Status EpisodeSource::decode_reads(EpisodeWork& work, const ReadGroup& reads) {
   }
   STOKER_RETURN_IF_ERROR(status);
 
-  start = Clock::now();
+  start = core::now();
   for (const Finish& finish : finishes) {
     if (depth.has_value()) {
       if (in_place) {
@@ -335,7 +335,7 @@ Status EpisodeSource::decode_images(EpisodeWork& work, const ReadGroup& reads) {
   const auto [height, width] =
       layout_.camera_sizes[work.plans[reads[0].slot].reads[reads[0].read].camera];
   std::vector<Status> errors(inputs.size());
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   Status status = decode_images_into(inputs, *transform_,
                                      ImageBatchOptions{.height = height,
                                                        .width = width,

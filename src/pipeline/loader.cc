@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/env.h"
 #include "core/fork.h"
 #include "core/host_memory.h"
 #include "core/mutex.h"
@@ -100,7 +101,7 @@ class Loader::Impl {
   }
 
   Result<std::shared_ptr<const Batch>> next() EXCLUDES(mutex_) {
-    const Clock::time_point entered = Clock::now();
+    const Clock::time_point entered = core::now();
     core::MutexLock lock(&mutex_);
     if (!running_ || next_deliver_.epoch >= run_end_epoch_) {
       end_run();
@@ -124,7 +125,7 @@ class Loader::Impl {
       return error;
     }
     schedule();
-    const double waited = std::chrono::duration<double>(Clock::now() - entered).count();
+    const double waited = core::seconds_since(entered);
     data_wait_total_s_ += waited;
     // A ring of the latest waits: slot delivered_batches_ % max_wait_records.
     if (static_cast<int64_t>(data_wait_s_.size()) < options_.max_wait_records) {

@@ -187,7 +187,7 @@ std::unique_ptr<BatchWork> MixSource::new_work(uint32_t epoch, int64_t index,
 }
 
 Status MixSource::plan(BatchWork& work) {
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   std::vector<int64_t> ids(work.batch->size());
   Status status = sampler_->fill(work.epoch, work.index * options_.batch_size, ids);
   sampling_ns_ += nanoseconds_since(start);
@@ -226,7 +226,7 @@ Status MixSource::plan_samples(BatchWork& base, std::vector<int64_t> slots,
     STOKER_RETURN_IF_ERROR(
         parts_[k].source->plan_samples(*work.parts[k], part_slots[k], part_samples[k]));
   }
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   auto* dataset_index = reinterpret_cast<int64_t*>(batch.data(dataset_index_field_));
   for (int64_t slot : slots) {
     dataset_index[slot] = work.part_of_slot[slot];
@@ -282,7 +282,7 @@ Status MixSource::finish(BatchWork& base) {
       work.skips.push_back(std::move(skip));
     }
   }
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   Status merged = merge_columns(work);
   collate_ns_ += nanoseconds_since(start);
   return merged;

@@ -220,7 +220,7 @@ Result<std::shared_ptr<const ByteSource>> ShardSource::source_of(int64_t shard) 
 }
 
 Status ShardSource::plan(BatchWork& work) {
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   std::vector<int64_t> samples(work.batch->size());
   Status status = sampler_->fill(work.epoch, work.index * options_.batch_size, samples);
   sampling_ns_ += nanoseconds_since(start);
@@ -363,7 +363,7 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
       owners.push_back(Wanted{k, f});
     }
   }
-  Clock::time_point start = Clock::now();
+  Clock::time_point start = core::now();
   Result<std::shared_ptr<const ShardIndex>> opened = samples_->index(shard);
   if (!opened.ok()) return fail_all(opened.status());
   const ShardIndex& index = **opened;
@@ -382,7 +382,7 @@ void ShardSource::decode_slots(ShardWork& work, const std::vector<int64_t>& slot
                                     static_cast<size_t>(index.members()[members[m]].size));
   };
 
-  start = Clock::now();
+  start = core::now();
   uint8_t* buffer = work.batch->buffer();
   for (size_t f = 0; f < fields_.size(); ++f) {
     const ShardField& field = fields_[f];
@@ -562,7 +562,7 @@ Status ShardSource::finish(BatchWork& base) {
   // Replacements must match the arrays the batch holds; a batch whose every slot failed takes
   // its arrays' shape from its first replacement.
   STOKER_RETURN_IF_ERROR(settle_failures(*this, work, options_, errors));
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   gather_columns(work);
   collate_ns_ += nanoseconds_since(start);
   return Status();

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <memory>
 
+#include "core/env.h"
 #include "core/fork.h"
 #include "core/mutex.h"
 #include "io/remote/per_fork_generation.h"
@@ -85,7 +86,7 @@ CURL* thread_handle() {
   return handle.easy;
 }
 
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 
 struct Transfer {
   const HttpRequest* request;
@@ -93,7 +94,7 @@ struct Transfer {
   HttpResponse* response;
   bool body_checked = false;
   // Stall detection: when the last KiB arrived, and the byte count then.
-  Clock::time_point progress_time = Clock::now();
+  Clock::time_point progress_time = core::now();
   curl_off_t progress_bytes = 0;
 };
 
@@ -102,7 +103,7 @@ struct Transfer {
 // less than 1 KiB in the last low_speed_timeout_s.
 int on_progress(void* user, curl_off_t, curl_off_t received, curl_off_t, curl_off_t sent) {
   auto* transfer = static_cast<Transfer*>(user);
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = core::now();
   const curl_off_t moved = received + sent;
   if (moved - transfer->progress_bytes >= 1024) {
     transfer->progress_bytes = moved;

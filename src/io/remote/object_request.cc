@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "core/env.h"
 #include "core/random.h"
 #include "io/remote/remote_error.h"
 #include "io/remote/remote_stats.h"
@@ -16,7 +17,7 @@
 namespace stoker::io {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
@@ -24,7 +25,7 @@ bool starts_with(const std::string& text, const char* prefix) { return text.rfin
 // reproducible, only independent between threads.
 double jitter() {
   thread_local uint64_t state =
-      core::mix64(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+      core::mix64(static_cast<uint64_t>(core::now().time_since_epoch().count()) ^
                   (std::hash<std::thread::id>{}(std::this_thread::get_id()) << 1));
   state += 0x9E3779B97F4A7C15ull;
   return static_cast<double>(core::mix64(state) >> 11) * 0x1.0p-53;
@@ -150,13 +151,11 @@ Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest r
   request.low_speed_timeout_s = options.low_speed_timeout_s;
   RemoteCounters& counters = remote_counters();
 
-  const Clock::time_point start = Clock::now();
+  const Clock::time_point start = core::now();
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(
                   std::chrono::duration<double>(options.total_timeout_s));
-  auto seconds_left = [&] {
-    return std::chrono::duration<double>(deadline - Clock::now()).count();
-  };
+  auto seconds_left = [&] { return std::chrono::duration<double>(deadline - core::now()).count(); };
   int attempts = 0;
   HttpResponse last;
   TryFailure failure;
@@ -179,7 +178,7 @@ Result<HttpResponse> send_with_retries(const ObjectTarget& target, HttpRequest r
   }
   count(counters.failures);
   if (attempts == 0) failure.cause = "no time was left to try (total_timeout_s)";
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const double elapsed = std::chrono::duration<double>(core::now() - start).count();
   std::string message = target.name + ": " + describe_request(request) + " failed after " +
                         std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") +
                         " in " + seconds_text(elapsed) + ": " + failure.cause;

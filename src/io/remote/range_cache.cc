@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/env.h"
 #include "io/remote/cache_config.h"
 #include "io/remote/io_pool.h"
 #include "io/remote/per_fork_generation.h"
@@ -12,13 +13,10 @@
 namespace stoker::io {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using core::Clock;
+using core::nanoseconds_since;
 
 PerForkGeneration<RangeCache> caches;
-
-int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
 
 }  // namespace
 
@@ -53,7 +51,7 @@ Result<size_t> RangeCache::read(const std::shared_ptr<const RemoteObject>& objec
           lru_.splice(lru_.begin(), lru_, held->lru);
         } else {
           missed = true;
-          const Clock::time_point start = Clock::now();
+          const Clock::time_point start = core::now();
           while (slot->state.load() == SlotState::kPending) slot_done_.wait(&mutex_);
           waited_ns += nanoseconds_since(start);
           if (slot->state.load() == SlotState::kFailed) continue;  // gone: fetch it ourselves
@@ -70,7 +68,7 @@ Result<size_t> RangeCache::read(const std::shared_ptr<const RemoteObject>& objec
       }
     }
     if (fetch) {
-      const Clock::time_point start = Clock::now();
+      const Clock::time_point start = core::now();
       failure = fill(object, slot);  // with its own retries
       waited_ns += nanoseconds_since(start);
       if (!failure.ok()) break;

@@ -1,4 +1,4 @@
-#include "core/parallel.h"
+#include "core/env.h"
 
 #include <gtest/gtest.h>
 
@@ -51,6 +51,37 @@ TEST(ParallelFor, NothingToDoReturnsAtOnce) {
       0, 8, [&](size_t) { ++calls; }, [&](size_t done) { reports.push_back(done); });
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(reports, std::vector<size_t>{0});
+}
+
+// A test's Env: a clock that moves only when told, and passes over lists on the caller's
+// thread alone, counting them.
+class FakeEnv : public Env {
+ public:
+  Clock::time_point now() const override { return Clock::time_point(std::chrono::seconds(at)); }
+  void parallel_for(size_t n, int, const std::function<void(size_t)>& work,
+                    const std::function<void(size_t)>& progress) const override {
+    ++passes;
+    for (size_t i = 0; i < n; ++i) work(i);
+    if (progress) progress(n);
+  }
+  int64_t at = 100;
+  mutable int passes = 0;
+};
+
+TEST(Env, AnInstalledEnvGivesTheTimeAndRunsThePassesUntilRemoved) {
+  FakeEnv fake;
+  set_env(&fake);
+  const Clock::time_point start = now();
+  fake.at += 3;
+  EXPECT_EQ(seconds_since(start), 3.0);
+  EXPECT_EQ(nanoseconds_since(start), 3'000'000'000);
+  std::vector<std::thread::id> ran_on;
+  parallel_for(5, 8, [&](size_t) { ran_on.push_back(std::this_thread::get_id()); });
+  EXPECT_EQ(fake.passes, 1);
+  EXPECT_EQ(ran_on, std::vector<std::thread::id>(5, std::this_thread::get_id()));
+  set_env(nullptr);
+  EXPECT_GT(now().time_since_epoch().count(), 0);
+  EXPECT_NE(now(), Clock::time_point(std::chrono::seconds(fake.at)));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "core/parallel.h"
+#include "core/env.h"
 
 #include <algorithm>
 #include <atomic>
@@ -18,10 +18,22 @@ struct Count {
   size_t done GUARDED_BY(mutex) = 0;
 };
 
+std::atomic<const Env*> installed{nullptr};  // set_env()'s, for tests
+
 }  // namespace
 
-void parallel_for(size_t n, int threads, const std::function<void(size_t)>& work,
-                  const std::function<void(size_t)>& progress) {
+Clock::time_point Env::now() const { return Clock::now(); }
+
+const Env& Env::current() {
+  static const Env real;
+  const Env* env = installed;
+  return env != nullptr ? *env : real;
+}
+
+void set_env(const Env* env) { installed = env; }
+
+void Env::parallel_for(size_t n, int threads, const std::function<void(size_t)>& work,
+                       const std::function<void(size_t)>& progress) const {
   if (n == 0) {
     if (progress) progress(0);
     return;
