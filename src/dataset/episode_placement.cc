@@ -62,14 +62,25 @@ Result<EpisodePlacement> place_episodes(const EpisodeIndexSource& s, size_t c,
     std::vector<size_t>& in_file = by_file[v];
     if (in_file.empty() || tables[v] == nullptr) continue;
     const FrameTable& table = *tables[v];
-    // A strict weak order even with NaN offsets (garbage metadata): those go last.
+    // An episode's stated start: its offset in the file plus its first row's time.
+    auto stated_start = [&](size_t e) {
+      return s.episode_length[e] > 0 ? offset[e] + s.row_timestamp[s.episode_from_row[e]]
+                                     : offset[e];
+    };
+    // A strict weak order even with NaN offsets (broken metadata): those go last.
     std::stable_sort(in_file.begin(), in_file.end(), [&](size_t a, size_t b) {
       return offset[a] < offset[b] || (!std::isnan(offset[a]) && std::isnan(offset[b]));
     });
     int64_t rows = 0;
-    for (size_t e : in_file) rows += s.episode_length[e];
+    bool every_start_known = true;
+    for (size_t e : in_file) {
+      rows += s.episode_length[e];
+      if (s.episode_length[e] > 0 && !std::isfinite(stated_start(e))) every_start_known = false;
+    }
     const int64_t frames = table.num_frames();
-    const bool tiled = rows == frames;
+    // Tiling needs the order of every episode in the file: with a start unknown, where the
+    // episodes after it begin is too, and each known one is snapped instead.
+    const bool tiled = rows == frames && every_start_known;
     int64_t cursor = 0;
     double previous_drift = 0;  // drift grows along a packed file, so snap relative to it
     for (size_t e : in_file) {
@@ -83,7 +94,14 @@ Result<EpisodePlacement> place_episodes(const EpisodeIndexSource& s, size_t c,
         continue;
       }
       const int64_t from_row = s.episode_from_row[e];
-      const double stated = offset[e] + s.row_timestamp[from_row];
+      const double stated = stated_start(e);
+      if (!std::isfinite(stated)) {  // left unplaced; the next is snapped as if it were not there
+        out.problems.push_back({episode, static_cast<int64_t>(c), video,
+                                "its stated start is not a number (offset " +
+                                    std::to_string(offset[e]) + " s, first row at " +
+                                    std::to_string(s.row_timestamp[from_row]) + " s)"});
+        continue;
+      }
       const double sought = stated + previous_drift;
       const int64_t first = tiled ? cursor : table.nearest_frame(sought);
       cursor = first + length;

@@ -8,7 +8,9 @@
 // snapped to the frame nearest its stated start plus the drift of the episode before it in the
 // file (stated offsets summed from durations drift slowly along a packed file). Either way every
 // row's time is then checked against its frame's pts; an episode that its file cannot serve is
-// recorded as a problem, and placing goes on with the next.
+// recorded as a problem, and placing goes on with the next. An episode whose stated start is
+// not a number (a NaN offset or first row time) is a problem and left unplaced; its file is not
+// tiled then (where the episodes after it begin is unknown): the others are snapped.
 //
 // Thread-safety: a pure function. Ownership: the source and the frame tables are borrowed for
 // the call.
@@ -36,8 +38,8 @@ struct PlacementProblem {
 /// Where one camera's episodes lie in their files.
 struct EpisodePlacement {
   /// Per episode: its first frame in its file, and that frame's pts minus the episode's stated
-  /// start (seconds). -1 and NaN for an episode left unplaced: its file has no frame table, or
-  /// it has no rows.
+  /// start (seconds). -1 and NaN for an episode left unplaced: its file has no frame table, it
+  /// has no rows, or its stated start is not a number.
   std::vector<int64_t> first_frame;
   std::vector<double> drift;
   /// Per episode: the placed frame's pts minus the time it was sought at (the stated start

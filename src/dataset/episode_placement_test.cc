@@ -115,6 +115,21 @@ TEST(EpisodePlacement, EpisodesOfAnUnscannedFileOrWithoutRowsAreLeftUnplaced) {
   EXPECT_TRUE(placed->problems.empty());
 }
 
+TEST(EpisodePlacement, AStartThatIsNoNumberIsAProblemAndTheOthersAreSnappedNotTiled) {
+  // 3 + 4 + 3 rows tile the 10 frames, but episode 1's offset is NaN: where episode 2 begins
+  // cannot be counted, so episodes 0 and 2 are snapped to their stated starts.
+  const auto file = regular(10);
+  const std::vector<const FrameTable*> tables = {file.get()};
+  const double nan = std::nan("");
+  auto placed = place_episodes(source_of({3, 4, 3}, {0, 0, 0}, {0.0, nan, 7 / 30.0}, 1), 0, tables);
+  ASSERT_TRUE(placed.ok()) << placed.status().message();
+  EXPECT_EQ(placed->first_frame, (std::vector<int64_t>{0, -1, 7}));
+  EXPECT_EQ(placed->order, (std::vector<int64_t>{0, 2, 1}));
+  ASSERT_EQ(placed->problems.size(), 1u);
+  EXPECT_EQ(placed->problems[0].episode, 1);
+  EXPECT_NE(placed->problems[0].why.find("its stated start is not a number"), std::string::npos);
+}
+
 TEST(EpisodePlacementBadInput, InputsOutsideTheirArraysAreRefused) {
   const auto file = regular(3);
   const std::vector<const FrameTable*> tables = {file.get()};
