@@ -140,7 +140,8 @@ class _Run:
 @dataclass
 class _Camera:
     """Where one video camera's episodes are: ``files`` (distinct, in dataset order), each
-    episode's file number and stated start in it (``from_timestamp``)."""
+    episode's file number and stated start in it (``from_timestamp``, as the table says: NaN
+    stays NaN, as the index build sees it)."""
 
     name: str
     files: list[str]
@@ -533,7 +534,6 @@ def _camera_files(run, source, info, table, episode_index, camera, where) -> _Ca
             camera=camera,
             field=columns[2],
         )
-    from_timestamp[bad] = 0.0
     return _Camera(camera, [str(p) for p in paths], file_of, from_timestamp)
 
 
@@ -1302,63 +1302,63 @@ def _stated_size(feature: Feature, spec: dict[str, Any]) -> tuple[int, int] | No
 
 @dataclass
 class _Placement:
-    """Per camera, per episode: its video file, first frame in it (-1: unknown) and drift (the
-    first frame's pts minus the stated start), and the frames its rows read (by time)."""
+    """Per camera, per episode: its first frame in its file (-1: unplaced) and drift (the first
+    frame's pts minus the stated start), and the frames its rows read (by time); as stoker's
+    engine places them (:func:`_place`)."""
 
     first: np.ndarray  # int64 [E]
-    drift: np.ndarray  # float64 [E], NaN when unknown
+    drift: np.ndarray  # float64 [E], NaN when unplaced
     frames: list[np.ndarray | None]  # per episode, the frame each row reads; -1 where none
     # Per episode, how far the frame it snapped to is from its stated start plus the drift of
-    # the episode before it in its file (0 where tiled, or placed by the index).
-    snap: np.ndarray | None = None
+    # the episode before it in its file (0 where its file's episodes tile it).
+    snap: np.ndarray  # float64 [E]
+    # The placed episodes, file by file, each file's in the order they follow each other in it.
+    order: np.ndarray  # int64
+    # Per episode position, why the index build records it as broken (the engine's words).
+    problems: dict[int, str]
+
+    def in_file(self, camera: _Camera, v: int) -> np.ndarray:
+        """The placed episodes of file ``v``, in their order in it."""
+        return self.order[camera.file_of[self.order] == v]
 
 
-def _place(meta: _Meta, camera: int, videos, timestamp: np.ndarray, usable, index) -> _Placement:
-    """Where each episode of a camera starts in its file, as stoker's index places it: from
-    the index when it built, else as it would (a file whose frames are exactly its episodes'
-    rows is tiled by them in the order of their offsets; otherwise each episode snaps to the
-    frame nearest its stated start, following the drift of the episodes before it)."""
+def _place(run: _Run, meta: _Meta, camera: int, videos, timestamp: np.ndarray) -> _Placement:
+    """Where each episode of a camera starts in its file: placed by stoker's engine, exactly
+    as its index build places them (_core.place_episodes: in the order of their stated
+    offsets, tiling a file whose frames are its episodes' rows, else snapped to the frame
+    nearest each stated start following the drift of the episodes before it). Episodes whose
+    file is unknown or unreadable are left unplaced, and those whose stated start is not a
+    number (a from_timestamp or first row time): the engine says why."""
     cam = meta.cameras[camera]
     E = meta.num_episodes
-    first = np.full(E, -1, np.int64)
-    drift = np.full(E, np.nan)
-    snap = np.zeros(E)
-    if index is not None:
-        first[:] = index.first_frames(cam.name)
-        drift[:] = index.drifts(cam.name)
-        return _Placement(first, drift, [None] * E, snap)
-    for v, path in enumerate(cam.files):
-        video = videos.get(path)
-        if not isinstance(video, _Video) or not video.num_frames:
-            continue
-        in_file = np.flatnonzero(cam.file_of == v)
-        in_file = in_file[np.argsort(cam.from_timestamp[in_file], kind="stable")]
-        tiled = int(meta.length[in_file].sum()) == video.num_frames
-        cursor, previous = 0, 0.0
-        for e in in_file:
-            start_ts = timestamp[meta.from_row[e]] if meta.length[e] else 0.0
-            stated = cam.from_timestamp[e] + (start_ts if np.isfinite(start_ts) else 0.0)
-            k = cursor if tiled else _nearest(video.pts, stated + previous)
-            if k >= video.num_frames:
-                break
-            first[e] = k
-            drift[e] = video.pts[k] - stated
-            snap[e] = 0.0 if tiled else video.pts[k] - (stated + previous)
-            previous = drift[e]
-            cursor = k + int(meta.length[e])
-    return _Placement(first, drift, [None] * E, snap)
+    readers = [
+        video.reader if isinstance(video, _Video) else None
+        for video in (videos.get(path) for path in cam.files)
+    ]
+    nowhere = len(cam.files)  # the file of episodes whose file the metadata does not say
+    placed = _core.place_episodes(
+        fps=float(meta.info.fps),
+        episode_from_row=np.ascontiguousarray(meta.from_row, np.int64),
+        episode_length=np.ascontiguousarray(meta.length, np.int64),
+        row_timestamp=np.ascontiguousarray(timestamp, np.float64),
+        episode_video=np.where(cam.file_of >= 0, cam.file_of, nowhere).astype(np.int64),
+        episode_video_offset=np.ascontiguousarray(cam.from_timestamp, np.float64),
+        video_files=[*cam.files, ""],
+        frame_tables=[*readers, None],
+        tolerance_s=run.tolerance_s,
+        camera=cam.name,
+    )
+    return _Placement(
+        placed["first_frame"],
+        placed["drift"],
+        [None] * E,
+        placed["snap"],
+        placed["order"],
+        {int(e): why for e, _, _, why in placed["problems"]},
+    )
 
 
-def _nearest(pts: np.ndarray, t: float) -> int:
-    k = int(np.searchsorted(pts, t))
-    if k >= len(pts):
-        return len(pts) - 1
-    if k > 0 and t - pts[k - 1] <= pts[k] - t:
-        return k - 1
-    return k
-
-
-def _check_frames(run: _Run, meta: _Meta, rows: _Rows, usable, videos, skip, index) -> list:
+def _check_frames(run: _Run, meta: _Meta, rows: _Rows, usable, videos, skip) -> list:
     """Per camera and episode: a frame for every row's time (within tolerance_s), no two rows
     on one frame, no frame between two rows that no row reads; per file, frames no episode
     reads and frames two episodes read; per episode, cameras whose starts disagree, and per
@@ -1369,22 +1369,23 @@ def _check_frames(run: _Run, meta: _Meta, rows: _Rows, usable, videos, skip, ind
     timestamp = timestamp.astype(np.float64)
     fps = meta.info.fps
     half_frame = 0.5 / fps
+    # Rows of data files that could not be read have no time: their episodes are placed by
+    # their stated offsets alone (the data files check names them).
+    known_times = np.where(rows.valid, timestamp, 0.0)
     placements = []
     for c, cam in enumerate(meta.cameras):
-        placement = _place(meta, c, videos, timestamp, usable, index)
+        placement = _place(run, meta, c, videos, known_times)
         placements.append(placement)
         for v, path in enumerate(cam.files):
             video = videos.get(path)
             if not isinstance(video, _Video) or path in skip:
                 continue
-            in_file = np.flatnonzero(cam.file_of == v)
-            in_file = in_file[np.argsort(cam.from_timestamp[in_file], kind="stable")]
-            tiled = int(meta.length[in_file].sum()) == video.num_frames
+            in_file = placement.in_file(cam, v)
             read_by = np.full(video.num_frames, -1, np.int64)  # episode reading each frame
             for e in in_file:
-                if not usable[e] or meta.length[e] == 0:
+                if not usable[e]:
                     continue
-                _match_episode(run, meta, cam, e, video, placement, timestamp, tiled, read_by)
+                _match_episode(run, meta, cam, e, video, placement, timestamp, read_by)
             if all(usable[e] and placement.first[e] >= 0 for e in in_file):
                 # Frames of episodes whose rows are unknown are not extra: only then.
                 _check_coverage(run, meta, cam, v, video, in_file, placement, read_by)
@@ -1393,7 +1394,7 @@ def _check_frames(run: _Run, meta: _Meta, rows: _Rows, usable, videos, skip, ind
     return placements
 
 
-def _match_episode(run, meta, cam, e, video, placement, timestamp, tiled, read_by) -> None:
+def _match_episode(run, meta, cam, e, video, placement, timestamp, read_by) -> None:
     """The rows of episode e against camera ``cam``'s frames, from its placed first frame."""
     episode = int(meta.episode_index[e])
     rows = slice(int(meta.from_row[e]), int(meta.from_row[e] + meta.length[e]))
@@ -1402,13 +1403,13 @@ def _match_episode(run, meta, cam, e, video, placement, timestamp, tiled, read_b
     n = video.num_frames
     fps = meta.info.fps
     tolerance = run.tolerance_s
-    if first < 0:
+    if first < 0:  # the engine could not place it: its words say why
         run.add(
             "error",
             "missing_frames",
-            f"episode {episode}, camera {cam.name!r}: no frame of {meta.relative(video.path)} "
-            f"lies near the episode's stated start ({cam.from_timestamp[e]:.6f} s)",
-            "re-encode the episode's video, or correct its from_timestamp",
+            f"episode {episode}, camera {cam.name!r}: stoker cannot place the episode in "
+            f"{meta.relative(video.path)}: {placement.problems.get(e, 'it is not placed')}",
+            "correct the episode's from_timestamp (its start in the file) and its rows' timestamps",
             episode=episode,
             camera=cam.name,
             row=rows.start,
@@ -1416,7 +1417,7 @@ def _match_episode(run, meta, cam, e, video, placement, timestamp, tiled, read_b
         )
         return
     start = float(video.pts[first])
-    if placement.snap is not None and abs(placement.snap[e]) > 0.5 / fps:
+    if abs(placement.snap[e]) > 0.5 / fps:
         # No frame near the stated start (the first frames are missing): the rows are where
         # the metadata says, and the frames nearest them are compared.
         start -= float(placement.snap[e])
@@ -1612,7 +1613,8 @@ def _check_camera_offsets(run, meta, placements, usable, half_frame) -> None:
     known = np.all(np.isfinite(drifts), axis=0) & usable
     if not known.any():
         return
-    spread = np.where(known, np.nanmax(drifts, axis=0) - np.nanmin(drifts, axis=0), 0)
+    spread = np.zeros(drifts.shape[1])
+    spread[known] = drifts[:, known].max(axis=0) - drifts[:, known].min(axis=0)
     # Below a quarter of a frame, a reader taking the frame nearest each time picks the same
     # frame for every camera: not worth a finding (the drift check covers tolerance_s).
     for e in np.flatnonzero(spread > max(run.tolerance_s, half_frame / 2)):
@@ -2235,7 +2237,7 @@ def _check(run: _Run, source: Root, index: Any, load_index) -> None:
     report.scanned["frames"] = sum(v.num_frames for v in videos.values() if isinstance(v, _Video))
     if videos and not run.deep:
         report.not_decoded = "videos"
-    placements = _check_frames(run, meta, rows, usable, videos, skip, index)
+    placements = _check_frames(run, meta, rows, usable, videos, skip)
     _check_stats(run, meta, rows)
     if index_error:
         explained = run.has_errors()
