@@ -604,8 +604,8 @@ def _member_finding(
 
 
 def _empty_and_labels(ds: ShardDataset, out: _Findings) -> None:
-    """Empty members (a text may be empty), and cls members that are not integers: from the
-    index alone."""
+    """Empty members (a text may be empty), from the index; and cls members the loader does
+    not read as integers (of those the index holds no label for, read and decoded)."""
     for s in range(len(ds.urls)):
         index = ds.indexes[s]
         sizes, names = index.sizes, index.names
