@@ -102,7 +102,8 @@ struct EpisodeIndexBuildOptions {
   /// Called from the building thread after each video file is scanned: (done, total).
   std::function<void(int64_t, int64_t)> progress;
   /// What an episode that a camera's video cannot serve does to the build (the file does not
-  /// open, has too few frames for the episode's rows, or shows them at other times). Default
+  /// open, has too few frames for the episode's rows, shows them at other times, or the
+  /// episode's stated start is not a number; dataset/episode_placement.h places them). Default
   /// false: build() fails, listing every such problem. true: build() writes the index all the
   /// same, recording each (episode, camera, why) in it (EpisodeIndex::broken_episodes()), so
   /// that whoever reads it can leave those episodes out, under whatever policy it has; the

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "arrays.h"
+#include "dataset/episode_placement.h"
 #include "errors.h"
 #include "index_handle.h"
 #include "stoker/episode_index.h"
+#include "stoker/video_reader.h"
 #include "stoker/window_plan.h"
 
 namespace nb = nanobind;
@@ -191,6 +193,56 @@ nb::dict build_episode_index(
   return result;
 }
 
+// The placement of one camera's episodes in its files, as the index build places them, for a
+// check that has the dataset's columns and the videos' readers (no index).
+nb::dict place_episodes(double fps, Int64s episode_from_row, Int64s episode_length,
+                        Doubles row_timestamp, Int64s episode_video, Doubles episode_video_offset,
+                        std::vector<std::string> video_files,
+                        const std::vector<const VideoReader*>& frame_tables, double tolerance_s,
+                        const std::string& camera) {
+  const size_t episodes = episode_from_row.shape(0);
+  if (episode_video.shape(0) != episodes || episode_video_offset.shape(0) != episodes) {
+    throw nb::value_error("episode_video and episode_video_offset need one value per episode");
+  }
+  if (frame_tables.size() != video_files.size()) {
+    throw nb::value_error("frame_tables need one reader (or None) per video file");
+  }
+  EpisodeIndexSource source;
+  source.fps = fps;
+  source.episode_from_row = to_vector<int64_t>(episode_from_row);
+  source.episode_length = to_vector<int64_t>(episode_length);
+  source.row_timestamp = to_vector<double>(row_timestamp);
+  source.cameras = {camera};
+  source.episode_video = {to_vector<int64_t>(episode_video)};
+  source.episode_video_offset = {to_vector<double>(episode_video_offset)};
+  source.video_files = std::move(video_files);
+  source.tolerance_s = tolerance_s;
+  // The readers' tables are shared: they stay alive while the GIL is released.
+  std::vector<std::shared_ptr<const FrameTable>> owned;
+  std::vector<const FrameTable*> tables;
+  for (const VideoReader* reader : frame_tables) {
+    owned.push_back(reader != nullptr ? reader->shared_frame_table() : nullptr);
+    tables.push_back(owned.back().get());
+  }
+  Result<EpisodePlacement> placed = [&] {
+    nb::gil_scoped_release release;
+    return stoker::place_episodes(source, 0, tables);
+  }();
+  EpisodePlacement placement = value_or_raise(std::move(placed), Area::kDataset);
+  std::vector<std::tuple<int64_t, std::string, std::string, std::string>> problems;
+  for (PlacementProblem& problem : placement.problems) {
+    problems.emplace_back(problem.episode, camera, source.video_files[problem.video],
+                          std::move(problem.why));
+  }
+  nb::dict result;
+  result["first_frame"] = owned_array(std::move(placement.first_frame));
+  result["drift"] = owned_array(std::move(placement.drift));
+  result["snap"] = owned_array(std::move(placement.snap));
+  result["order"] = owned_array(std::move(placement.order));
+  result["problems"] = std::move(problems);
+  return result;
+}
+
 IndexHandle open_index(const std::string& path) {
   Result<std::shared_ptr<const EpisodeIndex>> index = [&] {
     nb::gil_scoped_release release;
@@ -287,6 +339,31 @@ void register_dataset(nb::module_& m) {
       "(name, list of str) kept in the index for its readers (attached_array, "
       "attached_strings).\n"
       "Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.");
+
+  m.def("place_episodes", &place_episodes, nb::arg("fps"), nb::arg("episode_from_row"),
+        nb::arg("episode_length"), nb::arg("row_timestamp"), nb::arg("episode_video"),
+        nb::arg("episode_video_offset"), nb::arg("video_files"), nb::arg("frame_tables"),
+        nb::arg("tolerance_s"), nb::arg("camera"),
+        nb::sig("def place_episodes(fps: float, episode_from_row: Annotated[NDArray[numpy.int64], "
+                "dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: "
+                "Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', "
+                "writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], "
+                "dict(shape=(None,), order='C', device='cpu', writable=False)], episode_video: "
+                "Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', "
+                "writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], "
+                "dict(shape=(None,), order='C', device='cpu', writable=False)], video_files: "
+                "Sequence[str], frame_tables: Sequence[VideoReader | None], tolerance_s: float, "
+                "camera: str) -> dict"),
+        "Where each episode of one camera starts in its video file, exactly as the episode "
+        "index build places it (dataset/episode_placement.h): per episode its file "
+        "(episode_video, an index into video_files) and stated start in it "
+        "(episode_video_offset); frame_tables: per file the VideoReader whose frame table it "
+        "has, or None (its episodes are left unplaced).\n"
+        "Returns {'first_frame': int64 [E] (-1 where unplaced), 'drift': float64 [E] (the first "
+        "frame's pts minus the stated start; NaN where unplaced), 'snap': float64 [E] (the "
+        "first frame's pts minus the time sought; 0 where the episodes tile their file), "
+        "'order': int64 (the placed episodes, file by file, each file's in their order in it), "
+        "'problems': [(episode, camera, file, why)] (what the index build records as broken)}.");
 
   nb::class_<IndexHandle>(m, "EpisodeIndex")
       .def_static("open", &open_index, nb::arg("path"))

@@ -11,12 +11,15 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "arrays.h"
 #include "core/file.h"
+#include "dataset/shard_members.h"
 #include "errors.h"
 #include "shard_handle.h"
 #include "stoker/remote_source.h"
@@ -46,6 +49,45 @@ using Samples = std::shared_ptr<ShardSamples>;  // nanobind holds them as shared
 
 Samples shared(std::shared_ptr<const ShardSamples> samples) {
   return std::const_pointer_cast<ShardSamples>(std::move(samples));
+}
+
+MemberDecoder member_decoder(const std::string& name) {
+  if (name == "label") return MemberDecoder::kLabel;
+  if (name == "text") return MemberDecoder::kText;
+  if (name == "tokens") return MemberDecoder::kTokens;
+  if (name == "array") return MemberDecoder::kArray;
+  if (name == "json") return MemberDecoder::kJson;
+  throw nb::value_error(
+      ("decoder '" + name + "' is none of label, text, tokens, array, json").c_str());
+}
+
+// Per member: "" and the array's dtype and shape when the loader reads it as `decoder`'s field,
+// else the loader's refusal. The GIL is released while they are decoded.
+std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> decode_shard_members(
+    const std::string& decoder, const std::vector<nb::bytes>& members,
+    const std::vector<std::pair<std::string, std::string>>& json_keys) {
+  const MemberDecoder kind = member_decoder(decoder);
+  std::vector<JsonKey> keys;
+  for (const auto& [name, type] : json_keys) {
+    keys.push_back({name, value_or_raise(json_kind_named(type), Area::kDataset)});
+  }
+  std::vector<std::span<const uint8_t>> bytes;
+  bytes.reserve(members.size());
+  for (const nb::bytes& member : members) {
+    bytes.emplace_back(static_cast<const uint8_t*>(static_cast<const void*>(member.c_str())),
+                       member.size());
+  }
+  std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> out(bytes.size());
+  nb::gil_scoped_release release;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    Result<MemberSummary> decoded = decode_member(kind, bytes[i], keys);
+    if (decoded.ok()) {
+      out[i] = {"", std::move(decoded->dtype), std::move(decoded->shape)};
+    } else {
+      std::get<0>(out[i]) = decoded.status().message();
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -273,6 +315,14 @@ void register_shards(nb::module_& m) {
           nb::arg("shard"), "The shard's ShardIndex, opened on first use.")
       .def_prop_ro("table_path", &ShardSamples::table_path)
       .def_prop_ro("table_version", &ShardSamples::table_version);
+
+  m.def("decode_shard_members", &decode_shard_members, nb::arg("decoder"), nb::arg("members"),
+        nb::arg("json_keys") = std::vector<std::pair<std::string, std::string>>(),
+        "Per member, (error, dtype, shape): error \"\" when the loader reads it as a member of a "
+        "`decoder` field (\"label\", \"text\", \"tokens\", \"array\" or \"json\", reading "
+        "json_keys: (key, \"int64\" | \"float64\" | \"float32\" | \"bool\" | \"str\")), "
+        "else the loader's refusal in its words (dataset/shard_members.h); dtype and shape of "
+        "an array or token array, else \"\" and [].");
 
   m.def(
       "open_shard_indexes",

@@ -404,6 +404,12 @@ def build_episode_index(path: str, fps: float, episode_from_row: Annotated[NDArr
     Returns {'seconds': float, 'max_drift_s': float64 array, one per video file}.
     """
 
+def place_episodes(fps: float, episode_from_row: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_length: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], row_timestamp: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_video: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], episode_video_offset: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], video_files: Sequence[str], frame_tables: Sequence[VideoReader | None], tolerance_s: float, camera: str) -> dict:
+    """
+    Where each episode of one camera starts in its video file, exactly as the episode index build places it (dataset/episode_placement.h): per episode its file (episode_video, an index into video_files) and stated start in it (episode_video_offset); frame_tables: per file the VideoReader whose frame table it has, or None (its episodes are left unplaced).
+    Returns {'first_frame': int64 [E] (-1 where unplaced), 'drift': float64 [E] (the first frame's pts minus the stated start; NaN where unplaced), 'snap': float64 [E] (the first frame's pts minus the time sought; 0 where the episodes tile their file), 'order': int64 (the placed episodes, file by file, each file's in their order in it), 'problems': [(episode, camera, file, why)] (what the index build records as broken)}.
+    """
+
 class EpisodeIndex:
     @staticmethod
     def open(path: str) -> EpisodeIndex: ...
@@ -636,6 +642,11 @@ class ShardSamples:
 
     @property
     def table_version(self) -> str: ...
+
+def decode_shard_members(decoder: str, members: Sequence[bytes], json_keys: Sequence[tuple[str, str]] = []) -> list[tuple[str, str, list[int]]]:
+    """
+    Per member, (error, dtype, shape): error "" when the loader reads it as a member of a `decoder` field ("label", "text", "tokens", "array" or "json", reading json_keys: (key, "int64" | "float64" | "float32" | "bool" | "str")), else the loader's refusal in its words (dataset/shard_members.h); dtype and shape of an array or token array, else "" and [].
+    """
 
 def open_shard_indexes(urls: Sequence[str], cache_dir: str, threads: int) -> tuple[list[ShardIndex], list[str]]:
     """

@@ -16,6 +16,7 @@
 #include "core/file.h"
 #include "core/fuzzing.h"
 #include "core/mutex.h"
+#include "dataset/episode_placement.h"
 #include "stoker/byte_slice.h"
 #include "stoker/cores.h"
 #include "stoker/remote_source.h"
@@ -107,19 +108,13 @@ int32_t attached_type_code(DType type) {
   return -1;
 }
 
-// A camera's video that cannot serve an episode.
-struct Problem {
-  size_t episode = 0;
-  size_t camera = 0;
-  std::string why;
-};
-
 std::string describe(const EpisodeIndexSource& s, size_t c, size_t e) {
   return "episode " + std::to_string(e) + ", camera '" + s.cameras[c] + "', file '" +
          s.video_files[s.episode_video[c][e]] + "'";
 }
 
-std::string list_problems(const EpisodeIndexSource& s, const std::vector<Problem>& problems) {
+std::string list_problems(const EpisodeIndexSource& s,
+                          const std::vector<PlacementProblem>& problems) {
   std::ostringstream out;
   out << problems.size() << (problems.size() == 1 ? " problem" : " problems") << ":";
   for (size_t k = 0; k < problems.size() && k < kMaxListed; ++k) {
@@ -248,70 +243,6 @@ std::vector<ScannedVideo> scan_videos(const std::vector<std::string>& paths, int
   return scanned;
 }
 
-// Places every episode of camera c in its video file. When a file's frames are exactly its
-// episodes' rows, episodes follow each other frame by frame (in the order of their stated
-// offsets) and the stated offsets only order them; otherwise each is snapped to the pts nearest
-// its stated offset. Either way every row's timing is then checked against its frame's pts.
-void place_episodes(const EpisodeIndexSource& s, size_t c, const std::vector<ScannedVideo>& videos,
-                    std::vector<int64_t>& first_frame, std::vector<double>& drift,
-                    std::vector<Problem>& problems) {
-  const size_t episodes = s.episode_from_row.size();
-  std::vector<std::vector<size_t>> by_file(s.video_files.size());
-  for (size_t e = 0; e < episodes; ++e) by_file[s.episode_video[c][e]].push_back(e);
-  const double frame_period = 1.0 / s.fps;
-  for (size_t v = 0; v < by_file.size(); ++v) {
-    std::vector<size_t>& in_file = by_file[v];
-    if (in_file.empty() || videos[v].table == nullptr) continue;
-    const FrameTable& table = *videos[v].table;
-    std::stable_sort(in_file.begin(), in_file.end(), [&](size_t a, size_t b) {
-      return s.episode_video_offset[c][a] < s.episode_video_offset[c][b];
-    });
-    int64_t rows = 0;
-    for (size_t e : in_file) rows += s.episode_length[e];
-    const bool tiled = rows == table.num_frames();
-    int64_t cursor = 0;
-    double previous_drift = 0;  // drift grows along a packed file, so snap relative to it
-    for (size_t e : in_file) {
-      const int64_t from_row = s.episode_from_row[e];
-      const double stated = s.episode_video_offset[c][e] + s.row_timestamp[from_row];
-      const double snap_base = previous_drift;
-      const int64_t first = tiled ? cursor : table.nearest_frame(stated + snap_base);
-      cursor = first + s.episode_length[e];
-      first_frame[e] = first;
-      drift[e] = table.pts_seconds(first) - stated;
-      previous_drift = drift[e];
-      if (!tiled && std::abs(table.pts_seconds(first) - (stated + snap_base)) > frame_period / 2) {
-        problems.push_back({e, c,
-                            "no frame near its stated start " + std::to_string(stated) +
-                                " s, and the file's " + std::to_string(table.num_frames()) +
-                                " frames do not match its " + std::to_string(rows) + " rows"});
-        continue;
-      }
-      if (first + s.episode_length[e] > table.num_frames()) {
-        problems.push_back({e, c,
-                            "the episode needs " + std::to_string(s.episode_length[e]) +
-                                " frames from frame " + std::to_string(first) + ", the file has " +
-                                std::to_string(table.num_frames())});
-        continue;
-      }
-      const double start_pts = table.pts_seconds(first);
-      for (int64_t k = 1; k < s.episode_length[e]; ++k) {
-        const double expected =
-            start_pts + s.row_timestamp[from_row + k] - s.row_timestamp[from_row];
-        const double actual = table.pts_seconds(first + k);
-        if (std::abs(actual - expected) > s.tolerance_s) {
-          problems.push_back({e, c,
-                              "row " + std::to_string(from_row + k) + " is at " +
-                                  std::to_string(expected) + " s in the video, its frame " +
-                                  std::to_string(first + k) + " at " + std::to_string(actual) +
-                                  " s (timestamps inconsistent with the video)"});
-          break;
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 // The frame tables decoded from the mapping so far, one slot per video file.
@@ -331,33 +262,40 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
   const int threads = options.threads > 0 ? options.threads : usable_cores();
   std::vector<ScannedVideo> videos = scan_videos(source.video_files, threads, options.progress);
 
-  std::vector<Problem> problems;
+  std::vector<PlacementProblem> problems;
   const size_t episodes = source.episode_from_row.size();
   const size_t cameras = source.cameras.size();
   for (size_t c = 0; c < cameras; ++c) {
     for (size_t e = 0; e < episodes; ++e) {
-      const Status& failed = videos[source.episode_video[c][e]].status;
+      const int64_t v = source.episode_video[c][e];
+      const Status& failed = videos[v].status;
       if (failed.ok()) continue;
       // The problem names the file already: its message need not say it again.
       std::string why = failed.message();
-      const std::string named = "video '" + source.video_files[source.episode_video[c][e]] + "': ";
+      const std::string named = "video '" + source.video_files[v] + "': ";
       if (why.starts_with(named)) why.erase(0, named.size());
-      problems.push_back({e, c, std::move(why)});
+      problems.push_back({static_cast<int64_t>(e), static_cast<int64_t>(c), v, std::move(why)});
     }
   }
+  std::vector<const FrameTable*> tables;
+  for (const ScannedVideo& video : videos) tables.push_back(video.table.get());
   std::vector<int64_t> first_frame(cameras * episodes, 0);
   std::vector<double> drift(cameras * episodes, 0);
   for (size_t c = 0; c < cameras; ++c) {
-    std::vector<int64_t> camera_first(episodes, 0);
-    std::vector<double> camera_drift(episodes, 0);
-    place_episodes(source, c, videos, camera_first, camera_drift, problems);
-    std::copy(camera_first.begin(), camera_first.end(), first_frame.begin() + c * episodes);
-    std::copy(camera_drift.begin(), camera_drift.end(), drift.begin() + c * episodes);
+    STOKER_ASSIGN_OR_RETURN(EpisodePlacement placed, place_episodes(source, c, tables));
+    for (size_t e = 0; e < episodes; ++e) {
+      // An episode of a file that could not be scanned is unplaced, and a problem already.
+      if (placed.first_frame[e] < 0) continue;
+      first_frame[c * episodes + e] = placed.first_frame[e];
+      drift[c * episodes + e] = placed.drift[e];
+    }
+    problems.insert(problems.end(), std::make_move_iterator(placed.problems.begin()),
+                    std::make_move_iterator(placed.problems.end()));
   }
   if (!problems.empty() && !options.keep_broken_episodes) {
     return Status(StatusCode::kCorruptData, list_problems(source, problems));
   }
-  for (const Problem& problem : problems) {  // never read: kept out of the report's drift
+  for (const PlacementProblem& problem : problems) {  // never read: kept out of the report's drift
     first_frame[problem.camera * episodes + problem.episode] = 0;
     drift[problem.camera * episodes + problem.episode] = 0;
   }
@@ -464,9 +402,9 @@ Status EpisodeIndex::build(const EpisodeIndexSource& source, const std::string& 
     records.pod<uint64_t>(section.bytes);
   }
   records.pod<uint64_t>(problems.size());
-  for (const Problem& problem : problems) {
-    records.pod<int64_t>(static_cast<int64_t>(problem.episode));
-    records.pod<int64_t>(static_cast<int64_t>(problem.camera));
+  for (const PlacementProblem& problem : problems) {
+    records.pod<int64_t>(problem.episode);
+    records.pod<int64_t>(problem.camera);
     records.string(problem.why);
   }
   records.pod<uint64_t>(source.attached_arrays.size());

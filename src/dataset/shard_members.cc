@@ -7,6 +7,8 @@
 #include <limits>
 #include <string_view>
 
+#include "stoker/dtype.h"
+
 namespace stoker {
 namespace {
 
@@ -821,6 +823,17 @@ double json_float(std::string_view raw) {
 
 }  // namespace
 
+Result<JsonKind> json_kind_named(std::string_view name) {
+  if (name == "int64") return JsonKind::kInt64;
+  if (name == "float64") return JsonKind::kFloat64;
+  if (name == "float32") return JsonKind::kFloat32;
+  if (name == "bool") return JsonKind::kBool;
+  if (name == "str") return JsonKind::kString;
+  return Status(StatusCode::kInvalidArgument, "json key type '" + std::string(name) +
+                                                  "' is none of int64, float64, float32, bool, "
+                                                  "str");
+}
+
 Status decode_json(MemberBytes member, std::span<const JsonKey> keys, std::span<JsonValue> out) {
   if (member.size() >= 3 && std::memcmp(member.data(), "\xef\xbb\xbf", 3) == 0) {
     member = member.subspan(3);  // a UTF-8 byte order mark, as Python's json.loads(bytes)
@@ -876,6 +889,37 @@ Status decode_json(MemberBytes member, std::span<const JsonKey> keys, std::span<
     }
   }
   return Status();
+}
+
+Result<MemberSummary> decode_member(MemberDecoder decoder, MemberBytes member,
+                                    std::span<const JsonKey> keys) {
+  switch (decoder) {
+    case MemberDecoder::kLabel:
+      STOKER_RETURN_IF_ERROR(decode_label(member).status());
+      return MemberSummary{};
+    case MemberDecoder::kText:
+      STOKER_RETURN_IF_ERROR(check_utf8(member));
+      return MemberSummary{};
+    case MemberDecoder::kTokens: {
+      STOKER_ASSIGN_OR_RETURN(TokenArray tokens, decode_tokens(member, 0));
+      const auto length = static_cast<int64_t>(tokens.values.size());
+      return MemberSummary{.dtype = std::move(tokens.dtype), .shape = {length}};
+    }
+    case MemberDecoder::kArray: {
+      STOKER_ASSIGN_OR_RETURN(NpyArray array, parse_npy(member));
+      DType type;
+      if (!dtype_from_name(array.dtype, &type)) {
+        return corrupt("an array of dtype " + array.dtype + ", which batches cannot hold");
+      }
+      return MemberSummary{.dtype = std::move(array.dtype), .shape = std::move(array.shape)};
+    }
+    case MemberDecoder::kJson: {
+      std::vector<JsonValue> values(keys.size());
+      STOKER_RETURN_IF_ERROR(decode_json(member, keys, values));
+      return MemberSummary{};
+    }
+  }
+  return Status(StatusCode::kInternal, "an unknown member decoder");
 }
 
 }  // namespace stoker

@@ -78,10 +78,34 @@ struct JsonValue {
   std::string string_value;  // UTF-8
 };
 
+/// The json key type named `name` as stoker.Json names them: "int64", "float64", "float32",
+/// "bool" or "str". Errors (kInvalidArgument): any other name.
+Result<JsonKind> json_kind_named(std::string_view name);
+
 /// The values of `keys` in a json object member (out[k] for keys[k]), as Python's json reads
 /// it: NaN and Infinity allowed, the last of duplicate keys wins. Errors (kCorruptData): not
 /// json, not an object, a key missing, a value of another type (a bool is no int64), an
 /// integer beyond int64 or beyond any float. REQUIRES: out.size() == keys.size().
 Status decode_json(MemberBytes member, std::span<const JsonKey> keys, std::span<JsonValue> out);
+
+/// The small members the loader decodes itself, by the decoder of their field (stoker.Label,
+/// stoker.Text, stoker.Tokens, stoker.Array, stoker.Json); images and clips are the image and
+/// video decoders' work.
+enum class MemberDecoder { kLabel, kText, kTokens, kArray, kJson };
+
+/// What a member decoded as its field holds, as far as a check needs: an array's or a token
+/// array's dtype and shape (empty for the other decoders).
+struct MemberSummary {
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+
+/// Decodes `member` as the loader decodes a member of a `decoder` field (json: reading `keys`):
+/// the calls above, the same refusals in the same words, without naming the member (the caller
+/// names the shard, sample and field). An array's dtype is also one a batch holds (parse_npy
+/// reads strings too, for its messages). What a check of shards calls, so that it passes
+/// exactly the members the loader reads.
+Result<MemberSummary> decode_member(MemberDecoder decoder, MemberBytes member,
+                                    std::span<const JsonKey> keys = {});
 
 }  // namespace stoker

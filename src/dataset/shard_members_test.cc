@@ -228,6 +228,45 @@ TEST(ShardMembers, JsonKeysAreTakenTypedAsPythonsJsonReadsThem) {
   EXPECT_NE(error("{\"w\": \"a\x01\"}", w).find("Invalid control character"), std::string::npos);
 }
 
+TEST(ShardMembers, AMemberIsDecodedAsItsFieldsDecoderDecodesIt) {
+  const std::string floats = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+                                 raw<float>({0, 1, 2, 3, 4, 5}));
+  auto array = decode_member(MemberDecoder::kArray, bytes_of(floats));
+  ASSERT_TRUE(array.ok()) << array.status().message();
+  EXPECT_EQ(array->dtype, "float32");
+  EXPECT_EQ(array->shape, (std::vector<int64_t>{2, 3}));
+  // As tokens the same array is refused: 2-D floats.
+  EXPECT_NE(message_of(decode_member(MemberDecoder::kTokens, bytes_of(floats)).status())
+                .find("token ids are an integer array"),
+            std::string::npos);
+  auto tokens =
+      decode_member(MemberDecoder::kTokens,
+                    bytes_of(npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }",
+                                 raw<int32_t>({5, 6, 7}))));
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(tokens->dtype, "int32");
+  EXPECT_EQ(tokens->shape, std::vector<int64_t>{3});
+  // A header numpy reads whose values are cut short; strings, which no batch holds.
+  const std::string cut =
+      npy("{'descr': '<f8', 'fortran_order': False, 'shape': (100,), }", raw<double>({1, 2}));
+  EXPECT_EQ(message_of(decode_member(MemberDecoder::kArray, bytes_of(cut)).status()),
+            "not a .npy array: its shape needs 800 bytes of values, the member holds 16");
+  const std::string strings =
+      npy("{'descr': '<U2', 'fortran_order': False, 'shape': (1,), }", std::string(8, 'a'));
+  EXPECT_EQ(message_of(decode_member(MemberDecoder::kArray, bytes_of(strings)).status()),
+            "an array of dtype U2, which batches cannot hold");
+  // Labels, texts and json by their own decoders.
+  EXPECT_TRUE(decode_member(MemberDecoder::kLabel, bytes_of("1_000\n")).ok());
+  EXPECT_FALSE(decode_member(MemberDecoder::kLabel, bytes_of("cat")).ok());
+  EXPECT_FALSE(decode_member(MemberDecoder::kText, bytes_of("\xff")).ok());
+  const std::vector<JsonKey> keys = {{"n", *json_kind_named("int64")}};
+  EXPECT_TRUE(decode_member(MemberDecoder::kJson, bytes_of("{\"n\": 3}"), keys).ok());
+  EXPECT_EQ(
+      message_of(decode_member(MemberDecoder::kJson, bytes_of("{\"n\": 1e3}"), keys).status()),
+      "the json's 'n' is 1e3, not a int64");
+  EXPECT_EQ(json_kind_named("float16").status().code(), StatusCode::kInvalidArgument);
+}
+
 // Seeds for shard_members_fuzz (make test-fuzz): a label, a text, npy arrays and a json object.
 TEST(FuzzSeeds, ShardMembers) {
   const char* corpus = std::getenv("STOKER_FUZZ_CORPUS");

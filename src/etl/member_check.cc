@@ -30,18 +30,15 @@ Status check_member(std::string_view field, std::span<const uint8_t> bytes) {
       Result<DecodedImage> image = decode_image(bytes);
       return image.ok() ? Status() : image.status();
     }
+    // The loader's own decoders of small members, by the field the extension names.
     case MemberKind::kJson:
-      return decode_json(bytes, {}, {});
+      return decode_member(MemberDecoder::kJson, bytes).status();
     case MemberKind::kText:
-      return check_utf8(bytes);
-    case MemberKind::kNpy: {
-      Result<NpyArray> array = parse_npy(bytes);
-      return array.ok() ? Status() : array.status();
-    }
-    case MemberKind::kLabel: {
-      Result<int64_t> label = decode_label(bytes);
-      return label.ok() ? Status() : label.status();
-    }
+      return decode_member(MemberDecoder::kText, bytes).status();
+    case MemberKind::kNpy:
+      return decode_member(MemberDecoder::kArray, bytes).status();
+    case MemberKind::kLabel:
+      return decode_member(MemberDecoder::kLabel, bytes).status();
     case MemberKind::kUnchecked:
       break;
   }

@@ -76,6 +76,13 @@ TEST(CheckMember, RefusesWhatTheLoaderWouldRefuseAndPassesTheRest) {
       << check_member("npy", bytes_of(npy)).message();
   expect_refused("npy", bytes_of(npy.substr(0, npy.size() - 3)), "npy");
   expect_refused("npy", {}, "npy");
+  // An array of strings is a .npy array, but no batch holds it: stoker.Array refuses it.
+  const std::string strings_header =
+      "\x93NUMPY\x01\x00\x76\x00{'descr': '<U1', 'fortran_order': False, 'shape': (2,), }"s;
+  std::string strings =
+      strings_header + std::string(128 - 10 - (strings_header.size() - 10) - 1, ' ') + "\n";
+  strings += std::string("a\0\0\0b\0\0\0", 8);  // U1 [a, b]: 4 bytes a character
+  expect_refused("npy", bytes_of(strings), "which batches cannot hold");
   EXPECT_TRUE(check_member("mp4", bytes_of("not checked")).ok());
 }
 

@@ -273,6 +273,56 @@ def test_drift_of_summed_offsets_is_a_warning_naming_camera_and_file(lerobot_v30
     assert not [f for f in check(root, tolerance_s=0.01).findings if f.check == "drift"]
 
 
+def test_a_packed_file_is_placed_as_the_index_build_places_it(lerobot_v30, lerobot_copy):
+    """Issue 34: the check placed episodes in packed files with its own Python copy of the
+    index build's rule. It now calls the engine's place_episodes: in a wrist file whose
+    episodes are stated in another order than the dataset's (1, 2, then 0) and whose last
+    frames are gone, the episode the index build records as broken is the one the check
+    names, at the frames the build placed the others on."""
+    from stoker.datasets.lerobot.index import load_index
+
+    root = lerobot_copy(lerobot_v30)
+    # The wrist camera's first file holds episodes 0, 1, 2 (5, 7 and 6 rows).
+    for e, start in ((0, 13 / 30), (1, 0.0), (2, 7 / 30)):
+        length = lerobot_v30.lengths[e]
+        edit_v30_episodes(root, f"videos/{WRIST}/from_timestamp", e, lambda _, t=start: t)
+        edit_v30_episodes(
+            root, f"videos/{WRIST}/to_timestamp", e, lambda _, t=start, n=length: t + n / 30
+        )
+    path = lerobot_format.file_path(root, lerobot_format.VIDEO_PATH, 0, 2, video_key=WRIST)
+    reencode(path, "trim=end_frame=15,setpts=N/30/TB", "-r", "30")  # 15 frames, 18 rows
+    index = load_index(root, on_error="skip", progress=False)
+    broken = {(b.episode, b.camera) for b in index.broken_episodes}
+    assert broken == {(0, WRIST)}
+    assert "needs 5 frames from frame 13" in index.broken_episodes[0].why
+    assert list(index.first_frames(index.cameras.index(WRIST))[1:3]) == [0, 7]
+    report = check(root)
+    assert {(e, c) for k, e, c in errors(report) if k == "missing_frames"} == broken
+    assert errors(report) == [("missing_frames", 0, WRIST)], report
+    found = only(report, "missing_frames")
+    assert (found.frame, found.found) == (2, pytest.approx(14 / 30))  # past frame 14, the last
+    assert "needs 5 frames from frame 13" in only(report, "index", "info").message
+
+
+def test_a_start_that_is_no_number_leaves_its_episode_out_as_the_index_build_does(
+    lerobot_v30, lerobot_copy
+):
+    """A NaN from_timestamp: the check read it as 0 and placed the episode first in its file;
+    the index build sorted it by a comparison NaN breaks and placed it wherever that left it.
+    The engine now records it as a problem and snaps the file's other episodes to their
+    stated starts (tiling needs every episode's place): the check and the index agree."""
+    from stoker.datasets.lerobot.index import load_index
+
+    root = lerobot_copy(lerobot_v30)
+    edit_v30_episodes(root, f"videos/{WRIST}/from_timestamp", 1, lambda _: float("nan"))
+    index = load_index(root, on_error="skip", progress=False)
+    assert [(b.episode, b.camera) for b in index.broken_episodes] == [(1, WRIST)]
+    assert "its stated start is not a number" in index.broken_episodes[0].why
+    assert list(index.first_frames(index.cameras.index(WRIST))[[0, 2]]) == [0, 12]
+    report = check(root)
+    assert errors(report) == [("files", 1, WRIST)], report
+
+
 # ---------------------------------------------------------------------------------------------
 # Decoding (--deep)
 

@@ -201,6 +201,68 @@ def test_deep_reads_json_arrays_and_texts_as_the_loader_does(tmp_path):
     assert "float32 (2, 3)" in next(f for f in report.findings if f.key == "k3").message
 
 
+def test_deep_refuses_the_members_the_loader_refuses_that_pythons_parsers_passed(tmp_path):
+    """Issue 34: the check parsed members in Python (numpy's .npy header, json.loads) beside the
+    loader's C++ decoders, and passed members the loader refuses: a .npy whose header numpy
+    reads but whose values are cut short, an array of strings, a token id beyond int64, a json
+    integer beyond int64. It now calls the loader's decoders, and says what the loader says."""
+
+    def npy(array):
+        out = io.BytesIO()
+        np.save(out, array)
+        return out.getvalue()
+
+    good = {
+        "npy": npy(np.zeros((2, 3), np.float32)),
+        "ids.npy": npy(np.arange(4, dtype=np.int32)),
+        "json": json.dumps({"n": 3}).encode(),
+    }
+    samples = [(f"k{i}", dict(good)) for i in range(5)]
+    samples[1][1]["npy"] = npy(np.zeros((2, 3), np.float32))[:-8]  # the header intact
+    samples[2][1]["npy"] = npy(np.array([["ab", "cd", "ef"]] * 2))  # <U2 (2, 3)
+    samples[3][1]["ids.npy"] = npy(np.array([1, 2**63], np.uint64))
+    samples[4][1]["json"] = b'{"n": 100000000000000000000000}'
+    url = write_tar(tmp_path / "a.tar", samples)
+    spec = {
+        "action": stoker.Array("npy"),
+        "ids": stoker.Tokens("ids.npy"),
+        "meta": stoker.Json(keys={"n": "int64"}),
+    }
+    ds = stoker.ShardDataset(url, spec)
+    report = check_shards(ds, deep=True, progress=False)
+    found = {(f.key, f.field): f for f in report.by_check("undecodable_member")}
+    assert set(found) == {("k1", "action"), ("k2", "action"), ("k3", "ids"), ("k4", "meta")}
+    assert "its shape needs 24 bytes of values, the member holds 16" in found["k1", "action"].found
+    assert found["k2", "action"].found == "an array of dtype U2, which batches cannot hold"
+    assert "the token id 9223372036854775808 lies outside int64" in found["k3", "ids"].found
+    assert "lies outside int64" in found["k4", "meta"].found
+    # The loader refuses each of them, in the same words, and reads the others.
+    for key, field in found:
+        one = stoker.ShardDataset(
+            write_tar(tmp_path / f"{key}.tar", [samples[int(key[1:])]]), {field: spec[field]}
+        )
+        with pytest.raises(stoker.Error) as refused:
+            list(stoker.Loader(one, batch_size=1, shuffle=False))
+        assert found[key, field].found in str(refused.value)
+    clean = stoker.ShardDataset(write_tar(tmp_path / "clean.tar", samples[:1]), spec)
+    assert check_shards(clean, deep=True, progress=False).ok
+
+
+def test_a_label_the_loader_reads_is_no_finding_though_the_index_holds_none(tmp_path, jpeg):
+    """The shard index holds a label for plain decimal cls members only; the check took every
+    other one for a bad label, where the loader reads "1_000" (as Python's int() does). The
+    loader's own decoder now judges them: only what it refuses is a finding."""
+    samples = image_samples(jpeg, ["k0", "k1", "k2"])
+    samples[1][1]["cls"] = b"1_000"
+    samples[2][1]["cls"] = b"1e3"
+    ds = stoker.ShardDataset(write_tar(tmp_path / "a.tar", samples), SPEC)
+    found = only(check_shards(ds, progress=False), "undecodable_member")
+    assert found.key == "k2" and found.found == "b'1e3'"
+    assert "a cls member holds an integer, not '1e3'" in found.message
+    batch = next(iter(stoker.Loader(ds, batch_size=2, shuffle=False)))
+    assert np.asarray(batch["label"]).tolist() == [0, 1000]
+
+
 def test_deep_decodes_every_clip_and_names_one_shorter_than_the_window(tmp_path, video):
     clip = open(video("h264"), "rb").read()  # 120 frames
     samples = [(f"c{i}", {"mp4": clip, "cls": b"0"}) for i in range(3)]

@@ -120,7 +120,8 @@ def test_no_private_name_is_imported_from_another_module():
 
 
 @pytest.mark.parametrize(
-    "package", ["datasets", "datasets.lerobot", "io", "writers", "integrations", "doctor"]
+    "package",
+    ["datasets", "datasets.lerobot", "io", "writers", "integrations", "doctor", "checks.lerobot"],
 )
 def test_each_concept_folder_says_what_it_holds(package):
     path = PACKAGE.joinpath(*package.split("."), "__init__.py")

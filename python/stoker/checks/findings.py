@@ -2,7 +2,7 @@
 :class:`CheckReport`.
 
 Each check is a plain function that takes a dataset (and options) and returns findings; the
-families live beside this file (``lerobot.py``: episodes, cameras and metadata; ``shards.py``:
+families live beside this file (``lerobot/``: episodes, cameras and metadata; ``shards.py``:
 shard members, sizes and the shuffled epoch's label spread; ``mix.py``: keys and dtypes across
 a mix). :func:`stoker.check` runs the families that apply to a dataset and returns one report.
 

@@ -18,14 +18,16 @@ The checks, by name (docs/check.md lists each with its severity and fix):
   loader raises on them, or skips them).
 * ``duplicate_key`` (error: a key twice in one shard, which splits its sample, or a sample with
   two members of one field; warning: a key in two shards, or a shard listed twice).
-* ``undecodable_member`` (error): an empty member, a ``cls`` that is not an integer; images
-  whose header does not probe (shallow: every image member's first KiB, locally; 32 per shard
-  and field remotely) or that do not decode (``deep``: every image member, with the native
-  decoder on the usable cores); ``deep`` also: clips that do not decode or are shorter than the
-  spec's window, json that does not parse or lacks a spec key, ``.npy`` arrays that do not
-  parse or disagree in dtype and shape, texts that are not UTF-8. Deep decodes each image to
-  32 x 32 (a JPEG at 1/8 DCT scale: every entropy-coded coefficient is read, which is where
-  corrupt or cut data shows; the inverse DCT is the reduced one) at the native decoder's rate.
+* ``undecodable_member`` (error): an empty member, a ``cls`` the loader does not read as an
+  integer; images whose header does not probe (shallow: every image member's first KiB,
+  locally; 32 per shard and field remotely) or that do not decode (``deep``: every image
+  member, with the native decoder on the usable cores); ``deep`` also: clips that do not decode
+  or are shorter than the spec's window, and json, texts, token and ``.npy`` arrays that the
+  loader's own decoders refuse (the check calls them: it refuses what the loader refuses, in
+  its words), or an Array field's arrays that disagree in dtype and shape. Deep decodes each
+  image to 32 x 32 (a JPEG at 1/8 DCT scale: every entropy-coded coefficient is read, which is
+  where corrupt or cut data shows; the inverse DCT is the reduced one) at the native decoder's
+  rate.
 * ``shard_sizes`` (warning): shards far from equal bytes: (largest - smallest) / mean above
   :data:`SIZE_SPREAD` (a last shard smaller than half the median, a writer's remainder, is left
   out).
@@ -49,8 +51,6 @@ key and the spec's field where they apply; a check that finds a problem in many 
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import time
 import warnings
@@ -129,14 +129,7 @@ READ_CHUNK = 64 << 20
 DECODE_SIZE = 32  # images are decoded (every coefficient) and resized to this square
 CLIP_SIZE = 16
 _TEXT_KINDS = (Text,)
-_PARSED = (Json, Text, Array, Tokens)  # decoders whose members deep parses in Python
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "int64": (int,),
-    "float64": (int, float),
-    "float32": (int, float),
-    "bool": (bool,),
-    "str": (str,),
-}
+_PARSED = (Json, Text, Array, Tokens)  # decoders whose members deep decodes with the loader's
 _SKIP_FIX = "A Loader raises on such a sample (on_error='raise') or leaves it out ('skip')."
 
 
@@ -611,13 +604,11 @@ def _member_finding(
 
 
 def _empty_and_labels(ds: ShardDataset, out: _Findings) -> None:
-    """Empty members (a text may be empty), and cls members that are not integers: from the
-    index alone."""
-    no_label = _core.ShardIndex.NO_LABEL
+    """Empty members (a text may be empty), from the index; and cls members the loader does
+    not read as integers (of those the index holds no label for, read and decoded)."""
     for s in range(len(ds.urls)):
         index = ds.indexes[s]
-        sizes, labels = index.sizes, index.labels
-        names = index.names
+        sizes, names = index.sizes, index.names
         for name, decoder, samples, members in _spec_members(ds, s):
             if not isinstance(decoder, _TEXT_KINDS):
                 for k in np.flatnonzero(sizes[members] == 0):
@@ -633,26 +624,39 @@ def _empty_and_labels(ds: ShardDataset, out: _Findings) -> None:
                         )
                     )
             if isinstance(decoder, Label):
-                bad = np.flatnonzero((labels[members] == no_label) & (sizes[members] > 0))
-                for k in bad:
-                    m = int(members[k])
-                    shown = _core.read_ranges(
-                        ds.urls[s],
-                        np.array([index.offsets[m]], np.int64),
-                        np.array([min(int(sizes[m]), 32)], np.int64),
-                    ).tobytes()
-                    text = repr(shown) + ("..." if sizes[m] > 32 else "")
-                    out.add(
-                        _member_finding(
-                            ds,
-                            int(samples[k]),
-                            name,
-                            f"the label {names[m]!r} is not an integer within int64: {text}",
-                            "an integer as text, e.g. b'3'",
-                            text,
-                            "Write the class number as text. " + _SKIP_FIX,
-                        )
-                    )
+                _unread_labels(ds, s, name, samples, members, out)
+
+
+def _unread_labels(ds: ShardDataset, s: int, name: str, samples, members, out: _Findings) -> None:
+    """cls members the index holds no label for (it reads only plain decimal ones), decoded
+    by the loader's own label decoder: those it refuses are findings, in its words."""
+    index = ds.indexes[s]
+    sizes, names = index.sizes, index.names
+    bad = np.flatnonzero(
+        (index.labels[members] == _core.ShardIndex.NO_LABEL) & (sizes[members] > 0)
+    )
+    if not bad.size:
+        return
+    chosen = members[bad]
+    data = _core.read_ranges(ds.urls[s], index.offsets[chosen], sizes[chosen])
+    starts = np.concatenate([[0], np.cumsum(sizes[chosen])])
+    blobs = [data[starts[k] : starts[k + 1]].tobytes() for k in range(len(chosen))]
+    for k, blob, (problem, _, _) in zip(bad, blobs, _core.decode_shard_members("label", blobs)):
+        if not problem:
+            continue  # the loader reads it ("1_000", " +7"): no finding
+        text = repr(blob[:32]) + ("..." if len(blob) > 32 else "")
+        out.add(
+            _member_finding(
+                ds,
+                int(samples[k]),
+                name,
+                f"the label {names[int(members[k])]!r} is not an integer the loader reads: "
+                f"{problem}",
+                "an integer as text, e.g. b'3'",
+                text,
+                "Write the class number as text. " + _SKIP_FIX,
+            )
+        )
 
 
 def _probe_images(ds: ShardDataset, out: _Findings) -> int:
@@ -858,61 +862,43 @@ def _decode_clips(ds, names, blobs, field_of, pool, out, counts) -> None:
             )
 
 
-def _npy_header(blob: bytes) -> tuple[str, tuple[int, ...]]:
-    stream = io.BytesIO(blob)
-    major, _ = np.lib.format.read_magic(stream)
-    if major == 1:
-        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
-    else:
-        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-    if dtype.hasobject:
-        raise ValueError("it holds Python objects (pickled)")
-    return str(dtype), tuple(int(d) for d in shape)
+def _decoder_name(decoder: Any) -> str:
+    """The name the engine's member decoders know ``decoder``'s kind by."""
+    kinds = ((Json, "json"), (Tokens, "tokens"), (Array, "array"), (Text, "text"), (Label, "label"))
+    return next(name for kind, name in kinds if isinstance(decoder, kind))
+
+
+def _expected(decoder: Any) -> str:
+    if isinstance(decoder, Json):
+        keys = ", ".join(f"{k!r} ({t})" for k, t in decoder.keys.items())
+        return "a json object with " + keys
+    if isinstance(decoder, Tokens):
+        return "a 1-D integer .npy array"
+    if isinstance(decoder, Array):
+        return "a .npy array of numbers"
+    return "UTF-8 text"
 
 
 def _parse_members(ds, names, blobs, field_of, arrays, out) -> None:
-    """Json, texts and .npy arrays parsed as the loader parses them."""
+    """Json, texts, token and .npy arrays decoded by the loader's own decoders (one call per
+    field), so that the check refuses exactly the members the loader refuses, in its words."""
+    by_field: dict[str, list[tuple[int, bytes]]] = {}
     for m, blob in blobs:
-        name, decoder, sample = field_of[m]
-        problem = ""
-        expected = ""
-        try:
-            if isinstance(decoder, Text):
-                expected = "UTF-8 text"
-                blob.decode("utf-8")
-            elif isinstance(decoder, Json):
-                expected = "a json object with " + ", ".join(
-                    f"{k!r} ({t})" for k, t in decoder.keys.items()
-                )
-                value = json.loads(blob)
-                if not isinstance(value, dict):
-                    problem = f"it holds a json {type(value).__name__}, not an object"
-                else:
-                    for key, kind in decoder.keys.items():
-                        if key not in value:
-                            problem = f"it lacks key {key!r}"
-                            break
-                        got = value[key]
-                        wrong = not isinstance(got, _JSON_TYPES[kind]) or (
-                            kind != "bool" and isinstance(got, bool)
-                        )
-                        if wrong:
-                            problem = f"key {key!r} holds {got!r}, not {kind}"
-                            break
-            else:
-                expected = "a .npy array"
-                dtype, shape = _npy_header(blob)
-                if isinstance(decoder, Tokens):
-                    expected = "a 1-D integer .npy array"
-                    if len(shape) != 1 or np.dtype(dtype).kind not in "iu":
-                        problem = f"it holds {dtype} {shape}"
-                else:
-                    arrays.setdefault(name, {}).setdefault((dtype, shape), []).append(
+        by_field.setdefault(field_of[m][0], []).append((m, blob))
+    for name, members in by_field.items():
+        decoder = field_of[members[0][0]][1]
+        keys = list(decoder.keys.items()) if isinstance(decoder, Json) else []
+        decoded = _core.decode_shard_members(
+            _decoder_name(decoder), [blob for _, blob in members], keys
+        )
+        for (m, _), (problem, dtype, shape) in zip(members, decoded):
+            sample = field_of[m][2]
+            if not problem:
+                if isinstance(decoder, Array):
+                    arrays.setdefault(name, {}).setdefault((dtype, tuple(shape)), []).append(
                         (sample, names[m])
                     )
-        except (ValueError, UnicodeDecodeError, EOFError, OSError) as error:
-            problem = str(error) or type(error).__name__
-        if problem:
+                continue
             out.add(
                 _member_finding(
                     ds,
@@ -920,7 +906,7 @@ def _parse_members(ds, names, blobs, field_of, arrays, out) -> None:
                     name,
                     f"the member {names[m]!r} cannot be read as the spec's "
                     f"{type(decoder).__name__}: {problem}",
-                    expected,
+                    _expected(decoder),
                     problem,
                     "Rewrite the member, or leave the sample out. " + _SKIP_FIX,
                 )

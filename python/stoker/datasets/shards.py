@@ -493,10 +493,10 @@ class ShardDataset:
         read = [name for decoder in self.spec.values() for name in decoder.fields]
         return dict(self.samples.bad_samples(read))
 
-    @property
-    def indexes(self) -> list[Any]:
-        """Every shard's index (``stoker._core.ShardIndex``), opened now where not yet."""
-        return [self.samples.index(s) for s in range(len(self.urls))]
+    @functools.cached_property
+    def indexes(self) -> Sequence[Any]:
+        """Per shard, its index (``stoker._core.ShardIndex``), opened on first use."""
+        return _Indexes(self.samples)
 
     @functools.cached_property
     def member_sizes(self) -> list[np.ndarray]:
@@ -665,6 +665,24 @@ class ShardDataset:
             f"ShardDataset({len(self.urls)} shards, {len(self)} samples, "
             f"fields {self.fields}, {self.urls[0]!r}...)"
         )
+
+
+class _Indexes(Sequence):
+    """The shards' indexes as a sequence, each opened when first asked for."""
+
+    def __init__(self, samples: Any):
+        self._samples = samples
+
+    def __len__(self) -> int:
+        return len(self._samples.urls)
+
+    def __getitem__(self, shard):  # type: ignore[override]
+        if isinstance(shard, slice):
+            return [self[s] for s in range(len(self))[shard]]
+        shard = int(shard) + (len(self) if shard < 0 else 0)
+        if not 0 <= shard < len(self):
+            raise IndexError(f"shard {shard} is out of range: the dataset has {len(self)}")
+        return self._samples.index(shard)
 
 
 def _reopen(
