@@ -676,7 +676,7 @@ class _Indexes(Sequence):
     def __len__(self) -> int:
         return len(self._samples.urls)
 
-    def __getitem__(self, shard):  # type: ignore[override]
+    def __getitem__(self, shard):
         if isinstance(shard, slice):
             return [self[s] for s in range(len(self))[shard]]
         shard = int(shard) + (len(self) if shard < 0 else 0)
