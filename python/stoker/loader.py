@@ -35,6 +35,7 @@ equal batches need; the next epochs are those of a W'-rank run. See docs/scale-o
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import sys
@@ -576,14 +577,10 @@ class Loader:
         options.on_error = _ERROR_POLICIES[on_error]
         options.max_replacements = int(max_replacements)
         options.pinned_memory = self.device is not None
-        # What builds the native loader (_core.Loader, or _core.Loader.for_shards) and its
-        # arguments: again in a forked child, where the parent's cannot run.
-        self._native_factory = cast(Callable[..., Any], _core.Loader)
-        self._native_arguments: tuple[Any, ...] = ()
-        # Where the order's C++ sampler is among the native arguments, and what the order gives
-        # there (a dataset of some episodes maps the sampler's ids to its rows).
-        self._order_slot = 0
-        self._native_order: Callable[[Any], Any] = lambda order: order.native
+        # What builds the native loader from the order's native sampler: the dataset's own
+        # call (its native_loader), again in a forked child, where the parent's cannot run,
+        # and when the order changes.
+        self._native_loader: Callable[[Any], Any]
         self.sampler: Sampler | _ShardStream
         self._squeezed: set[str] = set()
         self._one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
@@ -595,8 +592,8 @@ class Loader:
         elif isinstance(dataset, MultiDataset):
             self._init_mix(dataset, transforms_given, rank, world_size, options)
         else:
-            self._init_episodes(dataset, sampler, shuffle, rank, world_size, image_dtype, options)
-        self._core: Any = self._native_factory(*self._native_arguments)  # None: to build again
+            self._init_episodes(dataset, sampler, shuffle, rank, world_size, options)
+        self._core: Any = self._native_loader(self.sampler.native)  # None: to build again
         self._remote_base = _core.remote_stats()
         self._pid = os.getpid()
         self._threads = int(self._core.stats()["threads"])
@@ -622,41 +619,17 @@ class Loader:
 
     # ---- Iteration --------------------------------------------------------------------------
 
-    def _init_episodes(self, dataset, sampler, shuffle, rank, world_size, image_dtype, options):
+    def _init_episodes(self, dataset, sampler, shuffle, rank, world_size, options):
         """The order and native arguments of a dataset of episodes (a LeRobotDataset)."""
         self.sampler = self._sampler(sampler, shuffle, rank, world_size)
         self.rank, self.world_size = self.sampler.rank, self.sampler.world_size
         self.shuffle = bool(self.sampler.config.get("shuffle", False))
-        spec = dataset.spec
-        keys = dataset.item_keys
-        native_depth = getattr(dataset, "native_depth_cameras", None)
-        if native_depth is not None:
-            options.depth_cameras = native_depth()
         self._check_epoch_has_a_batch()
-        # A dataset of some episodes: the sampler draws its samples, the native loader reads
-        # their rows (and replaces a skipped sample by one of them).
-        rows = getattr(dataset, "rows", None)
-        if rows is not None:
-            self._native_order = lambda order: _core.MappedSampler(order.native, rows)
-            options.replacement_rows = rows.tolist()
-        self._order_slot = 2
-        self._native_arguments = (
-            dataset.index.native,
-            [key.native for key in keys],
-            self._native_order(self.sampler),
-            self.transforms.core_options(spec.size, spec.layout, image_dtype),
-            options,
+        self._native_loader = functools.partial(
+            dataset.native_loader, options=options, transforms=self.transforms
         )
-        # Scalar columns come out of the native loader with a trailing axis of 1.
-        index = dataset.index
-        self._squeezed = {
-            key.name
-            for key in keys
-            if key.source in index.column_names and index.column_shape(key.source) == ()
-        }
-        self._one_frame = getattr(dataset, "one_frame_cameras", frozenset())
-        self._keys = keys
-        self._cameras = [key.name for key in keys if key.source in set(dataset.cameras)]
+        self._squeezed = set(dataset.squeezed_keys)
+        self._one_frame = dataset.one_frame_cameras
 
     def _init_shards(
         self, dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
@@ -684,13 +657,8 @@ class Loader:
         self.balance = False
         self.sampler = _ShardStream(self, dataset)
         self._check_shards_make_a_batch()
-        self._native_factory = _core.Loader.for_shards
-        self._order_slot = 2
-        self._native_arguments = (
-            dataset.samples,
-            dataset.native_fields(self.transforms),
-            self.sampler.native,
-            options,
+        self._native_loader = functools.partial(
+            dataset.native_loader, options=options, transforms=self.transforms
         )
 
     def _init_mix(self, dataset, transforms, rank, world_size, options):
@@ -713,8 +681,7 @@ class Loader:
         self._squeezed = self._mix.squeezed
         self._one_frame = self._mix.one_frame
         self._arguments["transforms"] = transforms  # None: each dataset's own
-        self._native_factory = self._mix.native
-        self._native_arguments = (self.sampler.native, options)
+        self._native_loader = functools.partial(self._mix.native, options=options)
 
     def __reduce__(self):
         raise TypeError(_NOT_A_DATASET + " (a Loader does not pickle)")
@@ -1019,9 +986,6 @@ class Loader:
             self._position_generation += 1
             old, self._core = self._core, None
             self.sampler = order
-            arguments = list(self._native_arguments)
-            arguments[self._order_slot] = self._native_order(order)
-            self._native_arguments = tuple(arguments)
         if old is not None:
             _stop_native(old)
 
@@ -1181,7 +1145,7 @@ class Loader:
         """The native loader of this process."""
         self._adopt_process()
         if self._core is None:
-            self._core = self._native_factory(*self._native_arguments)
+            self._core = self._native_loader(self.sampler.native)
         return self._core
 
     def _begin(self) -> tuple[int, int, Any]:
@@ -1308,21 +1272,14 @@ class Loader:
             return self._shard_item(arrays, samples)
         if self._mix is not None:
             return self._mix.item(arrays, samples, episodes, torch if self._torch else None)
-        item: dict[str, Any] = {}
-        for key in self._keys:
-            value = arrays[key.name]
-            if key.name in self._squeezed:
-                value = value[..., 0]
-            item[key.name] = value[:, 0] if key.name in self._one_frame else value
-            if key.timed:
-                item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
-        row_keys = self.dataset.row_keys(samples, episodes, skip=item.keys() | self._dropped)
-        for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
-            is_array = isinstance(value, np.ndarray)
-            item[name] = torch.from_numpy(value) if self._torch and is_array else value
-        if self._cameras and getattr(self.dataset, "image_transforms", None) is not None:
-            self.dataset.apply_image_transforms(item, self._cameras, self._stack)
-        return item
+        return self.dataset.batch_items(
+            arrays,
+            samples,
+            episodes,
+            torch_module=torch if self._torch else None,
+            stack=self._stack,
+            dropped=self._dropped,
+        )
 
     def _shard_item(self, arrays: dict[str, Any], samples: np.ndarray) -> dict[str, Any]:
         """A shard batch in the spec's order: each field (a json field as its keys, tokens

@@ -231,7 +231,7 @@ class _Member:
                 f"dataset {k} ({self.name}) has Python image_transforms: a mix applies "
                 "stoker.Transforms only (give the dataset transforms=stoker.Transforms(...))"
             )
-        spec, keys, index = dataset.spec, dataset.item_keys, dataset.index
+        spec, keys = dataset.spec, dataset.item_keys
         colour = [
             key.name
             for key in keys
@@ -244,11 +244,7 @@ class _Member:
         self.transform = transforms.core_options(spec.size, spec.layout, dataset.image_dtype)
         self.depth = dataset.native_depth_cameras()
         self.rows = [] if dataset.rows is None else dataset.rows.tolist()
-        self.squeezed = {
-            key.name
-            for key in keys
-            if key.source in index.column_names and index.column_shape(key.source) == ()
-        }
+        self.squeezed = set(dataset.squeezed_keys)
         self.one_frame = dataset.one_frame_cameras
         # What the native fields hold already, and the language columns batches leave out.
         self.skip = {key.name for key in keys}

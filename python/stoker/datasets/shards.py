@@ -35,6 +35,7 @@ it in ``stats()``.
 
 from __future__ import annotations
 
+import collections
 import functools
 import glob as _glob
 import os
@@ -419,28 +420,27 @@ class ShardDataset:
             )
         self._opened(notes)
 
-    def _register_storage(self) -> None:
+    def _register_storage(self, check_paths: bool = True) -> None:
         """The storage options registered once per folder of remote shards; local shards
-        checked to be paths."""
+        checked to be paths (not when unpickled: the table names them, and each is checked
+        when read)."""
         folders = set()
         for url in self.urls:
             if is_url(url) and self.storage_options != S3Options():
                 folders.add(url.rsplit("/", 1)[0])
-            elif not is_url(url):
+            elif check_paths and not is_url(url):
                 checked_path(url, "shard")
         for folder in sorted(folders):
             open_dataset_root(folder, self.storage_options)
 
-    def _opened(self, notes: Sequence[str]) -> None:
+    def _opened(self, notes: Mapping[int, str] | Sequence[str]) -> None:
         """What every open, and every unpickling, sets: the damaged shards and the emptiness
         check. Nothing here is per sample or per member."""
-        members = self.samples.shard_members
         # Shards damaged (truncated, corrupt header): (url, what and where); their samples
         # before the damage are kept. The Loader refuses them under on_error="raise".
         self.damaged = [
-            (url, f"{why} ({int(members[s])} members read; {note})" if note else why)
-            for s, (url, why, note) in enumerate(zip(self.urls, self.samples.damage, notes))
-            if why
+            (self.urls[s], f"{why} ({members} members read; {notes[s]})" if notes[s] else why)
+            for s, why, members in self.samples.damaged
         ]
         if len(self.samples) == 0:
             why = f" ({self.damaged[0][0]}: {self.damaged[0][1]})" if self.damaged else ""
@@ -635,17 +635,22 @@ class ShardDataset:
         return item
 
     def _items(self) -> Any:
-        """The native loader ``__getitem__`` reads through: made on first use, one per
-        dataset (its buffers and the shards' indexes it opened are kept)."""
+        """The engine's loader ``__getitem__`` reads through (Loader.read, a batch of one on
+        the calling thread): one per dataset and process, made on first use."""
         with self._item_lock:
-            if self._item_loader is None:
+            if self._item_loader is None or self._item_loader[0] != os.getpid():
                 options = _core.LoaderOptions()
                 options.batch_size = options.threads = options.prefetch = 1
-                everything = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
-                self._item_loader = _core.Loader.for_shards(
-                    self.samples, self.native_fields(), everything, options
-                )
-            return self._item_loader
+                every = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
+                self._item_loader = (os.getpid(), self.native_loader(every, options))
+            return self._item_loader[1]
+
+    def native_loader(self, order: Any, options: Any, transforms: Transforms | None = None) -> Any:
+        """The engine's loader of this dataset (stoker.Loader's batches and ``ds[i]``'s items
+        are built by it): ``order`` a native sampler over its samples, ``options`` a
+        ``_core.LoaderOptions``, ``transforms`` what image fields are decoded with (default:
+        the spec's sizes)."""
+        return _core.Loader.for_shards(self.samples, self.native_fields(transforms), order, options)
 
     def __reduce__(self):
         """Pickled as what opens it again: the URLs, spec, storage options and cache folder,
@@ -701,12 +706,12 @@ def _reopen(
             samples = _core.ShardSamples.reopen(table, version, cache_dir)
         except (DatasetError, OSError):
             samples = None
-        if samples is not None and samples.urls == urls:
+        if samples is not None:  # the file it was: the table of these URLs at their versions
             ds = ShardDataset.__new__(ShardDataset)
             ds.spec, ds.storage_options, ds.urls = spec, storage_options, urls
-            ds._register_storage()
+            ds._register_storage(check_paths=False)
             ds._cache_dir, ds.samples = cache_dir, samples
-            ds._opened([""] * len(urls))
+            ds._opened(collections.defaultdict(str))
             return ds
     return ShardDataset(urls, spec, storage_options, cache_dir=cache_dir)
 

@@ -53,7 +53,6 @@ from stoker.datasets.lerobot.metadata import (
 )
 from stoker.io.files import checked_path
 from stoker.io.storage import S3Options, is_url, open_dataset_root
-from stoker.io.video import VideoReader
 from stoker.transforms import Transforms, dtype_name
 
 # LeRobot's arguments about downloading and its own decoders: accepted so that LeRobot's calls
@@ -563,8 +562,14 @@ class LeRobotDataset:
         # The index's first rows (it was built from these), without copying them.
         self._episode_from_row = self.metadata.dataset_from_index
         self._task_texts = [str(text) for text in self.metadata.tasks]
-        self._readers: dict[int, VideoReader] = {}
-        self._depth_tables: dict[str, np.ndarray] = {}
+        # Scalar columns come out of the engine with a trailing axis of 1, which items drop.
+        self._squeezed = frozenset(
+            key.name
+            for key in self._item_keys
+            if key.source in self.index.column_names and self.index.column_shape(key.source) == ()
+        )
+        self._item_reader: tuple[int, Any] | None = None  # (pid, the engine's loader) of ds[i]
+        self._item_reader_lock = threading.Lock()
         self._positions, self._left_out = self._choose_episodes(warn)
         self._rows = self._select_rows()
         self._records = _record_columns(metadata)
@@ -889,28 +894,95 @@ class LeRobotDataset:
                 "(drawn per sample and epoch, fused into decoding); ds[i] does not. Read "
                 "batches with stoker.Loader, or give a Python callable as image_transforms"
             )
-        plan = self._planner.plan(row)
-        item: dict[str, Any] = {}
-        frames = [self._frames(read) for read in plan["reads"]]
-        rows, pad, begin = plan["rows"], plan["pad"], plan["key_begin"]
-        for k, key in enumerate(self._item_keys):
-            key_rows = rows[begin[k] : begin[k + 1]]
-            read = plan["key_read"][k]
-            if read >= 0:  # a camera key: its frames are a slice of its camera's one read
-                first = plan["key_read_begin"][k]
-                value = frames[read][first : first + len(key_rows)]
-            else:
-                value = self.index.column(key.source)[key_rows]
-            if key.timed:
-                item[key.name] = value[0] if key.name in self._one_frame else value
-                item[f"{key.name}_is_pad"] = pad[begin[k] : begin[k + 1]].astype(bool)
-            else:
-                item[key.name] = value[0]
-        row_keys = self.row_keys([row], [int(plan["episode"])], skip=item)
-        item.update((name, value[0]) for name, value in row_keys.items())
+        dtype = self._image_dtype
+        if self.transforms is not None and self.transforms.resolved_dtype(dtype) == "bfloat16":
+            raise InvalidArgumentError(
+                "ds[i] returns numpy arrays, which have no bfloat16: read bfloat16 batches "
+                "with stoker.Loader"
+            )
+        arrays, rows, episodes, _, _ = self._items().read(np.array([row], np.int64), 0, False)
+        batch = self.batch_items(arrays, rows, episodes)
+        item = {
+            name: np.array(value[0])
+            if isinstance(value, np.ndarray) and value.ndim > 1
+            else value[0]
+            for name, value in batch.items()
+        }
         if self.image_transforms is not None:
-            self.apply_image_transforms(item, [key.name for key in self._camera_keys()], None)
+            self.apply_image_transforms(item, self._camera_names(), None)
         return item
+
+    def _items(self) -> Any:
+        """The engine's loader ds[i] reads through (Loader.read, a batch of one on the calling
+        thread): one per dataset and process, made on first use."""
+        with self._item_reader_lock:
+            if self._item_reader is None or self._item_reader[0] != os.getpid():
+                options = _core.LoaderOptions()
+                options.batch_size = options.threads = options.prefetch = 1
+                every = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
+                transforms = self.transforms if self.transforms is not None else Transforms()
+                self._item_reader = (os.getpid(), self.native_loader(every, options, transforms))
+            return self._item_reader[1]
+
+    def native_loader(self, order: Any, options: Any, transforms: Transforms) -> Any:
+        """The engine's loader of this dataset (stoker.Loader's batches and ds[i]'s items are
+        built by it): ``order`` a native sampler over the dataset's samples (0 .. len - 1),
+        mapped here to the index's rows; ``options`` a ``_core.LoaderOptions``, on which this
+        dataset's depth cameras and replacement rows are set; ``transforms`` the
+        :class:`stoker.Transforms` decoding applies."""
+        options.depth_cameras = self.native_depth_cameras()
+        if self._rows is not None:
+            order = _core.MappedSampler(order, self._rows)
+            options.replacement_rows = self._rows.tolist()
+        return _core.Loader(
+            self.index.native,
+            [key.native for key in self._item_keys],
+            order,
+            transforms.core_options(self.spec.size, self.spec.layout, self._image_dtype),
+            options,
+        )
+
+    @property
+    def squeezed_keys(self) -> frozenset[str]:
+        """The item keys of scalar columns, whose trailing axis of 1 the engine's arrays carry
+        and items drop."""
+        return self._squeezed
+
+    def batch_items(
+        self,
+        arrays: dict[str, Any],
+        rows: np.ndarray,
+        episodes: np.ndarray,
+        *,
+        torch_module: Any = None,
+        stack: Any = None,
+        dropped: Collection[str] = frozenset(),
+    ) -> dict[str, Any]:
+        """A batch of the engine's loader (:meth:`native_loader`: arrays by key, the samples'
+        rows and episodes) as a batch of this dataset's items: each item key (scalars ``[B]``,
+        a one-frame camera without its window axis), its ``_is_pad``, then :meth:`row_keys`
+        but ``dropped``, arrays as tensors of ``torch_module`` when given. With ``stack``, the
+        callable ``image_transforms`` is applied to each sample (``stack`` stacks them)."""
+        item: dict[str, Any] = {}
+        for key in self._item_keys:
+            value = arrays[key.name]
+            if key.name in self._squeezed:
+                value = value[..., 0]
+            item[key.name] = value[:, 0] if key.name in self._one_frame else value
+            if key.timed:
+                item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
+        row_keys = self.row_keys(rows, episodes, skip=item.keys() | set(dropped))
+        for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
+            is_array = isinstance(value, np.ndarray)
+            item[name] = torch_module.from_numpy(value) if torch_module and is_array else value
+        if stack is not None and self.image_transforms is not None:
+            self.apply_image_transforms(item, self._camera_names(), stack)
+        return item
+
+    def _camera_names(self) -> list[str]:
+        """The item keys of cameras."""
+        cameras = set(self.cameras)
+        return [key.name for key in self._item_keys if key.source in cameras]
 
     def row_keys(self, rows, episodes, skip: Collection[str] = ()) -> dict[str, Any]:
         """What items say about their sample's row besides the files' indexed columns:
@@ -993,59 +1065,6 @@ class LeRobotDataset:
             f"cameras {list(self.cameras)})"
         )
 
-    def _camera_keys(self) -> list[ItemKey]:
-        cameras = set(self.cameras)
-        return [key for key in self._item_keys if key.source in cameras]
-
-    def _frames(self, read) -> np.ndarray:
-        """One read's frames as items hold them: images in the items' dtype, depth maps as
-        their samples or metres."""
-        camera = self.cameras[int(read["camera"])]
-        depth = self._depth.get(camera)
-        if depth is None:
-            return self._images(self._decode(read))
-        samples = self._decode(read, "gray16")
-        if not depth.metric:
-            return samples
-        # The Loader's table of every sample's distance, looked up the same way.
-        table = self._depth_tables.get(camera)
-        if table is None:
-            table = self._depth_tables[camera] = _core.depth_value_table(depth)
-        return table[samples]
-
-    def _images(self, frames: np.ndarray) -> np.ndarray:
-        """Decoded uint8 frames as items hold them: the dtype, and the dataset Transforms'
-        normalization (its resize and layout were applied while decoding)."""
-        dtype = self._image_dtype
-        transforms = self.transforms
-        if transforms is not None:
-            dtype = transforms.resolved_dtype(dtype)
-            if dtype == "bfloat16":
-                raise InvalidArgumentError(
-                    "ds[i] returns numpy arrays, which have no bfloat16: read bfloat16 batches "
-                    "with stoker.Loader"
-                )
-        if dtype == "uint8":
-            return frames
-        values = frames.astype(np.float32) / np.float32(255)
-        if transforms is not None and transforms.mean is not None and transforms.std is not None:
-            channels_last = self._layout() == "THWC"
-            shape = (3,) if channels_last else (3, 1, 1)
-            mean = np.asarray(transforms.mean, np.float32).reshape(shape)
-            std = np.asarray(transforms.std, np.float32).reshape(shape)
-            values = (values - mean) / std
-        return values.astype(dtype, copy=False)
-
-    def _layout(self) -> str:
-        if self.transforms is not None and self.transforms.layout is not None:
-            return self.transforms.layout
-        return self.spec.layout
-
-    def _size(self):
-        if self.transforms is not None and self.transforms.resize is not None:
-            return self.transforms.resize
-        return self.spec.size
-
     def _resolve_keys(self) -> tuple[ItemKey, ...]:
         resolved = self.spec.resolve(self.fps)
         sources = set(self.cameras) | set(self.index.column_names)
@@ -1074,54 +1093,6 @@ class LeRobotDataset:
             if source not in windowed:
                 keys.append(ItemKey(source, source, False, no_offsets))
         return tuple(keys)
-
-    def _decode(self, read, pixel_format: str = "rgb24") -> np.ndarray:
-        video = int(read["video_file"])
-        if video < 0:
-            return self._decode_images(int(read["camera"]), read["frames"])
-        try:
-            reader = self._readers.get(video)
-            if reader is None:
-                reader = VideoReader(
-                    self.index.video_files[video], frame_table=self.index.frame_table(video)
-                )
-                self._readers[video] = reader
-            return reader.get_frames(
-                read["frames"],
-                size=self._size(),
-                layout=_LAYOUTS[self._layout()],
-                pixel_format=pixel_format,
-            )
-        except (_core.DecodeError, _core.InvalidArgumentError) as error:
-            # The frames and the frame table come from the index: a video that cannot give them
-            # (damaged, changed since the index was built) is the dataset's problem.
-            raise DatasetError(f"camera {self.cameras[int(read['camera'])]!r}: {error}") from error
-
-    def _decode_images(self, camera: int, rows: np.ndarray) -> np.ndarray:
-        """An image camera's images at ``rows``, uint8 in the items' size and layout (as video
-        frames before :meth:`_images`): decoded in C++ from the index's mapped side file through
-        the Loader's own path."""
-        height, width = self._image_size(camera)
-        options = _core.TransformOptions()
-        size = self._size()
-        if size is not None:
-            options.resize_height, options.resize_width = size
-        chw = self._layout() == "TCHW"
-        options.layout = _core.Layout.NCHW if chw else _core.Layout.NHWC
-        shape = (len(rows), 3, height, width) if chw else (len(rows), height, width, 3)
-        out = np.empty(shape, np.uint8)
-        rows = np.ascontiguousarray(rows, np.int64)
-        _core.decode_index_images(self.index.native, camera, rows, options, out, height, width)
-        return out
-
-    def _image_size(self, camera: int) -> tuple[int, int]:
-        """(height, width) every image of ``camera`` comes out at: the items' size, or the
-        first image's (as the Loader's batches hold it)."""
-        size = self._size()
-        if size is not None:
-            return tuple(size)
-        _, width, height, _, _ = _core.probe_image(self.index.image_bytes(camera, 0))
-        return height, width
 
 
 # Episodes left out that a message spells as a set literal; beyond, it counts them.
