@@ -28,6 +28,9 @@ struct WindowKey {
   /// Rows relative to the sample's row, e.g. {-2, -1, 0}. Empty: the sample's own row, with no
   /// time axis in the output (as LeRobot returns keys without delta_timestamps).
   std::vector<int64_t> offsets;
+  /// With one offset: no time axis in the output, as LeRobot's own call squeezes a window of
+  /// one frame (its `<name>_is_pad` keeps its axis of 1). REQUIRES: offsets.size() == 1.
+  bool drop_time_axis = false;
 };
 
 /// What one sample needs. Per key k, entries [key_begin[k], key_begin[k + 1]) of `rows` and

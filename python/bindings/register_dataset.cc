@@ -551,18 +551,23 @@ void register_dataset(nb::module_& m) {
   nb::class_<WindowKey>(m, "WindowKey")
       .def(
           "__init__",
-          [](WindowKey* key, std::string name, std::string source, Int64s offsets) {
+          [](WindowKey* key, std::string name, std::string source, Int64s offsets,
+             bool drop_time_axis) {
             new (key) WindowKey{.name = std::move(name),
                                 .source = std::move(source),
-                                .offsets = to_vector<int64_t>(offsets)};
+                                .offsets = to_vector<int64_t>(offsets),
+                                .drop_time_axis = drop_time_axis};
           },
-          nb::arg("name"), nb::arg("source"), nb::arg("offsets"))
+          nb::arg("name"), nb::arg("source"), nb::arg("offsets"), nb::kw_only(),
+          nb::arg("drop_time_axis") = false)
       .def_ro("name", &WindowKey::name)
       .def_ro("source", &WindowKey::source)
       .def_ro("offsets", &WindowKey::offsets)
+      .def_ro("drop_time_axis", &WindowKey::drop_time_axis)
       .doc() =
       "One output key of a window: its name, the camera or column it reads, and its offsets in "
-      "rows (empty: the sample's own row, without a time axis).";
+      "rows (empty: the sample's own row, without a time axis); drop_time_axis: one offset, "
+      "output without its time axis (LeRobot's squeeze of a one-frame window).";
 
   nb::class_<WindowPlanner>(m, "WindowPlanner")
       .def(nb::new_([](const IndexHandle& index, std::vector<WindowKey> keys) {

@@ -498,10 +498,10 @@ class EpisodeIndex:
 
 class WindowKey:
     """
-    One output key of a window: its name, the camera or column it reads, and its offsets in rows (empty: the sample's own row, without a time axis).
+    One output key of a window: its name, the camera or column it reads, and its offsets in rows (empty: the sample's own row, without a time axis); drop_time_axis: one offset, output without its time axis (LeRobot's squeeze of a one-frame window).
     """
 
-    def __init__(self, name: str, source: str, offsets: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
+    def __init__(self, name: str, source: str, offsets: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], *, drop_time_axis: bool = False) -> None: ...
 
     @property
     def name(self) -> str: ...
@@ -511,6 +511,9 @@ class WindowKey:
 
     @property
     def offsets(self) -> list[int]: ...
+
+    @property
+    def drop_time_axis(self) -> bool: ...
 
 class WindowPlanner:
     def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey]) -> None: ...

@@ -582,8 +582,6 @@ class Loader:
         # and when the order changes.
         self._native_loader: Callable[[Any], Any]
         self.sampler: Sampler | _ShardStream
-        self._squeezed: set[str] = set()
-        self._one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
         self._partition_notice: str | None = None  # logged with the first batch
         if self._shards:
             self._init_shards(
@@ -628,8 +626,6 @@ class Loader:
         self._native_loader = functools.partial(
             dataset.native_loader, options=options, transforms=self.transforms
         )
-        self._squeezed = set(dataset.squeezed_keys)
-        self._one_frame = dataset.one_frame_cameras
 
     def _init_shards(
         self, dataset, shuffle, rank, world_size, shuffle_buffer, equal_batches, options
@@ -678,8 +674,6 @@ class Loader:
         self.shuffle = True
         self._check_epoch_has_a_batch()
         self._mix = MixFront(dataset, transforms, keep_language=self._keep_language)
-        self._squeezed = self._mix.squeezed
-        self._one_frame = self._mix.one_frame
         self._arguments["transforms"] = transforms  # None: each dataset's own
         self._native_loader = functools.partial(self._mix.native, options=options)
 
@@ -749,12 +743,7 @@ class Loader:
         batch size (the last batch of an epoch may be shorter). Batches also hold ``task``."""
         fields = {}
         for name, dtype, shape in self._native().fields:
-            shape = tuple(shape)
-            if name in self._squeezed:
-                shape = shape[:-1]
-            if name in self._one_frame:
-                shape = shape[:1] + shape[2:]
-            fields[name] = (dtype, shape)
+            fields[name] = (dtype, tuple(shape))
         return fields
 
     def set_epoch(self, epoch: int) -> None:

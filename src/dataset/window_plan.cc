@@ -31,6 +31,11 @@ Result<std::unique_ptr<WindowPlanner>> WindowPlanner::create(
     if (!names.insert(key.name).second) {
       return Status(StatusCode::kInvalidArgument, "output key '" + key.name + "' appears twice");
     }
+    if (key.drop_time_axis && key.offsets.size() != 1) {
+      return Status(StatusCode::kInvalidArgument,
+                    "key '" + key.name + "' drops its time axis, which needs one offset, not " +
+                        std::to_string(key.offsets.size()));
+    }
     const auto& cameras = index->cameras();
     const auto camera = std::find(cameras.begin(), cameras.end(), key.source);
     int64_t column = -1;

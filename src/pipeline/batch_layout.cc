@@ -46,7 +46,7 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     const bool windowed = !window_key.offsets.empty();
     key.steps = windowed ? static_cast<int64_t>(window_key.offsets.size()) : 1;
     std::vector<int64_t> shape = {batch_size};
-    if (windowed) shape.push_back(key.steps);
+    if (windowed && !window_key.drop_time_axis) shape.push_back(key.steps);
     if (key.camera >= 0) {
       int source_height = 0, source_width = 0;
       if (index.is_image_camera(key.camera)) {
@@ -84,7 +84,7 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     } else {
       const EpisodeIndex::ColumnView& column = index.columns()[key.column];
       key.step_bytes = dtype_size(column.type) * static_cast<size_t>(column.dim);
-      shape.push_back(column.dim);
+      if (column.dim != 1) shape.push_back(column.dim);  // a column of one value: a scalar
       key.field = add_field(window_key.name, column.type, shape);
     }
     if (windowed) {

@@ -3,7 +3,9 @@
 // builds a batch.
 //
 // A batch's buffer holds one C-contiguous [batch_size, ...] array per field, in key order: each
-// key, then `<key>_is_pad` for windowed keys, each starting on a 64-byte boundary.
+// key, then `<key>_is_pad` for windowed keys, each starting on a 64-byte boundary. The shapes are
+// the items' (the fronts add no axis and drop none): [B, (T,) ...], where a column of one value
+// per row is a scalar ([B] or [B, T]) and a key that drops its time axis has no T.
 //
 // Thread-safety: immutable after create().
 #pragma once

@@ -89,6 +89,41 @@ TEST(EpisodeSource, BuildsOnOneThreadWhatTheLoaderDelivers) {
                          (*delivered)->samples().begin()));
 }
 
+TEST(EpisodeSource, BatchFieldsHaveTheItemsShapes) {
+  auto index = make_index("builder_shapes");
+  const std::vector<WindowKey> keys{
+      {.name = "front", .source = "front", .offsets = {0}, .drop_time_axis = true},
+      {.name = "reward", .source = "reward", .offsets = {}},
+      {.name = "rewards", .source = "reward", .offsets = {-1, 0}},
+      {.name = "state", .source = "state", .offsets = {}}};
+  const LoaderOptions options{.batch_size = 4, .threads = 1};
+  auto loader = Loader::create(index, keys, in_order(*index), transform(), options);
+  ASSERT_TRUE(loader.ok()) << loader.status().message();
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const BatchField& field : (*loader)->fields()) shapes.emplace_back(field.name, field.shape);
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expected{
+      {"front", {4, 3, 32, 32}}, {"front_is_pad", {4, 1}},   {"reward", {4}},
+      {"rewards", {4, 2}},       {"rewards_is_pad", {4, 2}}, {"state", {4, 2}}};
+  EXPECT_EQ(shapes, expected);
+  ASSERT_TRUE((*loader)->start(0, 1).ok());
+  auto batch = (*loader)->next();
+  ASSERT_TRUE(batch.ok() && *batch != nullptr);
+  const auto* reward = reinterpret_cast<const float*>((*batch)->data(2));
+  const auto* rewards = reinterpret_cast<const float*>((*batch)->data(3));
+  for (int64_t slot = 0; slot < 4; ++slot) {
+    const int64_t row = (*batch)->samples()[slot];
+    EXPECT_EQ(reward[slot], 0.5F * row);
+    EXPECT_EQ(rewards[2 * slot + 1], 0.5F * row);
+  }
+
+  const std::vector<WindowKey> three{
+      {.name = "front", .source = "front", .offsets = {-1, 0, 1}, .drop_time_axis = true}};
+  auto refused = Loader::create(index, three, in_order(*index), transform(), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("needs one offset"), std::string::npos);
+}
+
 TEST(EpisodeSource, ReadsOfOneFileAndGopShareOneDecoderPass) {
   auto index = make_index("builder_groups");
   // Samples 0..7: episode 0, frames 0..7 of its files. Each needs front frames {row - 4,

@@ -63,6 +63,13 @@ inline std::shared_ptr<const EpisodeIndex> make_index(const std::string& folder)
   column.data.resize(state.size() * sizeof(float));
   std::memcpy(column.data.data(), state.data(), column.data.size());
   s.columns.push_back(std::move(column));
+  // A column of one value per row (LeRobot's scalar features): row / 2.
+  std::vector<float> reward;
+  for (int row = 0; row < kEpisodes * kRows; ++row) reward.push_back(0.5F * row);
+  EpisodeIndexSource::Column scalar{.name = "reward", .type = DType::kFloat32, .dim = 1};
+  scalar.data.resize(reward.size() * sizeof(float));
+  std::memcpy(scalar.data.data(), reward.data(), scalar.data.size());
+  s.columns.push_back(std::move(scalar));
   const std::string path = (dir / "index.bin").string();
   Status built = EpisodeIndex::build(s, path);
   EXPECT_TRUE(built.ok()) << built.message();

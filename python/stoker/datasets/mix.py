@@ -207,8 +207,6 @@ class _Member:
         self.unsized: list[str] = []  # image fields without a size (schema_only)
         self.name = _name_of(dataset)
         transforms = transforms or getattr(dataset, "transforms", None) or Transforms()
-        self.squeezed: set[str] = set()
-        self.one_frame: frozenset[str] = frozenset()  # cameras whose window axis goes
         # The keys the front adds: (dtype, shape) of an array key, None for a list.
         self.extras: dict[str, tuple[str, tuple[int, ...]] | None]
         # The dtype of its colour images (None: it has none), and the key of one of them.
@@ -240,12 +238,10 @@ class _Member:
         if colour:
             self.image_dtype = transforms.resolved_dtype(dataset.image_dtype)
             self.image_key = colour[0]
-        self.keys = [key.native for key in keys]
+        self.keys = dataset.native_keys()
         self.transform = transforms.core_options(spec.size, spec.layout, dataset.image_dtype)
         self.depth = dataset.native_depth_cameras()
         self.rows = [] if dataset.rows is None else dataset.rows.tolist()
-        self.squeezed = set(dataset.squeezed_keys)
-        self.one_frame = dataset.one_frame_cameras
         # What the native fields hold already, and the language columns batches leave out.
         self.skip = {key.name for key in keys}
         if not keep_language:
@@ -328,8 +324,6 @@ class MixFront:
         ]
         self.unsized = {name for m in self.members for name in m.unsized}
         _check_one_image_dtype(self.members)
-        self.squeezed = set().union(*(m.squeezed for m in self.members))
-        self.one_frame = frozenset().union(*(m.one_frame for m in self.members))
         # The fronts' keys, in order, with the (dtype, shape) of an array key (None: a list).
         self.extras: dict[str, tuple[str, tuple[int, ...]] | None] = {}
         for member in self.members:
@@ -357,9 +351,7 @@ class MixFront:
             shape = tuple(shape[1:])
             if name in self.unsized:  # [3, 1, 1] or [1, 1, 3]: the 1x1 layout's height, width
                 shape = tuple(None if n == 1 else n for n in shape)
-            if name in self.squeezed:
-                shape = shape[:-1]
-            schema[name] = (dtype, shape[1:] if name in self.one_frame else shape)
+            schema[name] = (dtype, shape)
         for name in native.column_names:
             schema[name] = None
         for name, kind in self.extras.items():
@@ -367,13 +359,9 @@ class MixFront:
         return schema
 
     def item(self, arrays: dict[str, Any], samples: np.ndarray, episodes: np.ndarray, torch):
-        """The batch dict of a native batch: its fields (scalar columns squeezed), its columns
+        """The batch dict of a native batch: its fields (in the items' shapes), its columns
         (None where the slot's dataset lacks a text), the fronts' keys merged by slot."""
-        item: dict[str, Any] = {}
-        for name, value in arrays.items():
-            if name in self.squeezed:
-                value = value[..., 0]
-            item[name] = value[:, 0] if name in self.one_frame else value
+        item: dict[str, Any] = dict(arrays)
         dataset_index = arrays["dataset_index"]
         which = dataset_index.numpy() if torch is not None else np.asarray(dataset_index)
         size = len(which)

@@ -562,12 +562,6 @@ class LeRobotDataset:
         # The index's first rows (it was built from these), without copying them.
         self._episode_from_row = self.metadata.dataset_from_index
         self._task_texts = [str(text) for text in self.metadata.tasks]
-        # Scalar columns come out of the engine with a trailing axis of 1, which items drop.
-        self._squeezed = frozenset(
-            key.name
-            for key in self._item_keys
-            if key.source in self.index.column_names and self.index.column_shape(key.source) == ()
-        )
         self._item_reader: tuple[int, Any] | None = None  # (pid, the engine's loader) of ds[i]
         self._item_reader_lock = threading.Lock()
         self._positions, self._left_out = self._choose_episodes(warn)
@@ -936,17 +930,24 @@ class LeRobotDataset:
             options.replacement_rows = self._rows.tolist()
         return _core.Loader(
             self.index.native,
-            [key.native for key in self._item_keys],
+            self.native_keys(),
             order,
             transforms.core_options(self.spec.size, self.spec.layout, self._image_dtype),
             options,
         )
 
-    @property
-    def squeezed_keys(self) -> frozenset[str]:
-        """The item keys of scalar columns, whose trailing axis of 1 the engine's arrays carry
-        and items drop."""
-        return self._squeezed
+    def native_keys(self) -> list[_core.WindowKey]:
+        """The item keys as the engine reads them: a one-frame camera window of LeRobot's call
+        (:attr:`one_frame_cameras`) without its time axis, as items hold it."""
+        return [
+            _core.WindowKey(
+                key.name,
+                key.source,
+                np.ascontiguousarray(key.offsets, np.int64),
+                drop_time_axis=key.name in self._one_frame,
+            )
+            for key in self._item_keys
+        ]
 
     def batch_items(
         self,
@@ -958,17 +959,14 @@ class LeRobotDataset:
         stack: Any = None,
         dropped: Collection[str] = frozenset(),
     ) -> dict[str, Any]:
-        """A batch of the engine's loader (:meth:`native_loader`: arrays by key, the samples'
-        rows and episodes) as a batch of this dataset's items: each item key (scalars ``[B]``,
-        a one-frame camera without its window axis), its ``_is_pad``, then :meth:`row_keys`
-        but ``dropped``, arrays as tensors of ``torch_module`` when given. With ``stack``, the
-        callable ``image_transforms`` is applied to each sample (``stack`` stacks them)."""
+        """A batch of the engine's loader (:meth:`native_loader`: arrays by key, in the items'
+        shapes, the samples' rows and episodes) as a batch of this dataset's items: each item
+        key, its ``_is_pad``, then :meth:`row_keys` but ``dropped``, arrays as tensors of
+        ``torch_module`` when given. With ``stack``, the callable ``image_transforms`` is
+        applied to each sample (``stack`` stacks them)."""
         item: dict[str, Any] = {}
         for key in self._item_keys:
-            value = arrays[key.name]
-            if key.name in self._squeezed:
-                value = value[..., 0]
-            item[key.name] = value[:, 0] if key.name in self._one_frame else value
+            item[key.name] = arrays[key.name]
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
         row_keys = self.row_keys(rows, episodes, skip=item.keys() | set(dropped))
