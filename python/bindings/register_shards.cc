@@ -97,19 +97,6 @@ void register_shards(nb::module_& m) {
       .def_ro("url", &OpenedShard::url)
       .def_prop_ro("shard_bytes", [](const OpenedShard& s) { return s.index->shard_bytes(); })
       .def_prop_ro(
-          "damaged",
-          [](const ShardSamples& s) {
-            std::vector<std::tuple<int64_t, std::string, int64_t>> damaged;
-            for (size_t k = 0; k < s.shards().size(); ++k) {
-              const ShardSamples::Shard& shard = s.shards()[k];
-              if (!shard.damage.empty()) {
-                damaged.emplace_back(static_cast<int64_t>(k), shard.damage, shard.members);
-              }
-            }
-            return damaged;
-          },
-          "[(shard, what is wrong and where, members before it)] of the damaged shards.")
-      .def_prop_ro(
           "damage", [](const OpenedShard& s) { return s.index->damage(); },
           "\"\" when the tar was whole; else what is wrong and where (the members "
           "after it are not in the index).")

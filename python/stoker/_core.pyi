@@ -534,12 +534,6 @@ class ShardIndex:
     def shard_bytes(self) -> int: ...
 
     @property
-    def damaged(self) -> list[tuple[int, str, int]]:
-        """
-        [(shard, what is wrong and where, members before it)] of the damaged shards.
-        """
-
-    @property
     def damage(self) -> str:
         """
         "" when the tar was whole; else what is wrong and where (the members after it are not in the index).

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "media/testing/test_videos.h"
@@ -16,41 +15,29 @@
 namespace stoker {
 namespace {
 
+using testing::read_file;
 using testing::run_command;
-using testing::test_media_dir;
+using testing::scratch_path;
+using testing::write_file;
 
 namespace fs = std::filesystem;
-
-std::string scratch(const std::string& name) {
-  return (fs::path(test_media_dir()) / name).string();
-}
-
-void write(const std::string& path, const std::string& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A tar written by GNU tar in `format` (gnu, posix, ustar) of samples k0..k{n-1}, each a .txt
 // and a .cls member, plus one member with a name too long for a plain header.
 std::string make_tar(const std::string& name, const std::string& format, int samples,
                      const std::string& text = "caption") {
-  const std::string folder = scratch(name + "-members");
+  const std::string folder = scratch_path(name + "-members");
   fs::remove_all(folder);
   std::string list;
   for (int k = 0; k < samples; ++k) {
-    write(folder + "/k" + std::to_string(k) + ".txt", text + " " + std::to_string(k));
-    write(folder + "/k" + std::to_string(k) + ".cls", std::to_string(k * 7) + "\n");
+    write_file(folder + "/k" + std::to_string(k) + ".txt", text + " " + std::to_string(k));
+    write_file(folder + "/k" + std::to_string(k) + ".cls", std::to_string(k * 7) + "\n");
     list += " k" + std::to_string(k) + ".txt k" + std::to_string(k) + ".cls";
   }
   const std::string deep = std::string(60, 'd') + "/" + std::string(70, 'e');
-  write(folder + "/" + deep + "/long.txt", "far");
+  write_file(folder + "/" + deep + "/long.txt", "far");
   list += " " + deep + "/long.txt";
-  const std::string tar = scratch(name + ".tar");
+  const std::string tar = scratch_path(name + ".tar");
   const Status made = run_command("tar --format=" + format + " --sort=name --mtime=@0 -C " +
                                   folder + " -cf " + tar + list);
   EXPECT_TRUE(made.ok()) << made.message();
@@ -97,12 +84,12 @@ TEST(ShardIndex, ScansEveryTarFormatGnuTarWrites) {
 }
 
 TEST(ShardIndex, LabelsThatAreNotSmallIntegersAreLeftToReadTime) {
-  const std::string folder = scratch("labels-members");
+  const std::string folder = scratch_path("labels-members");
   fs::remove_all(folder);
-  write(folder + "/a.cls", "99999999999999999999999");  // beyond int64
-  write(folder + "/b.cls", "cat");
-  write(folder + "/c.cls", " -3 ");
-  const std::string tar = scratch("labels.tar");
+  write_file(folder + "/a.cls", "99999999999999999999999");  // beyond int64
+  write_file(folder + "/b.cls", "cat");
+  write_file(folder + "/c.cls", " -3 ");
+  const std::string tar = scratch_path("labels.tar");
   ASSERT_TRUE(
       run_command("tar --sort=name -C " + folder + " -cf " + tar + " a.cls b.cls c.cls").ok());
   const ShardIndex index = scan(tar);
@@ -153,7 +140,7 @@ TEST(ShardIndex, AnIndexOfAnotherShardOfTheSameSizeIsRefused) {
   // every read.
   const std::string c = make_tar("same-size-c", "gnu", 6, "alpha");
   {
-    const std::string folder = scratch("same-size-c-members");
+    const std::string folder = scratch_path("same-size-c-members");
     std::string list;
     for (int k = 0; k < 6; ++k) {
       fs::rename(folder + "/k" + std::to_string(k) + ".txt",
@@ -184,29 +171,29 @@ TEST(ShardIndex, AnIndexOfAnotherShardOfTheSameSizeIsRefused) {
 // reports; the members before it are kept.
 TEST(ShardIndex, TruncatedAndDamagedTarsAreReportedWithTheirByte) {
   const std::string tar = make_tar("truncated", "gnu", 10);
-  const std::string bytes = read(tar);
+  const std::string bytes = read_file(tar);
   const ShardIndex whole = scan(tar);
   ASSERT_EQ(whole.damage(), "");
   // At a member boundary: no end-of-archive blocks.
   const int64_t boundary = whole.members()[11].offset - ShardIndex::kHeaderBytes;
-  write(scratch("cut-boundary.tar"), bytes.substr(0, static_cast<size_t>(boundary)));
-  const ShardIndex at_boundary = scan(scratch("cut-boundary.tar"));
+  write_file(scratch_path("cut-boundary.tar"), bytes.substr(0, static_cast<size_t>(boundary)));
+  const ShardIndex at_boundary = scan(scratch_path("cut-boundary.tar"));
   EXPECT_EQ(at_boundary.members().size(), 11u);
   EXPECT_NE(at_boundary.damage().find("truncated"), std::string::npos) << at_boundary.damage();
   // Mid-header and mid-data.
-  write(scratch("cut-header.tar"), bytes.substr(0, static_cast<size_t>(boundary + 100)));
-  EXPECT_NE(scan(scratch("cut-header.tar")).damage().find("mid-header"), std::string::npos);
-  write(scratch("cut-data.tar"),
-        bytes.substr(0, static_cast<size_t>(whole.members()[4].offset + 3)));  // 9 bytes
-  const ShardIndex mid_data = scan(scratch("cut-data.tar"));
+  write_file(scratch_path("cut-header.tar"), bytes.substr(0, static_cast<size_t>(boundary + 100)));
+  EXPECT_NE(scan(scratch_path("cut-header.tar")).damage().find("mid-header"), std::string::npos);
+  write_file(scratch_path("cut-data.tar"),
+             bytes.substr(0, static_cast<size_t>(whole.members()[4].offset + 3)));  // 9 bytes
+  const ShardIndex mid_data = scan(scratch_path("cut-data.tar"));
   EXPECT_EQ(mid_data.members().size(), 4u);
   EXPECT_NE(mid_data.damage().find("past the shard's end"), std::string::npos);
   // An enlarged size without its checksum fixed: a corrupt header.
   std::string enlarged = bytes;
   const size_t header = static_cast<size_t>(whole.members()[4].offset - ShardIndex::kHeaderBytes);
   enlarged[header + 124 + 9] = '7';
-  write(scratch("enlarged.tar"), enlarged);
-  const ShardIndex corrupt = scan(scratch("enlarged.tar"));
+  write_file(scratch_path("enlarged.tar"), enlarged);
+  const ShardIndex corrupt = scan(scratch_path("enlarged.tar"));
   EXPECT_EQ(corrupt.members().size(), 4u);
   EXPECT_NE(corrupt.damage().find("checksum"), std::string::npos) << corrupt.damage();
 }
@@ -216,7 +203,7 @@ TEST(ShardIndex, TruncatedAndDamagedTarsAreReportedWithTheirByte) {
 TEST(ShardIndex, AShardRewrittenAfterItsIndexIsRefusedAtRead) {
   const std::string tar = make_tar("rewritten", "gnu", 6);
   const ShardIndex index = scan(tar);
-  std::string bytes = read(tar);
+  std::string bytes = read_file(tar);
   // Rename a member in place (name and checksum rewritten, as a rewrite with other keys does).
   const size_t header = static_cast<size_t>(index.members()[7].offset - ShardIndex::kHeaderBytes);
   bytes[header] = 'q';
@@ -228,7 +215,7 @@ TEST(ShardIndex, AShardRewrittenAfterItsIndexIsRefusedAtRead) {
     bytes[header + 148 + digit] = static_cast<char>('0' + ((sum >> (3 * (5 - digit))) & 7));
   }
   bytes[header + 154] = '\0';
-  write(tar, bytes);
+  write_file(tar, bytes);
   EXPECT_EQ(scan(tar).members()[7].name[0], 'q');  // a valid tar still
   auto source = open_file_source(tar);
   int64_t members[2] = {6, 7};
@@ -246,7 +233,7 @@ TEST(ShardIndex, AShardRewrittenAfterItsIndexIsRefusedAtRead) {
 TEST(ShardIndex, AShardRewrittenWithTheSameHeadersAfterItWasOpenedIsRefusedAtRead) {
   for (const bool in_place : {true, false}) {
     const std::string tar = make_tar(in_place ? "same-headers" : "renamed-over", "gnu", 4);
-    const std::string cache = scratch("same-headers-cache");
+    const std::string cache = scratch_path("same-headers-cache");
     fs::remove_all(cache);
     auto opened = open_shard_indexes(std::span(&tar, 1), cache, 1);
     ASSERT_TRUE(opened.ok()) << opened.status().message();
@@ -259,7 +246,7 @@ TEST(ShardIndex, AShardRewrittenWithTheSameHeadersAfterItWasOpenedIsRefusedAtRea
     ASSERT_GE(member, 0);
     EXPECT_EQ(member_data(tar, index, member), "caption 1");
     // The same bytes with k1.txt and k2.txt's data swapped: every header as it was.
-    std::string bytes = read(tar);
+    std::string bytes = read_file(tar);
     const size_t one = bytes.find("caption 1"), two = bytes.find("caption 2");
     std::swap_ranges(bytes.begin() + one, bytes.begin() + one + 9, bytes.begin() + two);
     if (in_place) {
@@ -267,7 +254,7 @@ TEST(ShardIndex, AShardRewrittenWithTheSameHeadersAfterItWasOpenedIsRefusedAtRea
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
       std::fstream(tar, std::ios::binary | std::ios::in | std::ios::out) << bytes;
     } else {
-      write(tar + ".new", bytes);
+      write_file(tar + ".new", bytes);
       fs::rename(tar + ".new", tar);
     }
     EXPECT_EQ(scan(tar).members()[static_cast<size_t>(member)].header_crc,
@@ -291,7 +278,7 @@ TEST(ShardIndex, AShardRewrittenWithTheSameHeadersAfterItWasOpenedIsRefusedAtRea
 
 TEST(ShardIndex, OpensFromTheSidecarOrAScanAndCachesIt) {
   const std::string tar = make_tar("opened", "gnu", 3);
-  const std::string cache = scratch("opened-cache");
+  const std::string cache = scratch_path("opened-cache");
   fs::remove_all(cache);
   fs::remove(tar + ".index");
   std::vector<std::string> notes;
@@ -307,20 +294,20 @@ TEST(ShardIndex, OpensFromTheSidecarOrAScanAndCachesIt) {
   // A sidecar of another shard beside it is refused, with a note, and the shard scanned.
   const std::string other = make_tar("opened-other", "gnu", 3, "other");
   const std::vector<uint8_t> foreign = scan(make_tar("opened-foreign", "posix", 3)).encode();
-  write(other + ".index", std::string(foreign.begin(), foreign.end()));
+  write_file(other + ".index", std::string(foreign.begin(), foreign.end()));
   auto second = open_shard_indexes(std::span(&other, 1), cache, 1, &notes);
   ASSERT_TRUE(second.ok()) << second.status().message();
   EXPECT_NE(notes[0].find("refused"), std::string::npos) << notes[0];
   EXPECT_EQ(member_data(other, *(*second)[0], 0), "other 0");
   // A damaged cache file is rebuilt.
   for (const auto& entry : fs::directory_iterator(cache + "/shards")) {
-    write(entry.path().string(), "garbage");
+    write_file(entry.path().string(), "garbage");
   }
   auto third = open_shard_indexes(std::span(&tar, 1), cache, 1);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ((*third)[0]->members().size(), 7u);
   // A missing shard is named.
-  const std::string missing = scratch("no-such-shard.tar");
+  const std::string missing = scratch_path("no-such-shard.tar");
   auto none = open_shard_indexes(std::span(&missing, 1), cache, 1);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no-such-shard.tar"), std::string::npos);
@@ -337,10 +324,10 @@ TEST(FuzzSeeds, ShardIndexes) {
     const std::string tar = make_tar("seed-" + format, format, 2);
     fs::copy_file(tar, folder / ("tar-" + format), fs::copy_options::overwrite_existing);
   }
-  const std::string bytes = read(scratch("seed-gnu.tar"));
-  write((folder / "tar-truncated").string(), bytes.substr(0, 1800));
-  const std::vector<uint8_t> index = scan(scratch("seed-gnu.tar")).encode();
-  write((folder / "index").string(), std::string(index.begin(), index.end()));
+  const std::string bytes = read_file(scratch_path("seed-gnu.tar"));
+  write_file((folder / "tar-truncated").string(), bytes.substr(0, 1800));
+  const std::vector<uint8_t> index = scan(scratch_path("seed-gnu.tar")).encode();
+  write_file((folder / "index").string(), std::string(index.begin(), index.end()));
 }
 
 }  // namespace

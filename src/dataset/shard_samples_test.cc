@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -17,44 +16,32 @@
 namespace stoker {
 namespace {
 
+using testing::read_file;
 using testing::run_command;
-using testing::test_media_dir;
+using testing::scratch_path;
+using testing::write_file;
 
 namespace fs = std::filesystem;
 
-std::string scratch(const std::string& name) {
-  return (fs::path(test_media_dir()) / name).string();
-}
-
-void write(const std::string& path, const std::string& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
 // A tar of `members` (in this order: tar -T keeps the list's order), each holding its name.
 std::string make_tar(const std::string& name, const std::vector<std::string>& members) {
-  const std::string folder = scratch(name + "-members");
+  const std::string folder = scratch_path(name + "-members");
   fs::remove_all(folder);
   std::string list;
   for (const std::string& member : members) {
-    write(folder + "/" + member, member.ends_with(".cls") ? "7" : "bytes of " + member);
+    write_file(folder + "/" + member, member.ends_with(".cls") ? "7" : "bytes of " + member);
     list += member + "\n";
   }
-  write(folder + ".list", list);
-  const std::string tar = scratch(name + ".tar");
+  write_file(folder + ".list", list);
+  const std::string tar = scratch_path(name + ".tar");
   const Status made = run_command("tar --format=gnu --mtime=@0 -C " + folder + " -cf " + tar +
                                   " --no-recursion -T " + folder + ".list");
   EXPECT_TRUE(made.ok()) << made.message();
   return tar;
 }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string cache_dir(const std::string& name) {
-  const std::string dir = scratch(name + "-cache");
+  const std::string dir = scratch_path(name + "-cache");
   fs::remove_all(dir);
   return dir;
 }
@@ -136,18 +123,18 @@ TEST(ShardSamples, ADamagedTableIsRebuiltNotTrusted) {
   auto first = ShardSamples::open(urls, cache, 1);
   ASSERT_TRUE(first.ok());
   const std::string table = (*first)->table_path();
-  const std::string good = read(table);
+  const std::string good = read_file(table);
   {
     std::fstream file(table, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(static_cast<std::streamoff>(good.size() / 2));
     file.put(static_cast<char>(good[good.size() / 2] ^ 0x5a));
   }
-  ASSERT_NE(read(table), good);
+  ASSERT_NE(read_file(table), good);
   auto again = ShardSamples::open(urls, cache, 1);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(keys(**again), (std::vector<std::string>{"a", "b", "c"}));
   // The damaged file was replaced by a good one, which a third open maps.
-  EXPECT_EQ(read(table), good);
+  EXPECT_EQ(read_file(table), good);
   auto third = ShardSamples::open(urls, cache, 1);
   ASSERT_TRUE(third.ok());
   EXPECT_EQ(keys(**third), keys(**again));
@@ -175,7 +162,7 @@ TEST(ShardSamples, ReopenRefusesATableThatChangedAndAShardThatChanged) {
   EXPECT_NE(index.status().message().find(tar), std::string::npos);
 
   // The table rewritten: refused before anything of it is read.
-  write(table, "not a table");
+  write_file(table, "not a table");
   auto gone = ShardSamples::reopen(table, version, cache);
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kCorruptData);
@@ -188,9 +175,9 @@ TEST(ShardSamples, ATableCutShortOrOfAnotherFormatIsRefusedByName) {
   auto first = ShardSamples::open(std::vector<std::string>{tar}, cache, 1);
   ASSERT_TRUE(first.ok());
   const std::string table = (*first)->table_path();
-  const std::string bytes = read(table);
+  const std::string bytes = read_file(table);
   for (size_t cut : {size_t{0}, size_t{8}, size_t{40}, bytes.size() / 2, bytes.size() - 1}) {
-    write(table, bytes.substr(0, cut));
+    write_file(table, bytes.substr(0, cut));
     Result<std::unique_ptr<ByteSource>> file = open_file_source(table);
     ASSERT_TRUE(file.ok());
     auto cut_short = ShardSamples::reopen(table, (*file)->version_tag(), cache);
@@ -245,7 +232,7 @@ TEST(FuzzSeeds, ShardSampleTables) {
   auto samples = ShardSamples::open(std::vector<std::string>{a, b}, "", 1);
   ASSERT_TRUE(samples.ok()) << samples.status().message();
   const std::span<const uint8_t> bytes = (*samples)->table_bytes();
-  write((folder / "table").string(), std::string(bytes.begin(), bytes.end()));
+  write_file((folder / "table").string(), std::string(bytes.begin(), bytes.end()));
   auto again = ShardSamples::from_bytes({bytes.begin(), bytes.end()}, "seed");
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(keys(**again), keys(**samples));

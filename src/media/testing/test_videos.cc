@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace stoker::testing {
 
@@ -15,6 +17,20 @@ std::string test_media_dir() {
                                    : std::filesystem::temp_directory_path() / "stoker-test-media";
   std::filesystem::create_directories(path);
   return path.string();
+}
+
+std::string scratch_path(const std::string& name) {
+  return (std::filesystem::path(test_media_dir()) / name).string();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 Status run_command(const std::string& command) {

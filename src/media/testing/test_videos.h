@@ -30,6 +30,13 @@ std::string test_media_dir();
 /// The spec's video, encoding it first if it is not there yet.
 Result<std::string> make_test_video(const TestVideoSpec& spec);
 
+/// A path for a test's scratch file or folder `name`, in test_media_dir().
+std::string scratch_path(const std::string& name);
+
+/// Writes `bytes` to `path` (its folder made); the whole of the file at `path` ("" if none).
+void write_file(const std::string& path, const std::string& bytes);
+std::string read_file(const std::string& path);
+
 /// Runs a shell command, returning an error with its output when it fails.
 Status run_command(const std::string& command);
 
