@@ -125,13 +125,6 @@ struct LoaderOptions {
   /// Batch buffers in page-locked memory from the CUDA runtime, for asynchronous copies to a
   /// GPU. create() fails (kUnsupported) when none can be had. Default: false.
   bool pinned_memory = false;
-  /// kSkip: the rows replacements are drawn from (a subset's: its episodes' rows). Default:
-  /// empty, every row of the index.
-  std::vector<int64_t> replacement_rows;
-  /// The video cameras whose frames are depth maps (single-channel 10- to 16-bit video):
-  /// decoded to their stored samples, one channel, uint16 or float32 metres (see
-  /// depth_transform.h), with the transform's geometry. Default: none (every camera is RGB).
-  std::vector<DepthCamera> depth_cameras;
   /// How many of the latest batches' data_wait stats() keeps (LoaderStats::data_wait_s): a
   /// bound on the memory a long run's statistics take. REQUIRES: >= 1. Default: 65,536.
   int64_t max_wait_records = 65536;
@@ -177,20 +170,13 @@ struct LoaderStats {
 
 class Loader {
  public:
-  /// `keys` as WindowPlanner::create takes them; `sampler` gives this rank's ids (positions
-  /// 0 .. size() - 1 of each epoch). Errors (kInvalidArgument): bad options, a key the index
-  /// lacks, a camera whose first video cannot be read, an environment variable
-  /// STOKER_POISON_BATCHES that is not a byte value. When it is one (a debugging aid, see
-  /// docs/loader.md), every batch buffer is filled with that byte before its batch is built.
-  static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const EpisodeIndex> index,
-                                                std::vector<WindowKey> keys,
-                                                std::shared_ptr<const sampling::Sampler> sampler,
-                                                std::shared_ptr<const ImageTransform> transform,
-                                                const LoaderOptions& options);
-  /// Batches of any kind of dataset: `source` builds them (pipeline/batch_source.h; the
-  /// factories of the dataset kinds make one). Errors: a pool the machine cannot hold
-  /// (kResourceExhausted), memory that cannot be pinned (kUnsupported), a bad
-  /// STOKER_POISON_BATCHES.
+  /// Batches of any kind of dataset: `source` builds them (pipeline/batch_source.h), made by
+  /// its kind's factory: make_episode_source (episode_source.h), make_shard_source
+  /// (shard_source.h), make_mix_source (mix_source.h). The only constructor. Errors
+  /// (kInvalidArgument): bad options, an environment variable STOKER_POISON_BATCHES that is not
+  /// a byte value (when it is one, a debugging aid, see docs/loader.md, every batch buffer is
+  /// filled with that byte before its batch is built); a pool the machine cannot hold
+  /// (kResourceExhausted), memory that cannot be pinned (kUnsupported).
   static Result<std::unique_ptr<Loader>> create(std::unique_ptr<pipeline::BatchSource> source,
                                                 const LoaderOptions& options);
   /// Ends the run; batches already handed out stay valid.

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "stoker/episode_index.h"
+#include "stoker/episode_source.h"
 #include "stoker/image_transform.h"
 #include "stoker/loader.h"
 #include "stoker/sampling.h"
@@ -56,26 +57,27 @@ struct MixPart {
   std::string name;
 };
 
-/// A dataset of episodes as a part, as Loader::create(index, ...) would read it. Errors: as
-/// that Loader::create's.
+/// A dataset of episodes as a part, as make_episode_source would read it; the part's samples
+/// are `episode.replacement_rows` when given (a dataset of some episodes), else every row.
+/// Errors: as make_episode_source's.
 Result<MixPart> make_episode_part(std::shared_ptr<const EpisodeIndex> index,
                                   std::vector<WindowKey> keys,
                                   std::shared_ptr<const ImageTransform> transform,
-                                  const LoaderOptions& options);
+                                  const LoaderOptions& options, EpisodeOptions episode = {});
 
-/// A dataset of tar shards as a part, as create_shard_loader would read it. Errors: as
-/// create_shard_loader's.
+/// A dataset of tar shards as a part, as make_shard_source would read it. Errors: as
+/// make_shard_source's.
 Result<MixPart> make_shard_part(std::shared_ptr<const ShardSamples> samples,
                                 std::vector<ShardField> fields, const LoaderOptions& options);
 
-/// A Loader of `parts` as one dataset, `sampler` giving this rank's ids over all the parts'
-/// samples (a MixSampler). Each part's source must have been made with `options`' batch size.
-/// Errors: kInvalidArgument (no part, a part without a source, another batch size, a sampler
-/// over another number of samples, a name a mix keeps for itself); kCorruptData naming both
-/// datasets and the key, where two parts give one field different dtypes or shapes; and
-/// Loader::create's.
-Result<std::unique_ptr<Loader>> create_mix_loader(std::vector<MixPart> parts,
-                                                  std::shared_ptr<const sampling::Sampler> sampler,
-                                                  const LoaderOptions& options);
+/// The source of batches of `parts` as one dataset, for Loader::create(source, options);
+/// `sampler` gives this rank's ids over all the parts' samples (a MixSampler). Each part's
+/// source must have been made with `options`' batch size. Errors: kInvalidArgument (no part, a
+/// part without a source, another batch size, a sampler over another number of samples, a
+/// name a mix keeps for itself); kCorruptData naming both datasets and the key, where two parts
+/// give one field different dtypes or shapes.
+Result<std::unique_ptr<pipeline::BatchSource>> make_mix_source(
+    std::vector<MixPart> parts, std::shared_ptr<const sampling::Sampler> sampler,
+    const LoaderOptions& options);
 
 }  // namespace stoker

@@ -1,6 +1,5 @@
 // Batches of a dataset of tar shards (WebDataset's layout) built by the Loader: what each
-// sample's members are, which fields to decode from them, and the factory that makes the
-// Loader.
+// sample's members are, which fields to decode from them, and the factory of its source.
 //
 // A sample is a run of members of one shard sharing a key (ShardSamples groups them). Each
 // field of the spec reads, per sample, the member of the first of its alternatives the sample
@@ -50,12 +49,12 @@ struct ShardField {
   std::vector<std::pair<std::string, std::string>> json_keys;
 };
 
-/// A Loader of `samples`' fields, `sampler` giving this rank's ids per epoch (a
-/// ShardStreamSampler, usually). Under ErrorPolicy::kSkip a failing sample is replaced by one
-/// drawn from (seed, epoch, sample) among all samples, as for every dataset kind. Errors
-/// (kInvalidArgument): bad options, no samples, a field with no alternatives or a bad size,
-/// a sampler over another number of samples; and Loader::create's.
-Result<std::unique_ptr<Loader>> create_shard_loader(
+/// The source of batches of `samples`' fields, for Loader::create(source, options); `sampler`
+/// gives this rank's ids per epoch (a ShardStreamSampler, usually). Under ErrorPolicy::kSkip a
+/// failing sample is replaced by one drawn from (seed, epoch, sample) among all samples, as for
+/// every dataset kind. Errors (kInvalidArgument): a batch size below 1, no samples, a field with
+/// no alternatives or a bad size.
+Result<std::unique_ptr<pipeline::BatchSource>> make_shard_source(
     std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
     std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options);
 

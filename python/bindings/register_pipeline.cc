@@ -21,6 +21,8 @@
 #include "arrays.h"
 #include "errors.h"
 #include "index_handle.h"
+#include "pipeline/batch_source.h"
+#include "stoker/episode_source.h"
 #include "stoker/loader.h"
 #include "stoker/mix_source.h"
 #include "stoker/shard_source.h"
@@ -133,28 +135,45 @@ nb::dict stats_dict(const LoaderStats& s) {
   return d;
 }
 
+// A Loader of the source `make` makes, with the GIL released (a source reads the cameras'
+// first frame tables, or shards' indexes).
+template <typename MakeSource>
+std::unique_ptr<Loader> loader_of(MakeSource&& make, const LoaderOptions& options) {
+  Result<std::unique_ptr<Loader>> loader = [&]() -> Result<std::unique_ptr<Loader>> {
+    nb::gil_scoped_release release;
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<pipeline::BatchSource> source, make());
+    return Loader::create(std::move(source), options);
+  }();
+  return value_or_raise(std::move(loader), Area::kDataset);
+}
+
 std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<WindowKey> keys,
                                     std::shared_ptr<const sampling::Sampler> sampler,
                                     const TransformOptions& transform_options,
-                                    const LoaderOptions& options) {
+                                    const LoaderOptions& options,
+                                    std::vector<int64_t> replacement_rows,
+                                    std::vector<DepthCamera> depth_cameras) {
   auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
-  Result<std::unique_ptr<Loader>> loader = [&] {
-    nb::gil_scoped_release release;  // reads the cameras' first frame tables
-    return Loader::create(index.index, std::move(keys), std::move(sampler), std::move(transform),
-                          options);
-  }();
-  return value_or_raise(std::move(loader), Area::kDataset);
+  return loader_of(
+      [&] {
+        return make_episode_source(index.index, std::move(keys), std::move(sampler),
+                                   std::move(transform), options,
+                                   EpisodeOptions{.replacement_rows = std::move(replacement_rows),
+                                                  .depth_cameras = std::move(depth_cameras)});
+      },
+      options);
 }
 
 std::unique_ptr<Loader> make_shard_loader(std::shared_ptr<ShardSamples> samples,
                                           std::vector<ShardField> fields,
                                           std::shared_ptr<const sampling::Sampler> sampler,
                                           const LoaderOptions& options) {
-  Result<std::unique_ptr<Loader>> loader = [&] {
-    nb::gil_scoped_release release;
-    return create_shard_loader(std::move(samples), std::move(fields), std::move(sampler), options);
-  }();
-  return value_or_raise(std::move(loader), Area::kDataset);
+  return loader_of(
+      [&] {
+        return make_shard_source(std::move(samples), std::move(fields), std::move(sampler),
+                                 options);
+      },
+      options);
 }
 
 MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
@@ -162,15 +181,13 @@ MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
                      std::vector<DepthCamera> depth_cameras, std::vector<int64_t> rows,
                      std::vector<std::string> front_keys, std::string name) {
   auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
-  LoaderOptions part_options = options;  // the mix's, with this dataset's depth cameras and rows
-  part_options.depth_cameras = std::move(depth_cameras);
-  part_options.replacement_rows = rows;
   Result<MixPart> part = [&] {
     nb::gil_scoped_release release;  // reads the cameras' first frame tables
-    return make_episode_part(index.index, std::move(keys), std::move(transform), part_options);
+    return make_episode_part(index.index, std::move(keys), std::move(transform), options,
+                             EpisodeOptions{.replacement_rows = std::move(rows),
+                                            .depth_cameras = std::move(depth_cameras)});
   }();
   MixPart made = value_or_raise(std::move(part), Area::kDataset);
-  made.rows = std::move(rows);
   made.front_keys = std::move(front_keys);
   made.name = std::move(name);
   return made;
@@ -201,11 +218,8 @@ std::unique_ptr<Loader> make_mix_loader(std::vector<MixPart*> parts,
     }
     taken.push_back(std::move(*part));
   }
-  Result<std::unique_ptr<Loader>> loader = [&] {
-    nb::gil_scoped_release release;
-    return create_mix_loader(std::move(taken), std::move(sampler), options);
-  }();
-  return value_or_raise(std::move(loader), Area::kDataset);
+  return loader_of([&] { return make_mix_source(std::move(taken), std::move(sampler), options); },
+                   options);
 }
 
 }  // namespace
@@ -226,8 +240,6 @@ void register_pipeline(nb::module_& m) {
       .def_rw("max_replacements", &LoaderOptions::max_replacements)
       .def_rw("max_wait_records", &LoaderOptions::max_wait_records)
       .def_rw("pinned_memory", &LoaderOptions::pinned_memory)
-      .def_rw("replacement_rows", &LoaderOptions::replacement_rows)
-      .def_rw("depth_cameras", &LoaderOptions::depth_cameras)
       .doc() = "How a Loader batches (see stoker/loader.h); the defaults are C++'s.";
 
   nb::enum_<ShardFieldKind>(m, "ShardFieldKind")
@@ -267,8 +279,12 @@ void register_pipeline(nb::module_& m) {
 
   nb::class_<Loader>(m, "Loader")
       .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
-           nb::arg("transform"), nb::arg("options"),
-           "Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.")
+           nb::arg("transform"), nb::arg("options"), nb::kw_only(),
+           nb::arg("replacement_rows") = std::vector<int64_t>(),
+           nb::arg("depth_cameras") = std::vector<DepthCamera>(),
+           "Batches of `keys` over the rows `sampler` gives (this rank's), on native threads; "
+           "a failed sample replaced from `replacement_rows` (empty: every row) under skip; "
+           "`depth_cameras` decoded as depth (stoker/episode_source.h).")
       .def_static("for_shards", &make_shard_loader, nb::arg("samples"), nb::arg("fields"),
                   nb::arg("sampler"), nb::arg("options"),
                   "Batches of a shard dataset's `fields` over the samples `sampler` gives.")

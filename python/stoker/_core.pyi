@@ -1020,18 +1020,6 @@ class LoaderOptions:
     @pinned_memory.setter
     def pinned_memory(self, arg: bool, /) -> None: ...
 
-    @property
-    def replacement_rows(self) -> list[int]: ...
-
-    @replacement_rows.setter
-    def replacement_rows(self, arg: Sequence[int], /) -> None: ...
-
-    @property
-    def depth_cameras(self) -> list[DepthCamera]: ...
-
-    @depth_cameras.setter
-    def depth_cameras(self, arg: Sequence[DepthCamera], /) -> None: ...
-
 class ShardFieldKind(enum.Enum):
     image = 0
 
@@ -1132,9 +1120,9 @@ class MixPart:
     def for_shards(samples: ShardSamples, fields: Sequence[ShardField], options: LoaderOptions, front_keys: Sequence[str], name: str) -> MixPart: ...
 
 class Loader:
-    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions) -> None:
+    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions, *, replacement_rows: Sequence[int] = [], depth_cameras: Sequence[DepthCamera] = []) -> None:
         """
-        Batches of `keys` over the samples `sampler` gives (this rank's), on native threads.
+        Batches of `keys` over the rows `sampler` gives (this rank's), on native threads; a failed sample replaced from `replacement_rows` (empty: every row) under skip; `depth_cameras` decoded as depth (stoker/episode_source.h).
         """
 
     @staticmethod

@@ -13,13 +13,14 @@ EpisodeSource::EpisodeSource(std::shared_ptr<const EpisodeIndex> index,
                              std::unique_ptr<WindowPlanner> planner,
                              std::shared_ptr<const sampling::Sampler> sampler,
                              std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
-                             const LoaderOptions& options)
+                             const LoaderOptions& options, std::vector<int64_t> replacement_rows)
     : index_(std::move(index)),
       planner_(std::move(planner)),
       sampler_(std::move(sampler)),
       transform_(std::move(transform)),
       layout_(std::move(layout)),
       options_(options),
+      replacement_rows_(std::move(replacement_rows)),
       readers_(index_->video_files().size()) {}
 
 std::unique_ptr<BatchWork> EpisodeSource::new_work(uint32_t epoch, int64_t index,
@@ -370,12 +371,12 @@ Status EpisodeSource::finish(BatchWork& base) {
 }
 
 int64_t EpisodeSource::replacement_pool() const {
-  const std::vector<int64_t>& rows = options_.replacement_rows;
+  const std::vector<int64_t>& rows = replacement_rows_;
   return rows.empty() ? index_->num_rows() : static_cast<int64_t>(rows.size());
 }
 
 int64_t EpisodeSource::replacement(int64_t k) const {
-  const std::vector<int64_t>& rows = options_.replacement_rows;
+  const std::vector<int64_t>& rows = replacement_rows_;
   return rows.empty() ? k : rows[k];
 }
 
@@ -432,3 +433,36 @@ void EpisodeSource::reset_stats() {
 }
 
 }  // namespace stoker::pipeline
+
+namespace stoker {
+
+Result<std::unique_ptr<pipeline::BatchSource>> make_episode_source(
+    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
+    std::shared_ptr<const sampling::Sampler> sampler,
+    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options,
+    EpisodeOptions episode) {
+  auto invalid = [](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "loader: " + why);
+  };
+  if (index == nullptr || sampler == nullptr || transform == nullptr) {
+    return invalid("an index, a sampler and a transform are required");
+  }
+  if (index->num_rows() == 0) return invalid("the dataset is empty (it has no samples)");
+  if (options.batch_size < 1) return invalid("batch_size must be at least 1");
+  for (int64_t row : episode.replacement_rows) {
+    if (row < 0 || row >= index->num_rows()) {
+      return invalid("replacement row " + std::to_string(row) + " is outside the index's " +
+                     std::to_string(index->num_rows()) + " rows");
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
+                          WindowPlanner::create(index, std::move(keys)));
+  Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
+      *index, *planner, *transform, options.batch_size, episode.depth_cameras);
+  if (!layout.ok()) return layout.status().with_context("loader");
+  return std::unique_ptr<pipeline::BatchSource>(std::make_unique<pipeline::EpisodeSource>(
+      std::move(index), std::move(planner), std::move(sampler), std::move(transform),
+      std::move(layout).value(), options, std::move(episode.replacement_rows)));
+}
+
+}  // namespace stoker

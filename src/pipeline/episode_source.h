@@ -26,6 +26,7 @@
 #include "pipeline/batch_pool.h"
 #include "pipeline/batch_source.h"
 #include "stoker/episode_index.h"
+#include "stoker/episode_source.h"
 #include "stoker/image_transform.h"
 #include "stoker/loader.h"
 #include "stoker/sampling.h"
@@ -47,7 +48,7 @@ class EpisodeSource final : public BatchSource, public Refillable {
   EpisodeSource(std::shared_ptr<const EpisodeIndex> index, std::unique_ptr<WindowPlanner> planner,
                 std::shared_ptr<const sampling::Sampler> sampler,
                 std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
-                const LoaderOptions& options);
+                const LoaderOptions& options, std::vector<int64_t> replacement_rows);
 
   const BatchLayout& layout() const { return layout_; }
   int64_t num_samples() const override { return index_->num_rows(); }
@@ -73,7 +74,7 @@ class EpisodeSource final : public BatchSource, public Refillable {
   BuildStats stats() const override;
   void reset_stats() override;
 
-  /// Replacements come from LoaderOptions::replacement_rows, or every row when it is empty.
+  /// Replacements come from EpisodeOptions::replacement_rows, or every row when it is empty.
   int64_t replacement_pool() const override;
   int64_t replacement(int64_t k) const override;
   Status refill(BatchWork& work, int64_t slot, int64_t row) override;
@@ -93,6 +94,7 @@ class EpisodeSource final : public BatchSource, public Refillable {
   const std::shared_ptr<const ImageTransform> transform_;
   BatchLayout layout_;  // its fields placed by place_fields() before the first batch
   const LoaderOptions options_;
+  const std::vector<int64_t> replacement_rows_;  // empty: every row
 
   core::Mutex readers_mutex_;
   std::vector<std::unique_ptr<VideoReader>> readers_ GUARDED_BY(readers_mutex_);  // per file
@@ -103,12 +105,5 @@ class EpisodeSource final : public BatchSource, public Refillable {
   DecodeStats decode_ GUARDED_BY(decode_mutex_);
   int64_t decode_calls_ GUARDED_BY(decode_mutex_) = 0;
 };
-
-/// The source Loader::create(index, ...) reads: the batch layout of `keys` made (the cameras'
-/// first frame tables read), the options checked. Errors: as that Loader::create's.
-Result<std::unique_ptr<BatchSource>> make_episode_source(
-    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
-    std::shared_ptr<const sampling::Sampler> sampler,
-    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options);
 
 }  // namespace stoker::pipeline

@@ -39,7 +39,8 @@ struct Fixture {
     EXPECT_TRUE(memory.ok());
     pool = std::make_shared<BufferPool>(*memory, layout->batch_bytes, 2);
     builder = std::make_unique<EpisodeSource>(index, std::move(planner).value(), std::move(s), t,
-                                              std::move(layout).value(), options);
+                                              std::move(layout).value(), options,
+                                              std::vector<int64_t>());
   }
 
   std::unique_ptr<EpisodeWork> work(int64_t batch) {
@@ -79,7 +80,8 @@ TEST(EpisodeSource, BuildsOnOneThreadWhatTheLoaderDelivers) {
   auto work = fixture.work(3);
   ASSERT_TRUE(build(*fixture.builder, *work).ok());
 
-  auto loader = Loader::create(index, keys(), testing::shuffled(*index), transform(), options);
+  auto loader =
+      testing::episode_loader(index, keys(), testing::shuffled(*index), transform(), options);
   ASSERT_TRUE(loader.ok()) << loader.status().message();
   ASSERT_TRUE((*loader)->start(0, 3).ok());
   auto delivered = (*loader)->next();
@@ -97,7 +99,7 @@ TEST(EpisodeSource, BatchFieldsHaveTheItemsShapes) {
       {.name = "rewards", .source = "reward", .offsets = {-1, 0}},
       {.name = "state", .source = "state", .offsets = {}}};
   const LoaderOptions options{.batch_size = 4, .threads = 1};
-  auto loader = Loader::create(index, keys, in_order(*index), transform(), options);
+  auto loader = testing::episode_loader(index, keys, in_order(*index), transform(), options);
   ASSERT_TRUE(loader.ok()) << loader.status().message();
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const BatchField& field : (*loader)->fields()) shapes.emplace_back(field.name, field.shape);
@@ -118,7 +120,7 @@ TEST(EpisodeSource, BatchFieldsHaveTheItemsShapes) {
 
   const std::vector<WindowKey> three{
       {.name = "front", .source = "front", .offsets = {-1, 0, 1}, .drop_time_axis = true}};
-  auto refused = Loader::create(index, three, in_order(*index), transform(), options);
+  auto refused = testing::episode_loader(index, three, in_order(*index), transform(), options);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("needs one offset"), std::string::npos);
@@ -245,8 +247,8 @@ TEST(EpisodeSource, ImageCameraSlotsHoldTheirRowsDecodedImages) {
   auto uint8_chw = ImageTransform::create({});
   ASSERT_TRUE(uint8_chw.ok());
   for (int threads : {1, 2}) {
-    auto loader = Loader::create(index, window, in_order(*index), *uint8_chw,
-                                 LoaderOptions{.batch_size = 8, .threads = threads});
+    auto loader = testing::episode_loader(index, window, in_order(*index), *uint8_chw,
+                                          LoaderOptions{.batch_size = 8, .threads = threads});
     ASSERT_TRUE(loader.ok()) << loader.status().message();
     ASSERT_TRUE((*loader)->start(0, 0).ok());
     auto batch = (*loader)->next();
@@ -336,8 +338,8 @@ TEST(EpisodeSource, DepthCameraSlotsHoldTheStoredSamplesOrMetres) {
     std::vector<uint8_t> first_run;
     for (int threads : {1, 2}) {
       LoaderOptions options{.batch_size = 30, .threads = threads};
-      options.depth_cameras = {camera};
-      auto loader = Loader::create(index, window, in_order(*index), *flipped, options);
+      auto loader = testing::episode_loader(index, window, in_order(*index), *flipped, options,
+                                            {.depth_cameras = {camera}});
       ASSERT_TRUE(loader.ok()) << loader.status().message();
       ASSERT_TRUE((*loader)->start(0, 0).ok());
       auto batch = (*loader)->next();
@@ -392,8 +394,8 @@ TEST(EpisodeSource, DepthCamerasAreCheckedByName) {
        {std::pair{DepthCamera{.camera = "nope"}, "no such camera"},
         std::pair{DepthCamera{.camera = "depth", .metric = true, .scale = -1}, "scale"}}) {
     LoaderOptions options{.batch_size = 4};
-    options.depth_cameras = {depth};
-    auto loader = Loader::create(index, window, in_order(*index), *plain, options);
+    auto loader = testing::episode_loader(index, window, in_order(*index), *plain, options,
+                                          {.depth_cameras = {depth}});
     ASSERT_FALSE(loader.ok());
     EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(loader.status().message().find(why), std::string::npos) << loader.status().message();

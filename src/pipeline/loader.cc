@@ -14,7 +14,6 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/batch_pool.h"
 #include "pipeline/batch_source.h"
-#include "pipeline/episode_source.h"
 #include "pipeline/executor.h"
 #include "stoker/cores.h"
 
@@ -436,43 +435,6 @@ Result<std::unique_ptr<Loader>> Loader::create(std::unique_ptr<pipeline::BatchSo
   const int threads = options.threads > 0 ? options.threads : usable_cores();
   return std::unique_ptr<Loader>(
       new Loader(std::make_unique<Impl>(std::move(source), options, std::move(pool), threads)));
-}
-
-Result<std::unique_ptr<pipeline::BatchSource>> pipeline::make_episode_source(
-    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
-    std::shared_ptr<const sampling::Sampler> sampler,
-    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options) {
-  if (index == nullptr || sampler == nullptr || transform == nullptr) {
-    return invalid_option("an index, a sampler and a transform are required");
-  }
-  if (index->num_rows() == 0) return invalid_option("the dataset is empty (it has no samples)");
-  STOKER_RETURN_IF_ERROR(check_options(*sampler, options));
-  for (int64_t row : options.replacement_rows) {
-    if (row < 0 || row >= index->num_rows()) {
-      return invalid_option("replacement row " + std::to_string(row) + " is outside the index's " +
-                            std::to_string(index->num_rows()) + " rows");
-    }
-  }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
-                          WindowPlanner::create(index, std::move(keys)));
-  Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
-      *index, *planner, *transform, options.batch_size, options.depth_cameras);
-  if (!layout.ok()) return layout.status().with_context("loader");
-  return std::unique_ptr<pipeline::BatchSource>(std::make_unique<pipeline::EpisodeSource>(
-      std::move(index), std::move(planner), std::move(sampler), std::move(transform),
-      std::move(layout).value(), options));
-}
-
-Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const EpisodeIndex> index,
-                                               std::vector<WindowKey> keys,
-                                               std::shared_ptr<const sampling::Sampler> sampler,
-                                               std::shared_ptr<const ImageTransform> transform,
-                                               const LoaderOptions& options) {
-  STOKER_ASSIGN_OR_RETURN(
-      std::unique_ptr<pipeline::BatchSource> source,
-      pipeline::make_episode_source(std::move(index), std::move(keys), std::move(sampler),
-                                    std::move(transform), options));
-  return create(std::move(source), options);
 }
 
 Loader::Loader(std::unique_ptr<Impl> impl)

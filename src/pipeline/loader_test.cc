@@ -29,7 +29,7 @@ std::unique_ptr<Loader> make_loader(std::shared_ptr<const EpisodeIndex> index,
                                     std::shared_ptr<const ImageTransform> t = nullptr) {
   if (sampler == nullptr) sampler = shuffled(*index);
   if (t == nullptr) t = transform();
-  auto loader = Loader::create(index, keys(), sampler, t, options);
+  auto loader = testing::episode_loader(index, keys(), sampler, t, options);
   EXPECT_TRUE(loader.ok()) << loader.status().message();
   return std::move(loader).value();
 }
@@ -148,7 +148,7 @@ TEST(Loader, StatsKeepTheLatestWaitsAndTheirTotalInBoundedMemory) {
   }
   EXPECT_GE(stats.data_wait_total_s, first + kept);
   options.max_wait_records = 0;
-  EXPECT_FALSE(Loader::create(index, keys(), shuffled(*index), transform(), options).ok());
+  EXPECT_FALSE(testing::episode_loader(index, keys(), shuffled(*index), transform(), options).ok());
 }
 
 TEST(Loader, SameSeedSameBytesWhateverTheThreadCount) {
@@ -214,7 +214,8 @@ TEST(Loader, EveryByteOfABatchIsWrittenWhateverThePoolHeld) {
     runs.push_back(epoch_bytes(*loader, 1));
   }
   ASSERT_EQ(setenv(pipeline::kPoisonVariable, "256", 1), 0);
-  auto refused = Loader::create(index, keys(), shuffled(*index), transform(), {.batch_size = 7});
+  auto refused =
+      testing::episode_loader(index, keys(), shuffled(*index), transform(), {.batch_size = 7});
   ASSERT_EQ(unsetenv(pipeline::kPoisonVariable), 0);
   EXPECT_EQ(runs[0].size(), 13u);
   EXPECT_TRUE(runs[0] == runs[1]);
@@ -401,11 +402,11 @@ TEST(Loader, RejectsBadOptionsAndEmptyInput) {
                                {.batch_size = 1, .threads = -1},
                                {.batch_size = 1, .max_replacements = 0}};
   for (const LoaderOptions& options : bad) {
-    auto loader = Loader::create(index, keys(), shuffled(*index), transform(), options);
+    auto loader = testing::episode_loader(index, keys(), shuffled(*index), transform(), options);
     EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
   }
-  auto unknown = Loader::create(index, {{.name = "x", .source = "nope"}}, shuffled(*index),
-                                transform(), {.batch_size = 1});
+  auto unknown = testing::episode_loader(index, {{.name = "x", .source = "nope"}}, shuffled(*index),
+                                         transform(), {.batch_size = 1});
   EXPECT_FALSE(unknown.ok());
 }
 
@@ -413,13 +414,14 @@ TEST(Loader, RejectsBadOptionsAndEmptyInput) {
 // refused with the numbers: a run over it divided by zero batches per epoch (SIGFPE).
 TEST(Loader, RefusesAnEpochWithoutBatches) {
   auto index = make_index("loader_no_batch");
-  auto empty = Loader::create(index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{}),
+  auto empty =
+      testing::episode_loader(index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{}),
                               transform(), {.batch_size = 4});
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(empty.status().message().find("no batch"), std::string::npos);
-  auto short_epoch =
-      Loader::create(index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{1, 2, 3}),
-                     transform(), {.batch_size = 4, .drop_last = true});
+  auto short_epoch = testing::episode_loader(
+      index, keys(), std::make_shared<ListSampler>(std::vector<int64_t>{1, 2, 3}), transform(),
+      {.batch_size = 4, .drop_last = true});
   EXPECT_EQ(short_epoch.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(short_epoch.status().message().find("3 samples, fewer than batch_size 4"),
             std::string::npos)
@@ -430,8 +432,8 @@ TEST(Loader, RefusesAnEpochWithoutBatches) {
 // is refused when the loader is made; threads that cannot start, when it starts.
 TEST(Loader, RefusesAPoolLargerThanTheMachine) {
   auto index = make_index("loader_huge_pool");
-  auto loader = Loader::create(index, keys(), shuffled(*index), transform(),
-                               {.batch_size = 64, .prefetch = 1 << 30});
+  auto loader = testing::episode_loader(index, keys(), shuffled(*index), transform(),
+                                        {.batch_size = 64, .prefetch = 1 << 30});
   EXPECT_EQ(loader.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(loader.status().message().find("lower prefetch"), std::string::npos)
       << loader.status().message();
@@ -439,8 +441,8 @@ TEST(Loader, RefusesAPoolLargerThanTheMachine) {
 
 TEST(Loader, PinnedMemoryIsUsedOrRefusedClearly) {
   auto index = make_index("loader_pinned");
-  auto loader = Loader::create(index, keys(), shuffled(*index), transform(),
-                               {.batch_size = 4, .threads = 1, .pinned_memory = true});
+  auto loader = testing::episode_loader(index, keys(), shuffled(*index), transform(),
+                                        {.batch_size = 4, .threads = 1, .pinned_memory = true});
   if (loader.ok()) {  // a CUDA runtime and a device: batches come from pinned memory
     EXPECT_TRUE((*loader)->stats().pinned_memory);
     EXPECT_EQ(epoch_bytes(**loader, 0).size(), 23u);

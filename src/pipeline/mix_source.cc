@@ -390,14 +390,15 @@ Result<std::shared_ptr<const sampling::Sampler>> unused_sampler(int64_t samples)
 Result<MixPart> make_episode_part(std::shared_ptr<const EpisodeIndex> index,
                                   std::vector<WindowKey> keys,
                                   std::shared_ptr<const ImageTransform> transform,
-                                  const LoaderOptions& options) {
+                                  const LoaderOptions& options, EpisodeOptions episode) {
   if (index == nullptr) return Status(StatusCode::kInvalidArgument, "mix: an index is needed");
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const sampling::Sampler> sampler,
                           unused_sampler(index->num_rows()));
   MixPart part;
-  STOKER_ASSIGN_OR_RETURN(part.source, pipeline::make_episode_source(
-                                           std::move(index), std::move(keys), std::move(sampler),
-                                           std::move(transform), options));
+  part.rows = episode.replacement_rows;  // the part's samples: its rows
+  STOKER_ASSIGN_OR_RETURN(part.source,
+                          make_episode_source(std::move(index), std::move(keys), std::move(sampler),
+                                              std::move(transform), options, std::move(episode)));
   return part;
 }
 
@@ -413,16 +414,16 @@ Result<MixPart> make_shard_part(std::shared_ptr<const ShardSamples> samples,
   return part;
 }
 
-Result<std::unique_ptr<Loader>> create_mix_loader(std::vector<MixPart> parts,
-                                                  std::shared_ptr<const sampling::Sampler> sampler,
-                                                  const LoaderOptions& options) {
+Result<std::unique_ptr<pipeline::BatchSource>> make_mix_source(
+    std::vector<MixPart> parts, std::shared_ptr<const sampling::Sampler> sampler,
+    const LoaderOptions& options) {
   if (options.batch_size < 1) {
     return Status(StatusCode::kInvalidArgument, "loader: batch_size must be at least 1");
   }
   STOKER_ASSIGN_OR_RETURN(
       std::unique_ptr<pipeline::MixSource> source,
       pipeline::MixSource::create(std::move(parts), std::move(sampler), options));
-  return Loader::create(std::move(source), options);
+  return std::unique_ptr<pipeline::BatchSource>(std::move(source));
 }
 
 }  // namespace stoker

@@ -69,6 +69,14 @@ std::shared_ptr<const sampling::Sampler> mix_sampler(const Datasets& d, uint64_t
   return std::move(sampler).value();
 }
 
+Result<std::unique_ptr<Loader>> mix_loader(std::vector<MixPart> parts,
+                                           std::shared_ptr<const sampling::Sampler> sampler,
+                                           const LoaderOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<pipeline::BatchSource> source,
+                          make_mix_source(std::move(parts), std::move(sampler), options));
+  return Loader::create(std::move(source), options);
+}
+
 std::shared_ptr<const Batch> first_batch(Loader& loader) {
   EXPECT_TRUE(loader.start(0, 0).ok());
   auto batch = loader.next();
@@ -110,7 +118,7 @@ std::string string_at(const Batch& batch, const std::string& name, int64_t slot)
 TEST(MixSource, EverySlotHoldsWhatItsDatasetsOwnLoaderBuildsForItsSample) {
   const Datasets d;
   const LoaderOptions options{.batch_size = kBatch, .threads = 3, .seed = 5};
-  auto mix = create_mix_loader(parts_of(d, options), mix_sampler(d, 7), options);
+  auto mix = mix_loader(parts_of(d, options), mix_sampler(d, 7), options);
   ASSERT_TRUE(mix.ok()) << mix.status().message();
   const auto batch = first_batch(**mix);
   ASSERT_NE(batch, nullptr);
@@ -139,10 +147,10 @@ TEST(MixSource, EverySlotHoldsWhatItsDatasetsOwnLoaderBuildsForItsSample) {
   ASSERT_FALSE(slots[0].empty());
   ASSERT_FALSE(slots[1].empty());
   const LoaderOptions alone{.batch_size = kBatch, .threads = 1, .seed = 5};
-  auto episodes =
-      Loader::create(d.index, testing::keys(), listed(samples[0]), testing::transform(), alone);
+  auto episodes = testing::episode_loader(d.index, testing::keys(), listed(samples[0]),
+                                          testing::transform(), alone);
   ASSERT_TRUE(episodes.ok());
-  auto shards = create_shard_loader(d.shard.samples, d.shard_fields(), listed(samples[1]), alone);
+  auto shards = testing::shard_loader(d.shard.samples, d.shard_fields(), listed(samples[1]), alone);
   ASSERT_TRUE(shards.ok());
   const auto reference =
       std::vector<std::shared_ptr<const Batch>>{first_batch(**episodes), first_batch(**shards)};
@@ -181,7 +189,7 @@ TEST(MixSource, BatchesAreTheSameWhateverTheThreadCount) {
   std::vector<std::vector<uint8_t>> seen;
   for (int threads : {1, 4}) {
     const LoaderOptions options{.batch_size = kBatch, .threads = threads, .seed = 2};
-    auto mix = create_mix_loader(parts_of(d, options), mix_sampler(d, 3), options);
+    auto mix = mix_loader(parts_of(d, options), mix_sampler(d, 3), options);
     ASSERT_TRUE(mix.ok()) << mix.status().message();
     const auto batch = first_batch(**mix);
     ASSERT_NE(batch, nullptr);
@@ -206,7 +214,7 @@ TEST(MixSource, DatasetsThatDisagreeOnAKeyAreNamed) {
   auto shards = make_shard_part(d.shard.samples, fields, options);
   ASSERT_TRUE(shards.ok());
   parts[1].source = std::move(shards->source);
-  auto mix = create_mix_loader(std::move(parts), mix_sampler(d, 0), options);
+  auto mix = mix_loader(std::move(parts), mix_sampler(d, 0), options);
   ASSERT_FALSE(mix.ok());
   EXPECT_EQ(mix.status().code(), StatusCode::kCorruptData);
   EXPECT_EQ(mix.status().message(),
@@ -228,7 +236,7 @@ TEST(MixSource, ASkippedSampleIsReplacedFromItsOwnDataset) {
     std::vector<int64_t> ids;
     for (int k = 0; k < kShardSamples; ++k) ids.push_back(d.index->num_rows() + k);
     for (int64_t k = 0; k < kBatch - kShardSamples; ++k) ids.push_back(k);
-    auto mix = create_mix_loader(std::move(parts), listed(ids), options);
+    auto mix = mix_loader(std::move(parts), listed(ids), options);
     ASSERT_TRUE(mix.ok()) << mix.status().message();
     ASSERT_TRUE((*mix)->start(0, 0).ok());
     auto batch = (*mix)->next();

@@ -742,7 +742,7 @@ void ShardSource::reset_stats() {
 
 namespace stoker {
 
-Result<std::unique_ptr<Loader>> create_shard_loader(
+Result<std::unique_ptr<pipeline::BatchSource>> make_shard_source(
     std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
     std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options) {
   if (options.batch_size < 1) {
@@ -751,7 +751,7 @@ Result<std::unique_ptr<Loader>> create_shard_loader(
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<pipeline::ShardSource> source,
                           pipeline::ShardSource::create(std::move(samples), std::move(fields),
                                                         std::move(sampler), options));
-  return Loader::create(std::move(source), options);
+  return std::unique_ptr<pipeline::BatchSource>(std::move(source));
 }
 
 }  // namespace stoker

@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 std::unique_ptr<Loader> loader_of(const TestShard& shard, int samples, LoaderOptions options) {
   auto sampler = sampling::DistributedSampler::create(samples, {.shuffle = false});
   EXPECT_TRUE(sampler.ok());
-  auto loader = create_shard_loader(shard.samples, testing::shard_spec(),
-                                    std::move(sampler).value(), options);
+  auto loader = testing::shard_loader(shard.samples, testing::shard_spec(),
+                                      std::move(sampler).value(), options);
   EXPECT_TRUE(loader.ok()) << loader.status().message();
   return std::move(loader).value();
 }
@@ -166,8 +166,8 @@ class GrowingSampler final : public sampling::Sampler {
 TEST(ShardSource, EpochsOfDifferentLengthsRunBackToBack) {
   const int n = 10;
   const TestShard shard = make_shard("growing", n);
-  auto loader = create_shard_loader(shard.samples, testing::shard_spec(),
-                                    std::make_shared<GrowingSampler>(), {.batch_size = 2});
+  auto loader = testing::shard_loader(shard.samples, testing::shard_spec(),
+                                      std::make_shared<GrowingSampler>(), {.batch_size = 2});
   ASSERT_TRUE(loader.ok()) << loader.status().message();
   EXPECT_EQ((*loader)->batches_in_epoch(0), 3);  // 5 ids
   EXPECT_EQ((*loader)->batches_in_epoch(3), 4);  // 8 ids

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "media/testing/test_videos.h"
+#include "pipeline/batch_source.h"
 #include "stoker/episode_index.h"
+#include "stoker/episode_source.h"
 #include "stoker/image_transform.h"
+#include "stoker/loader.h"
 #include "stoker/sampling.h"
 #include "stoker/window_plan.h"
 
@@ -97,6 +100,18 @@ inline std::shared_ptr<const sampling::Sampler> shuffled(const EpisodeIndex& ind
   auto sampler = sampling::DistributedSampler::create(index.num_rows(), {.seed = seed});
   EXPECT_TRUE(sampler.ok());
   return std::shared_ptr<const sampling::Sampler>(std::move(sampler).value());
+}
+
+// A Loader of an episode dataset's source, as the Python front makes one.
+inline Result<std::unique_ptr<Loader>> episode_loader(
+    std::shared_ptr<const EpisodeIndex> index, std::vector<WindowKey> keys,
+    std::shared_ptr<const sampling::Sampler> sampler,
+    std::shared_ptr<const ImageTransform> transform, const LoaderOptions& options,
+    EpisodeOptions episode = {}) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<pipeline::BatchSource> source,
+                          make_episode_source(std::move(index), std::move(keys), std::move(sampler),
+                                              std::move(transform), options, std::move(episode)));
+  return Loader::create(std::move(source), options);
 }
 
 }  // namespace stoker::testing

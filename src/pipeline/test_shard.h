@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "media/testing/test_videos.h"
+#include "pipeline/batch_source.h"
 #include "stoker/byte_source.h"
 #include "stoker/shard_source.h"
 
@@ -79,6 +80,16 @@ inline std::vector<ShardField> shard_spec() {
   json.json_keys = {{"w", "int64"}, {"url", "str"}};
   return {image, field("caption", ShardFieldKind::kText, "txt"),
           field("label", ShardFieldKind::kLabel, "cls"), json};
+}
+
+// A Loader of a shard dataset's source.
+inline Result<std::unique_ptr<Loader>> shard_loader(
+    std::shared_ptr<const ShardSamples> samples, std::vector<ShardField> fields,
+    std::shared_ptr<const sampling::Sampler> sampler, const LoaderOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(
+      std::unique_ptr<pipeline::BatchSource> source,
+      make_shard_source(std::move(samples), std::move(fields), std::move(sampler), options));
+  return Loader::create(std::move(source), options);
 }
 
 }  // namespace stoker::testing

@@ -700,7 +700,7 @@ class LeRobotDataset:
         return {name: "float32" if d.metric else "uint16" for name, d in self._depth.items()}
 
     def native_depth_cameras(self) -> list[_core.DepthCamera]:
-        """The depth cameras as the native Loader takes them (``LoaderOptions.depth_cameras``)."""
+        """The depth cameras as the native Loader takes them (``EpisodeOptions.depth_cameras``)."""
         return list(self._depth.values())
 
     def _depth_outputs(self) -> tuple[dict[str, _core.DepthCamera], dict[str, float]]:
@@ -921,19 +921,21 @@ class LeRobotDataset:
     def native_loader(self, order: Any, options: Any, transforms: Transforms) -> Any:
         """The engine's loader of this dataset (stoker.Loader's batches and ds[i]'s items are
         built by it): ``order`` a native sampler over the dataset's samples (0 .. len - 1),
-        mapped here to the index's rows; ``options`` a ``_core.LoaderOptions``, on which this
-        dataset's depth cameras and replacement rows are set; ``transforms`` the
+        mapped here to the index's rows (replacements drawn among them); ``options`` a
+        ``_core.LoaderOptions``; ``transforms`` the
         :class:`stoker.Transforms` decoding applies."""
-        options.depth_cameras = self.native_depth_cameras()
+        rows: list[int] = []
         if self._rows is not None:
             order = _core.MappedSampler(order, self._rows)
-            options.replacement_rows = self._rows.tolist()
+            rows = self._rows.tolist()
         return _core.Loader(
             self.index.native,
             self.native_keys(),
             order,
             transforms.core_options(self.spec.size, self.spec.layout, self._image_dtype),
             options,
+            replacement_rows=rows,
+            depth_cameras=self.native_depth_cameras(),
         )
 
     def native_keys(self) -> list[_core.WindowKey]:
