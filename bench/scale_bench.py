@@ -249,15 +249,12 @@ def shard_stream(inputs: dict, rank: int, world: int, resume=None):
     return _core.ShardStreamSampler(
         inputs["counts"],
         inputs["bytes"],
-        True,
-        1,
-        SHUFFLE_BUFFER,
-        rank,
-        world,
-        False,
-        False,
-        BATCH_SIZE,
-        resume,
+        seed=1,
+        shuffle_buffer=SHUFFLE_BUFFER,
+        rank=rank,
+        world_size=world,
+        batch_size=BATCH_SIZE,
+        resume=resume,
     )
 
 

@@ -111,8 +111,11 @@ void register_sampling(nb::module_& m) {
                                                                  .drop_last = drop_last,
                                                                  .resume = elastic_start(resume)}));
           }),
-          nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("rank"), nb::arg("world_size"),
-          nb::arg("drop_last"), nb::arg("resume").none() = nb::none());
+          nb::arg("n"), nb::kw_only(), nb::arg("shuffle") = true, nb::arg("seed") = 0,
+          nb::arg("rank") = 0, nb::arg("world_size") = 1, nb::arg("drop_last") = false,
+          nb::arg("resume").none() = nb::none(),
+          "Samples 0 .. n - 1 per epoch, this rank's share (stoker/sampling.h, "
+          "DistributedOptions: the keywords' defaults are its).");
 
   nb::class_<MappedSampler, Sampler>(m, "MappedSampler")
       .def(nb::new_([](std::shared_ptr<const Sampler> inner, Int64s ids) {
@@ -136,8 +139,9 @@ void register_sampling(nb::module_& m) {
              }();
              return value_or_raise(std::move(sampler));
            }),
-           nb::arg("weights"), nb::arg("num_samples").none(), nb::arg("seed"), nb::arg("rank"),
-           nb::arg("world_size"), nb::arg("drop_last"), nb::arg("resume").none() = nb::none());
+           nb::arg("weights"), nb::kw_only(), nb::arg("num_samples").none() = nb::none(),
+           nb::arg("seed") = 0, nb::arg("rank") = 0, nb::arg("world_size") = 1,
+           nb::arg("drop_last") = false, nb::arg("resume").none() = nb::none());
 
   nb::class_<MixSampler, Sampler>(m, "MixSampler")
       .def(nb::new_([](Doubles weights, Int64s sizes, std::optional<int64_t> num_samples,
@@ -156,8 +160,9 @@ void register_sampling(nb::module_& m) {
              }();
              return value_or_raise(std::move(sampler));
            }),
-           nb::arg("weights"), nb::arg("sizes"), nb::arg("num_samples").none(), nb::arg("seed"),
-           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+           nb::arg("weights"), nb::arg("sizes"), nb::kw_only(),
+           nb::arg("num_samples").none() = nb::none(), nb::arg("seed") = 0, nb::arg("rank") = 0,
+           nb::arg("world_size") = 1, nb::arg("drop_last") = false,
            nb::arg("resume").none() = nb::none(),
            "Draws over datasets laid end to end: a dataset by weight, then one of its samples.");
 
@@ -177,9 +182,9 @@ void register_sampling(nb::module_& m) {
              }();
              return value_or_raise(std::move(sampler));
            }),
-           nb::arg("costs"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
-           nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
-           nb::arg("resume").none() = nb::none())
+           nb::arg("costs"), nb::kw_only(), nb::arg("batch_size") = 1, nb::arg("shuffle") = true,
+           nb::arg("seed") = 0, nb::arg("rank") = 0, nb::arg("world_size") = 1,
+           nb::arg("drop_last") = false, nb::arg("resume").none() = nb::none())
       .def(
           "report",
           [](const LoadBalancedSampler& sampler, uint32_t epoch) {
@@ -217,9 +222,10 @@ void register_sampling(nb::module_& m) {
              }();
              return value_or_raise(std::move(sampler));
            }),
-           nb::arg("counts"), nb::arg("shard_bytes"), nb::arg("shuffle"), nb::arg("seed"),
-           nb::arg("shuffle_buffer"), nb::arg("rank"), nb::arg("world_size"),
-           nb::arg("equal_batches"), nb::arg("drop_last"), nb::arg("batch_size"),
+           nb::arg("counts"), nb::arg("shard_bytes"), nb::kw_only(), nb::arg("shuffle") = true,
+           nb::arg("seed") = 0, nb::arg("shuffle_buffer") = 8192, nb::arg("rank") = 0,
+           nb::arg("world_size") = 1, nb::arg("equal_batches") = false,
+           nb::arg("drop_last") = false, nb::arg("batch_size") = 1,
            nb::arg("resume").none() = nb::none(),
            "A shard dataset's order for one rank (see stoker/shard_order.h); `resume`: an "
            "elastic resume, (epoch, world_size, [(rank, begin, end), ...]).")

@@ -678,27 +678,30 @@ class Sampler:
     def fill(self, epoch: int, start: int, count: int) -> NDArray[numpy.int64]: ...
 
 class DistributedSampler(Sampler):
-    def __init__(self, n: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool, resume: tuple[int, int] | None = None) -> None: ...
+    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False, resume: tuple[int, int] | None = None) -> None:
+        """
+        Samples 0 .. n - 1 per epoch, this rank's share (stoker/sampling.h, DistributedOptions: the keywords' defaults are its).
+        """
 
 class MappedSampler(Sampler):
     def __init__(self, inner: Sampler, ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None: ...
 
 class WeightedSampler(Sampler):
-    def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], num_samples: int | None, seed: int, rank: int, world_size: int, drop_last: bool, resume: tuple[int, int] | None = None) -> None: ...
+    def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], *, num_samples: int | None = None, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False, resume: tuple[int, int] | None = None) -> None: ...
 
 class MixSampler(Sampler):
-    def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], num_samples: int | None, seed: int, rank: int, world_size: int, drop_last: bool, resume: tuple[int, int] | None = None) -> None:
+    def __init__(self, weights: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], sizes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], *, num_samples: int | None = None, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False, resume: tuple[int, int] | None = None) -> None:
         """
         Draws over datasets laid end to end: a dataset by weight, then one of its samples.
         """
 
 class LoadBalancedSampler(Sampler):
-    def __init__(self, costs: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int, drop_last: bool, resume: tuple[int, int] | None = None) -> None: ...
+    def __init__(self, costs: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], *, batch_size: int = 1, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False, resume: tuple[int, int] | None = None) -> None: ...
 
     def report(self, epoch: int) -> dict: ...
 
 class ShardStreamSampler(Sampler):
-    def __init__(self, counts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shuffle: bool, seed: int, shuffle_buffer: int, rank: int, world_size: int, equal_batches: bool, drop_last: bool, batch_size: int, resume: tuple[int, int, Sequence[tuple[int, int, int]]] | None = None) -> None:
+    def __init__(self, counts: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], shard_bytes: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], *, shuffle: bool = True, seed: int = 0, shuffle_buffer: int = 8192, rank: int = 0, world_size: int = 1, equal_batches: bool = False, drop_last: bool = False, batch_size: int = 1, resume: tuple[int, int, Sequence[tuple[int, int, int]]] | None = None) -> None:
         """
         A shard dataset's order for one rank (see stoker/shard_order.h); `resume`: an elastic resume, (epoch, world_size, [(rank, begin, end), ...]).
         """

@@ -1380,19 +1380,19 @@ class _ShardStream:
         self._dataset = dataset
         self._buffer = loader.shuffle_buffer if loader.shuffle else 0
         self._seed = loader.seed
-        self._arguments = (
+        self.native = _core.ShardStreamSampler(
             dataset.shard_samples.astype(np.int64),
             dataset.shard_bytes,
-            loader.shuffle,
-            loader.seed,
-            self._buffer,
-            self.rank,
-            self.world_size,
-            loader.equal_batches,
-            loader.drop_last,
-            loader.batch_size,
+            shuffle=loader.shuffle,
+            seed=loader.seed,
+            shuffle_buffer=self._buffer,
+            rank=self.rank,
+            world_size=self.world_size,
+            equal_batches=loader.equal_batches,
+            drop_last=loader.drop_last,
+            batch_size=loader.batch_size,
+            resume=resume,
         )
-        self.native = _core.ShardStreamSampler(*self._arguments, resume)
         self.config = {
             "kind": "ShardStream",
             "shuffle": loader.shuffle,
@@ -1409,7 +1409,7 @@ class _ShardStream:
     def rank_lengths(self, epoch: int) -> list[int]:
         """Samples each rank's shards hold in ``epoch``."""
         ranks = _core.deal_shards(
-            self._dataset.shard_bytes, self._arguments[2], self._seed, epoch, self.world_size
+            self._dataset.shard_bytes, self._loader.shuffle, self._seed, epoch, self.world_size
         )
         return [int(self._dataset.shard_samples[np.asarray(r, np.int64)].sum()) for r in ranks]
 

@@ -224,7 +224,13 @@ class DistributedSampler(Sampler):
         drop_last = check_bool("drop_last", drop_last)
         super().__init__(
             lambda rank, world, resume: _core.DistributedSampler(
-                n, shuffle, seed, rank, world, drop_last, resume
+                n,
+                shuffle=shuffle,
+                seed=seed,
+                rank=rank,
+                world_size=world,
+                drop_last=drop_last,
+                resume=resume,
             ),
             dataset_size=n,
             global_size=n,
@@ -323,7 +329,15 @@ class EpisodeAwareSampler(Sampler):
         kept: np.ndarray = self.ids
         super().__init__(
             lambda rank, world, resume: _core.MappedSampler(
-                _core.DistributedSampler(len(kept), shuffle, seed, rank, world, drop_last, resume),
+                _core.DistributedSampler(
+                    len(kept),
+                    shuffle=shuffle,
+                    seed=seed,
+                    rank=rank,
+                    world_size=world,
+                    drop_last=drop_last,
+                    resume=resume,
+                ),
                 kept,
             ),
             dataset_size=dataset_size,
@@ -376,7 +390,13 @@ class WeightedSampler(Sampler):
         seed, drop_last = check_seed(seed), check_bool("drop_last", drop_last)
         super().__init__(
             lambda rank, world, resume: _core.WeightedSampler(
-                weights, num_samples, seed, rank, world, drop_last, resume
+                weights,
+                num_samples=num_samples,
+                seed=seed,
+                rank=rank,
+                world_size=world,
+                drop_last=drop_last,
+                resume=resume,
             ),
             dataset_size=len(weights),
             global_size=len(weights) if num_samples is None else num_samples,
@@ -429,7 +449,14 @@ class MixSampler(Sampler):
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         super().__init__(
             lambda rank, world, resume: _core.MixSampler(
-                weights, sizes, num_samples, seed, rank, world, drop_last, resume
+                weights,
+                sizes,
+                num_samples=num_samples,
+                seed=seed,
+                rank=rank,
+                world_size=world,
+                drop_last=drop_last,
+                resume=resume,
             ),
             dataset_size=int(self.offsets[-1]),
             global_size=int(self.offsets[-1]) if num_samples is None else num_samples,
@@ -478,7 +505,14 @@ class LoadBalancedSampler(Sampler):
         self.batch_size = batch_size
         super().__init__(
             lambda rank, world, resume: _core.LoadBalancedSampler(
-                costs, batch_size, shuffle, seed, rank, world, drop_last, resume
+                costs,
+                batch_size=batch_size,
+                shuffle=shuffle,
+                seed=seed,
+                rank=rank,
+                world_size=world,
+                drop_last=drop_last,
+                resume=resume,
             ),
             dataset_size=len(costs),
             global_size=len(costs),

@@ -297,10 +297,10 @@ def test_bad_states_raise_value_error():
 def test_core_rejects_what_the_wrapper_would():
     # The C++ checks stand behind the wrapper's: a direct call still gets ValueError.
     with pytest.raises(ValueError):
-        stoker._core.DistributedSampler(10, True, 0, 3, 2, False)
+        stoker._core.DistributedSampler(10, rank=3, world_size=2)
     with pytest.raises(ValueError):
-        stoker._core.WeightedSampler(np.zeros(3), None, 0, 0, 1, False)
+        stoker._core.WeightedSampler(np.zeros(3))
     with pytest.raises(ValueError):
-        stoker._core.LoadBalancedSampler(np.array([-1.0]), 1, True, 0, 0, 1, False)
+        stoker._core.LoadBalancedSampler(np.array([-1.0]))
     with pytest.raises(ValueError):
         stoker.RandomSampler(10)._core.fill(0, 5, 6)

@@ -125,7 +125,7 @@ def test_ranks_and_epochs_get_different_counts_and_together_every_sample_once(da
         ids = []
         for rank in range(3):
             sampler = _core.ShardStreamSampler(
-                counts, shard_bytes, True, 9, 20, rank, 3, False, False, 1
+                counts, shard_bytes, seed=9, shuffle_buffer=20, rank=rank, world_size=3
             )
             ids += sampler.epoch_order(epoch).tolist()
             sizes.add(sampler.epoch_size(epoch))
@@ -135,7 +135,7 @@ def test_ranks_and_epochs_get_different_counts_and_together_every_sample_once(da
 
 def test_epoch_arrays_are_read_only_views_that_outlive_the_sampler(dataset):
     counts, shard_bytes = counts_and_bytes(dataset)
-    sampler = _core.ShardStreamSampler(counts, shard_bytes, True, 1, 16, 0, 2, False, False, 1)
+    sampler = _core.ShardStreamSampler(counts, shard_bytes, seed=1, shuffle_buffer=16, world_size=2)
     order = sampler.epoch_order(2)
     stream = sampler.epoch_stream(2)
     expected = order.tolist()
@@ -148,7 +148,7 @@ def test_epoch_arrays_are_read_only_views_that_outlive_the_sampler(dataset):
 
 def test_it_is_a_sampler_wherever_one_is_taken(dataset):
     counts, shard_bytes = counts_and_bytes(dataset)
-    sampler = _core.ShardStreamSampler(counts, shard_bytes, True, 3, 16, 0, 1, False, False, 1)
+    sampler = _core.ShardStreamSampler(counts, shard_bytes, seed=3, shuffle_buffer=16)
     assert isinstance(sampler, _core.Sampler)
     ids = np.arange(len(dataset), dtype=np.int64)[::-1].copy()
     mapped = _core.MappedSampler(sampler, ids)
@@ -158,12 +158,14 @@ def test_it_is_a_sampler_wherever_one_is_taken(dataset):
 def test_bad_arguments_and_ranges_are_named(dataset):
     counts, shard_bytes = counts_and_bytes(dataset)
     with pytest.raises(stoker.InvalidArgumentError, match="counts and"):
-        _core.ShardStreamSampler(counts, shard_bytes[:-1], True, 0, 16, 0, 1, False, False, 1)
+        _core.ShardStreamSampler(counts, shard_bytes[:-1], seed=0, shuffle_buffer=16)
     with pytest.raises(stoker.InvalidArgumentError, match="rank"):
-        _core.ShardStreamSampler(counts, shard_bytes, True, 0, 16, 2, 2, False, False, 1)
+        _core.ShardStreamSampler(counts, shard_bytes, seed=0, shuffle_buffer=16, rank=2, world_size=2)
     with pytest.raises(stoker.InvalidArgumentError, match="batch_size"):
-        _core.ShardStreamSampler(counts, shard_bytes, True, 0, 16, 0, 1, False, True, 0)
-    sampler = _core.ShardStreamSampler(counts, shard_bytes, True, 0, 16, 0, 2, False, False, 1)
+        _core.ShardStreamSampler(
+            counts, shard_bytes, seed=0, shuffle_buffer=16, drop_last=True, batch_size=0
+        )
+    sampler = _core.ShardStreamSampler(counts, shard_bytes, seed=0, shuffle_buffer=16, world_size=2)
     n = sampler.epoch_size(1)
     with pytest.raises(stoker.InvalidArgumentError, match=f"epoch 1's {n} positions"):
         sampler.fill(1, n - 2, 3)

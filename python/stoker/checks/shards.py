@@ -1023,15 +1023,8 @@ def _label_spread_batches(ds: ShardDataset, labels: np.ndarray, out: _Findings) 
     sampler = _core.ShardStreamSampler(
         ds.shard_samples.astype(np.int64),
         ds.shard_bytes,
-        True,
-        SEED,
-        DEFAULT_SHUFFLE_BUFFER,
-        0,
-        1,
-        False,
-        False,
-        1,
-        None,
+        seed=SEED,
+        shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
     )
     order = np.asarray(sampler.epoch_order(0))
     size = min(BATCH_SIZE, len(order) // FIRST_BATCHES)

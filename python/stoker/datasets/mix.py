@@ -344,7 +344,7 @@ class MixFront:
         batches of one, which decodes nothing until iterated) and the fronts' keys."""
         options = _core.LoaderOptions()
         options.batch_size = options.threads = options.prefetch = 1
-        one = _core.DistributedSampler(len(self.mix), False, 0, 0, 1, False)
+        one = _core.DistributedSampler(len(self.mix), shuffle=False)
         native = self.native(one, options)
         schema: dict[str, Any] = {}
         for name, dtype, shape in native.fields:

@@ -641,7 +641,7 @@ class ShardDataset:
             if self._item_loader is None or self._item_loader[0] != os.getpid():
                 options = _core.LoaderOptions()
                 options.batch_size = options.threads = options.prefetch = 1
-                every = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
+                every = _core.DistributedSampler(len(self), shuffle=False)
                 self._item_loader = (os.getpid(), self.native_loader(every, options))
             return self._item_loader[1]
 

@@ -913,7 +913,7 @@ class LeRobotDataset:
             if self._item_reader is None or self._item_reader[0] != os.getpid():
                 options = _core.LoaderOptions()
                 options.batch_size = options.threads = options.prefetch = 1
-                every = _core.DistributedSampler(len(self), False, 0, 0, 1, False)
+                every = _core.DistributedSampler(len(self), shuffle=False)
                 transforms = self.transforms if self.transforms is not None else Transforms()
                 self._item_reader = (os.getpid(), self.native_loader(every, options, transforms))
             return self._item_reader[1]
