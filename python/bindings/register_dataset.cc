@@ -320,17 +320,19 @@ nb::object column_view(nb::handle self, const EpisodeIndex::ColumnView& column, 
 
 void register_dataset(nb::module_& m) {
   m.def(
-      "build_episode_index", &build_episode_index, nb::arg("path"), nb::arg("fps"),
+      "build_episode_index", &build_episode_index, nb::arg("path"), nb::kw_only(), nb::arg("fps"),
       nb::arg("episode_from_row"), nb::arg("episode_length"), nb::arg("episode_task"),
       nb::arg("row_timestamp"), nb::arg("cameras"), nb::arg("video_files"),
       nb::arg("episode_video"), nb::arg("episode_video_offset"), nb::arg("columns"),
       nb::arg("tracked_files"), nb::arg("tolerance_s"), nb::arg("threads"),
-      nb::arg("progress").none(),
+      nb::arg("progress").none() = nb::none(),
       nb::arg("image_cameras") = std::vector<std::tuple<std::string, Int64s, Int64s>>(),
       nb::arg("image_file") = "", nb::arg("keep_broken_episodes") = false,
       nb::arg("attached_arrays") = std::vector<std::pair<std::string, ReadOnlyArray>>(),
       nb::arg("attached_strings") = std::vector<std::pair<std::string, std::vector<std::string>>>(),
-      "Builds the episode index of a dataset from its columns and writes it to `path`.\n"
+      "Builds the episode index of a dataset from its columns and writes it to `path` "
+      "(everything but the path by keyword; EpisodeIndexSource in stoker/episode_index.h says "
+      "what each is).\n"
       "image_cameras: (name, offset, length) per image camera, each row's image in "
       "image_file.\n"
       "keep_broken_episodes: episodes a camera's video cannot serve are recorded in the "

@@ -460,8 +460,21 @@ def test_empty_dataset(lerobot_v21, lerobot_copy, tmp_path):
     none = np.zeros(0, np.int64)
     with pytest.raises(_core.InvalidArgumentError, match="no episodes"):
         _core.build_episode_index(
-            str(tmp_path / "index.bin"), 30.0, none, none, none, np.zeros(0), [], [],
-            np.zeros((0, 0), np.int64), np.zeros((0, 0)), [], [], 1e-4, 1, None)
+            str(tmp_path / "index.bin"),
+            fps=30.0,
+            episode_from_row=none,
+            episode_length=none,
+            episode_task=none,
+            row_timestamp=np.zeros(0),
+            cameras=[],
+            video_files=[],
+            episode_video=np.zeros((0, 0), np.int64),
+            episode_video_offset=np.zeros((0, 0)),
+            columns=[],
+            tracked_files=[],
+            tolerance_s=1e-4,
+            threads=1,
+        )
     assert not os.path.exists(tmp_path / "index.bin")
 
 
