@@ -118,19 +118,26 @@ def main() -> int:
     lerobot, shards = make_data(Path(args.out) / "front_work_data")
     venv = tree / ".venv" / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
-    env = dict(os.environ, PYTHONPATH=str(tree / "python"),
-               STOKER_CACHE_DIR=str(Path(args.out) / "front_work_cache"))
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(tree / "python"),
+        STOKER_CACHE_DIR=str(Path(args.out) / "front_work_cache"),
+    )
     print(f"tree {tree}")
     for case in ("lerobot", "mix"):
         done = subprocess.run(
             [python, "-c", WORKER, str(lerobot), str(shards), case, str(args.batches)],
-            env=env, capture_output=True, text=True,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         if done.returncode != 0:
             raise SystemExit(f"{case} failed:\n{done.stderr[-3000:]}")
         r = json.loads(done.stdout.splitlines()[-1])
-        print(f"  {case:7s} batch {r['batch_size']}: the front's own work {r['front_ms']:.3f} ms "
-              "per batch")
+        print(
+            f"  {case:7s} batch {r['batch_size']}: the front's own work {r['front_ms']:.3f} ms "
+            "per batch"
+        )
     return 0
 
 

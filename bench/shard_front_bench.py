@@ -150,8 +150,10 @@ def main() -> int:
     print(f"  warm open of {big['samples']:,} members: {big['warm_open_s']:.3f} s (target <= 0.3)")
     print(f"  unpickle / warm open: {big['unpickle_s'] / big['warm_open_s']:.1%} (target <= 5%)")
     print(f"  ds[i] large / small: {big['item_s'] / s['item_s']:.2f}x (target <= 1.3)")
-    print(f"  ds[i] / Loader batch of one (large): {big['item_s'] / big['loader_batch_s']:.2f}x "
-          "(target <= 2)")
+    print(
+        f"  ds[i] / Loader batch of one (large): {big['item_s'] / big['loader_batch_s']:.2f}x "
+        "(target <= 2)"
+    )
     shutil.rmtree(cache, ignore_errors=True)
     with open(out / "shard_front_results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
