@@ -402,6 +402,35 @@ def test_class_ordered_shards_give_single_class_first_batches_an_error(tmp_path)
     assert report.findings == []
 
 
+def test_one_label_dominating_the_first_batches_is_an_error(tmp_path):
+    # 3 classes, one shard of 9,000 each (longer than the default buffer of 8,192): the first
+    # batches mix in a little of the next shard, so they hold 1 or 2 labels (not always 1),
+    # but nearly all of their samples are one label, a third of the data.
+    labels = np.repeat([0, 1, 2], 9000)
+    report = check_shards(
+        stoker.ShardDataset(label_shards(tmp_path, labels, 9000), LABELS), progress=False
+    )
+    finding = only(report, "label_spread_batches")
+    assert finding.severity == "error" and not report.ok, str(report)
+    assert "training starts on one class at a time" in finding.message
+    assert "of the dataset's samples" in finding.message, finding.message
+    # What the check said is what a Loader delivers: one label makes >= 90% of the samples.
+    with stoker.Loader(stoker.ShardDataset(label_shards(tmp_path, labels, 9000), LABELS),
+                       batch_size=BATCH_SIZE, output="numpy") as loader:
+        first = np.concatenate(
+            [np.asarray(b["label"]) for _, b in zip(range(FIRST_BATCHES), loader)]
+        )
+    assert np.bincount(first).max() / len(first) >= 0.9
+    # The same labels written shuffled: no finding (test_milder_class_order... is the other
+    # side of the threshold: 16 classes, no label dominating, narrow batches a warning only).
+    (tmp_path / "mixed").mkdir()
+    mixed = np.random.default_rng(2).permutation(labels)
+    report = check_shards(
+        stoker.ShardDataset(label_shards(tmp_path / "mixed", mixed, 9000), LABELS), progress=False
+    )
+    assert report.findings == []
+
+
 def test_milder_class_order_gives_narrow_batches_a_warning(tmp_path):
     # 16 classes of 1,500 samples, one shard each: the buffer holds about 6 of them at once.
     labels = np.repeat(np.arange(16), 1500)

@@ -114,6 +114,11 @@ SEED = 0  # stoker.Loader's default seed
 NARROW = 0.5
 # A single-label first batch is an error only when random batches would hold this many labels.
 SINGLE_LABEL_EXPECTED = 1.5
+# One label dominating the first batches is an error: at least DOMINANT of their labelled
+# samples, where it is at most DOMINANT_DATA_SHARE of the dataset's (training starts on one
+# class, as when every first batch holds one label).
+DOMINANT = 0.9
+DOMINANT_DATA_SHARE = 0.5
 # shard_sizes warns above this (largest - smallest) / mean.
 SIZE_SPREAD = 0.5
 # Findings listed per check and severity (docs/check.md: at most 50 of a kind, then one more
@@ -1032,11 +1037,24 @@ def _label_spread_batches(ds: ShardDataset, labels: np.ndarray, out: _Findings) 
         return
     count = min(FIRST_BATCHES, len(order) // size)
 
+    def dominant(order: np.ndarray) -> tuple[int, float]:
+        """The most common label of the first batches, and its share of their labelled
+        samples."""
+        first = labels[order[: size * count]]
+        first = first[first >= 0]
+        if not first.size:
+            return -1, 0.0
+        counts = np.bincount(first, minlength=classes)
+        return int(counts.argmax()), float(counts.max() / first.size)
+
     def judge(order: np.ndarray) -> tuple[str | None, float, float]:
         distinct, labelled = _batch_spread(order, labels, size, count)
         expected = float(np.mean(_expected_distinct(shares, labelled)))
         mean = float(distinct.mean())
         if expected >= SINGLE_LABEL_EXPECTED and (distinct <= 1).all():
+            return "error", mean, expected
+        label, share = dominant(order)
+        if label >= 0 and share >= DOMINANT and shares[label] <= DOMINANT_DATA_SHARE:
             return "error", mean, expected
         if expected >= 2 and mean < NARROW * expected:
             return "warning", mean, expected
@@ -1045,6 +1063,7 @@ def _label_spread_batches(ds: ShardDataset, labels: np.ndarray, out: _Findings) 
     severity, mean, expected = judge(order)
     if severity is None:
         return
+    top, top_share = dominant(order)
     stream = np.asarray(sampler.epoch_stream(0))
     suggested = None
     buffer = DEFAULT_SHUFFLE_BUFFER
@@ -1060,11 +1079,17 @@ def _label_spread_batches(ds: ShardDataset, labels: np.ndarray, out: _Findings) 
         f"the first {count} batches of {size} of a shuffled epoch (stoker.Loader's default "
         f"shuffle buffer of {DEFAULT_SHUFFLE_BUFFER} samples, seed {SEED}) "
     )
-    if severity == "error":
+    if severity == "error" and mean <= 1:
         what = (
             f"each hold a single label ({len(seen)} label(s) in all: "
             f"{', '.join(str(int(v)) for v in seen[:5])}) of the dataset's {classes}; random "
             f"batches would hold {expected:.1f}: training starts on one class at a time"
+        )
+    elif severity == "error":
+        what = (
+            f"are {top_share:.0%} label {top} (which is {shares[top]:.0%} of the dataset's "
+            f"samples), {mean:.1f} distinct labels per batch where random batches would hold "
+            f"{expected:.1f} (of the dataset's {classes}): training starts on one class at a time"
         )
     else:
         what = (
