@@ -195,6 +195,22 @@ def test_a_dropped_frame_is_a_missing_frame_of_its_episode_camera_and_row(
     assert only(report, "index", "info")
 
 
+def test_an_episode_table_claiming_rows_the_data_lacks_names_that_episode_only(
+    lerobot_v30, lerobot_copy
+):
+    root = lerobot_copy(lerobot_v30)
+    edit_v30_episodes(root, "length", 3, lambda n: n + 5)
+    report = check(root)
+    rows = only(report, "rows")
+    assert (rows.episode, rows.expected, rows.found) == (3, lerobot_v30.lengths[3] + 5,
+                                                         lerobot_v30.lengths[3])
+    assert "5 fewer" in rows.message
+    episodes = only(report, "episodes")
+    assert episodes.episode == 3 and "is not the" in episodes.message
+    # No other episode is named: a wrong length does not move the episodes after it.
+    assert {e for _, e, _ in errors(report)} == {3, None}, str(report)
+
+
 def test_a_duplicated_frame_is_extra_shallow_and_named_deep(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
     # Frame 2 of episode 1 shown twice: 8 frames for 7 rows, every later row a frame late.

@@ -209,12 +209,23 @@ def _check_row_ranges(run, table, episode_index, length, from_row, where) -> Non
             return
     start = lerobot_format.int_column(table, "dataset_from_index", where)
     stop = lerobot_format.int_column(table, "dataset_to_index", where)
-    for k in np.flatnonzero((start != from_row) | (stop != start + length)):
+    # Each episode on its own: its range against its length, its start against the end of the
+    # episode before it (not against the running sum of the lengths, which one wrong length
+    # moves for every episode after it).
+    follows = np.concatenate([[0], stop[:-1]]) if len(stop) else stop
+    for k in np.flatnonzero((start != follows) | (stop != start + length)):
+        own = stop[k] - start[k]
+        why = (
+            f"its length {length[k]} is not the {own} rows of its range"
+            if stop[k] != start[k] + length[k]
+            else f"it does not start where episode {episode_index[k - 1]} ends ({follows[k]})"
+            if k
+            else "the first episode does not start at row 0"
+        )
         run.add(
             "error",
             "episodes",
-            f"episode {episode_index[k]}'s row range [{start[k]}, {stop[k]}) does not follow "
-            f"the episodes before it and its length {length[k]}",
+            f"episode {episode_index[k]}'s row range [{start[k]}, {stop[k]}): {why}",
             "set dataset_from_index / dataset_to_index to the running sum of the lengths",
             episode=int(episode_index[k]),
             expected=f"[{from_row[k]}, {from_row[k] + length[k]})",

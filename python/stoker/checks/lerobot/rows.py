@@ -44,6 +44,10 @@ class Rows:
     valid: np.ndarray  # bool [rows]
     features: dict[str, np.ndarray]
     schemas: dict[str, pa.Schema | None]  # per data file; None when unreadable
+    # The first row of the first data file whose rows are not its episodes' lengths: the rows
+    # after it are placed by lengths that the data contradicts (the index column is not
+    # compared there: one wrong length would name every later episode).
+    placed_until: int = -1
 
 
 def rows_from_index(meta: Meta, index: Any) -> Rows:
@@ -91,6 +95,51 @@ def _schemas(meta: Meta) -> dict[str, pa.Schema | None]:
     return dict(zip(meta.data_files, found))
 
 
+def _wrong_lengths(run: Run, meta: Meta, path: str, table: pa.Table, episodes, claimed) -> None:
+    """A data file whose rows are not its episodes' lengths: each episode whose rows (by the
+    file's episode_index column) are not its length, named; the file as a whole when that
+    column cannot tell."""
+    fix = (
+        "rewrite the episodes' lengths (and info.json's totals) from the data, or restore the rows"
+    )
+    column = table.column("episode_index") if "episode_index" in table.column_names else None
+    if column is not None and column.null_count == 0 and pa.types.is_integer(column.type):
+        held = dict(zip(*np.unique(column.to_numpy(zero_copy_only=False), return_counts=True)))
+        named = 0
+        for e in episodes:
+            number = int(meta.episode_index[e])
+            rows = int(held.get(number, 0))
+            if rows == int(meta.length[e]):
+                continue
+            named += 1
+            claimed_rows = int(meta.length[e])
+            run.add(
+                "error",
+                "rows",
+                f"episode {number}: the episode table says {claimed_rows} rows, data file "
+                f"{meta.relative(path)} holds {rows} of its rows ({abs(rows - claimed_rows)} "
+                f"{'fewer' if rows < claimed_rows else 'more'})",
+                fix,
+                episode=number,
+                expected=int(meta.length[e]),
+                found=rows,
+                file=path,
+            )
+        if named:
+            return
+    run.add(
+        "error",
+        "rows",
+        f"data file {meta.relative(path)} has {table.num_rows} rows, its episodes "
+        f"{listing(meta.episode_index[episodes])} have {claimed} in the episode table",
+        fix,
+        episode=int(meta.episode_index[episodes[0]]),
+        expected=claimed,
+        found=table.num_rows,
+        file=path,
+    )
+
+
 def rows_from_files(run: Run, meta: Meta) -> Rows:
     rows = meta.num_rows
     columns = {name: np.full(rows, np.nan) for name in _ROW_COLUMNS}
@@ -114,6 +163,7 @@ def rows_from_files(run: Run, meta: Meta) -> Rows:
             return None, None, str(e)
 
     results = parallel(read, range(len(meta.data_files)), meta.source.remote)
+    placed_until = -1
     schemas: dict[str, pa.Schema | None] = {}
     for f, (schema, table, error) in enumerate(results):
         path = meta.data_files[f]
@@ -134,19 +184,8 @@ def rows_from_files(run: Run, meta: Meta) -> Rows:
             continue
         start, stop = int(starts[episodes[0]]), int(starts[episodes[-1] + 1])
         if table.num_rows != stop - start:
-            run.add(
-                "error",
-                "rows",
-                f"data file {meta.relative(path)} has {table.num_rows} rows, its episodes "
-                f"{listing(meta.episode_index[episodes])} have {stop - start} in the episode "
-                "table",
-                "rewrite the episodes' lengths (and info.json's totals) from the data, or "
-                "restore the rows",
-                episode=int(meta.episode_index[episodes[0]]),
-                expected=stop - start,
-                found=table.num_rows,
-                file=path,
-            )
+            _wrong_lengths(run, meta, path, table, episodes, stop - start)
+            placed_until = start if placed_until < 0 else min(placed_until, start)
             continue
         for name in _ROW_COLUMNS:
             if name in table.column_names:
@@ -160,7 +199,7 @@ def rows_from_files(run: Run, meta: Meta) -> Rows:
             if flat is not None:
                 values[start:stop] = flat
         valid[start:stop] = True
-    return Rows(columns, valid, features, schemas)
+    return Rows(columns, valid, features, schemas, placed_until)
 
 
 def _fixed_values(column: pa.ChunkedArray, dim: int) -> np.ndarray | None:
@@ -226,7 +265,10 @@ def check_rows(run: Run, meta: Meta, rows: Rows) -> np.ndarray:
                 file=episode_file(e),
             )
     if "index" in cols:
-        bad = np.flatnonzero(valid & (cols["index"] != np.arange(meta.num_rows)))
+        placed = np.arange(meta.num_rows) < (
+            rows.placed_until if rows.placed_until >= 0 else meta.num_rows
+        )
+        bad = np.flatnonzero(valid & placed & (cols["index"] != np.arange(meta.num_rows)))
         for e, r in per_episode(bad)[:1]:  # every later row is off too: once is enough
             run.add(
                 "error",
