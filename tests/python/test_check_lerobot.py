@@ -211,6 +211,33 @@ def test_an_episode_table_claiming_rows_the_data_lacks_names_that_episode_only(
     assert {e for _, e, _ in errors(report)} == {3, None}, str(report)
 
 
+@pytest.mark.parametrize("fixture", ["lerobot_v21", "lerobot_v30"])
+def test_a_nan_or_an_infinity_in_a_data_column_is_an_error_naming_episode_row_and_dimension(
+    request, fixture, lerobot_copy
+):
+    written = request.getfixturevalue(fixture)
+    root = lerobot_copy(written)
+    assert check(root).by_check("values") == []  # the clean copy: nothing
+    # Episode 1, its row 2: action dimension 3 NaN, and dimension 5 infinite.
+    paths = sorted(glob.glob(os.path.join(root, "data", "*", "*.parquet")))
+    for path in paths:
+        table = pq.read_table(path)
+        episodes = np.asarray(table.column("episode_index").to_pylist())
+        if 1 not in episodes:
+            continue
+        row = int(np.flatnonzero(episodes == 1)[0]) + 2
+        actions = table.column("action").to_pylist()
+        actions[row][3], actions[row][5] = float("nan"), float("inf")
+        kind = table.schema.field("action").type
+        at = table.column_names.index("action")
+        pq.write_table(table.set_column(at, "action", pa.array(actions, kind)), path)
+    report = check(root)
+    found = only(report, "values")
+    assert (found.episode, found.field, found.row) == (1, "action", written.lengths[0] + 2)
+    assert "row 2 of the episode" in found.message and "dimensions 3, 5" in found.message
+    assert "nan" in found.message
+
+
 def test_a_duplicated_frame_is_extra_shallow_and_named_deep(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
     # Frame 2 of episode 1 shown twice: 8 frames for 7 rows, every later row a frame late.

@@ -20,6 +20,7 @@ One module per concept, in the order the checks run:
 * :mod:`~stoker.checks.lerobot.metadata`: info.json, the episode and task tables, the files;
 * :mod:`~stoker.checks.lerobot.rows`: the data files' rows and timestamps;
 * :mod:`~stoker.checks.lerobot.features`: info.json's features against the data's columns;
+* :mod:`~stoker.checks.lerobot.values`: the data columns' values (NaN, infinities);
 * :mod:`~stoker.checks.lerobot.videos`: the videos' frame tables, sizes and frame rates;
 * :mod:`~stoker.checks.lerobot.frames`: episodes placed in their files, frames against rows;
 * :mod:`~stoker.checks.lerobot.stats`: the statistics against the data;

@@ -17,6 +17,7 @@ from stoker.checks.lerobot.metadata import Meta, read_meta
 from stoker.checks.lerobot.rows import check_rows, rows_from_files, rows_from_index
 from stoker.checks.lerobot.run import CHECKS, DEEP_CHECKS, DEFAULT_TOLERANCE_S, Run
 from stoker.checks.lerobot.stats import check_stats
+from stoker.checks.lerobot.values import check_values
 from stoker.checks.lerobot.videos import Video, check_videos, open_videos
 from stoker.io.storage import Root, open_dataset_root
 
@@ -106,6 +107,7 @@ def _check(run: Run, source: Root, index: Any, load_index) -> None:
     rows = rows_from_index(meta, index) if index is not None else rows_from_files(run, meta)
     usable = check_rows(run, meta, rows)
     check_features(run, meta, rows)
+    check_values(run, meta, rows)
     videos = open_videos(run, meta, index)
     skip = check_videos(run, meta, videos)
     report.scanned["frames"] = sum(v.num_frames for v in videos.values() if isinstance(v, Video))

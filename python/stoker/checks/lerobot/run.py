@@ -24,6 +24,7 @@ CHECKS = (
     "rows",
     "timestamps",
     "features",
+    "values",
     "videos",
     "fps",
     "missing_frames",
