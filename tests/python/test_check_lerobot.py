@@ -238,6 +238,23 @@ def test_a_nan_or_an_infinity_in_a_data_column_is_an_error_naming_episode_row_an
     assert "nan" in found.message
 
 
+@pytest.mark.parametrize("fixture", ["lerobot_v21", "lerobot_v30"])
+def test_data_and_video_files_no_episode_names_are_warnings(request, fixture, lerobot_copy):
+    root = lerobot_copy(request.getfixturevalue(fixture))
+    assert check(root).by_check("unreferenced_files") == []
+    data = sorted(glob.glob(os.path.join(root, "data", "*", "*.parquet")))[0]
+    video = sorted(glob.glob(os.path.join(root, "videos", "**", "*.mp4"), recursive=True))[0]
+    stray_data = os.path.join(os.path.dirname(data), "left-over.parquet")
+    stray_video = os.path.join(os.path.dirname(video), "left-over.mp4")
+    shutil.copyfile(data, stray_data)
+    shutil.copyfile(video, stray_video)
+    report = check(root)
+    found = sorted(f.file for f in report.by_check("unreferenced_files"))
+    assert found == sorted([stray_data, stray_video]), str(report)
+    assert all(f.severity == "warning" for f in report.by_check("unreferenced_files"))
+    assert report.ok  # warnings only
+
+
 def test_a_duplicated_frame_is_extra_shallow_and_named_deep(lerobot_v21, lerobot_copy):
     root = lerobot_copy(lerobot_v21)
     # Frame 2 of episode 1 shown twice: 8 frames for 7 rows, every later row a frame late.

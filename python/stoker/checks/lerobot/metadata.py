@@ -191,6 +191,7 @@ def read_meta(run: Run, source: Root) -> Meta | None:
         image_cameras=tuple(n for n, f in info.features.items() if f.dtype == "image"),
     )
     _check_files_present(run, meta)
+    _check_unreferenced(run, meta)
     _check_counts(run, meta)
     return meta
 
@@ -435,6 +436,37 @@ def _exists(source: Root, path: str) -> bool:
         return source.size(path) > 0
     except (OSError, DatasetError):
         return False
+
+
+def _check_unreferenced(run: Run, meta: Meta) -> None:
+    """Data and video files in the dataset's folders that no episode's metadata names: left
+    over from another recording or a failed edit, read by no loader (LeRobot's or stoker's),
+    and often a sign that the metadata lost episodes."""
+    if meta.info.storage_format == "lance":
+        return  # the frames and videos are tables of the Lance layout, not files per episode
+    named = {meta.relative(p) for p in meta.data_files}
+    for camera in meta.cameras:
+        named.update(meta.relative(lance_layout.whole_file(p)) for p in camera.files)
+    for folder, pattern, kind in (
+        ("data", "*/*.parquet", "data"),
+        ("videos", "*/*/*.mp4", "video"),
+    ):
+        try:
+            found = meta.source.glob(folder, pattern)
+        except (DatasetError, OSError):
+            continue  # a folder that cannot be listed: the files check names what is missing
+        for path in found:
+            relative = meta.relative(path)
+            if relative in named:
+                continue
+            run.add(
+                "warning",
+                "unreferenced_files",
+                f"{kind} file {relative} is named by no episode of the metadata: no loader "
+                "reads it",
+                "delete it if it is left over, or restore the episode table entries that named it",
+                file=path,
+            )
 
 
 def _check_files_present(run: Run, meta: Meta) -> None:

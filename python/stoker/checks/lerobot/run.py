@@ -18,6 +18,7 @@ DEFAULT_TOLERANCE_S = 1e-4
 CHECKS = (
     "info",
     "files",
+    "unreferenced_files",
     "episodes",
     "counts",
     "tasks",
