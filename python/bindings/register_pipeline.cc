@@ -152,14 +152,15 @@ std::unique_ptr<Loader> make_loader(const IndexHandle& index, std::vector<Window
                                     const TransformOptions& transform_options,
                                     const LoaderOptions& options,
                                     std::vector<int64_t> replacement_rows,
-                                    std::vector<DepthCamera> depth_cameras) {
+                                    std::vector<DepthCamera> depth_cameras, RowKeys row_keys) {
   auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
   return loader_of(
       [&] {
         return make_episode_source(index.index, std::move(keys), std::move(sampler),
                                    std::move(transform), options,
                                    EpisodeOptions{.replacement_rows = std::move(replacement_rows),
-                                                  .depth_cameras = std::move(depth_cameras)});
+                                                  .depth_cameras = std::move(depth_cameras),
+                                                  .row_keys = std::move(row_keys)});
       },
       options);
 }
@@ -179,13 +180,14 @@ std::unique_ptr<Loader> make_shard_loader(std::shared_ptr<ShardSamples> samples,
 MixPart episode_part(const IndexHandle& index, std::vector<WindowKey> keys,
                      const TransformOptions& transform_options, const LoaderOptions& options,
                      std::vector<DepthCamera> depth_cameras, std::vector<int64_t> rows,
-                     std::vector<std::string> front_keys, std::string name) {
+                     std::vector<std::string> front_keys, std::string name, RowKeys row_keys) {
   auto transform = value_or_raise(ImageTransform::create(transform_options), Area::kDataset);
   Result<MixPart> part = [&] {
     nb::gil_scoped_release release;  // reads the cameras' first frame tables
     return make_episode_part(index.index, std::move(keys), std::move(transform), options,
                              EpisodeOptions{.replacement_rows = std::move(rows),
-                                            .depth_cameras = std::move(depth_cameras)});
+                                            .depth_cameras = std::move(depth_cameras),
+                                            .row_keys = std::move(row_keys)});
   }();
   MixPart made = value_or_raise(std::move(part), Area::kDataset);
   made.front_keys = std::move(front_keys);
@@ -242,6 +244,32 @@ void register_pipeline(nb::module_& m) {
       .def_rw("pinned_memory", &LoaderOptions::pinned_memory)
       .doc() = "How a Loader batches (see stoker/loader.h); the defaults are C++'s.";
 
+  nb::class_<RowKeys>(m, "RowKeys")
+      .def(
+          "__init__",
+          [](RowKeys* keys, bool index, bool episode_index, bool frame_index, bool task_index,
+             bool task, std::vector<int64_t> episode_numbers, std::vector<std::string> tasks) {
+            new (keys) RowKeys{.index = index,
+                               .episode_index = episode_index,
+                               .frame_index = frame_index,
+                               .task_index = task_index,
+                               .task = task,
+                               .episode_numbers = std::move(episode_numbers),
+                               .tasks = std::move(tasks)};
+          },
+          nb::kw_only(), nb::arg("index") = false, nb::arg("episode_index") = false,
+          nb::arg("frame_index") = false, nb::arg("task_index") = false, nb::arg("task") = false,
+          nb::arg("episode_numbers") = std::vector<int64_t>(),
+          nb::arg("tasks") = std::vector<std::string>())
+      .def_ro("index", &RowKeys::index)
+      .def_ro("episode_index", &RowKeys::episode_index)
+      .def_ro("frame_index", &RowKeys::frame_index)
+      .def_ro("task_index", &RowKeys::task_index)
+      .def_ro("task", &RowKeys::task)
+      .doc() =
+      "What batches say of each sample's row beside the window's keys (stoker/episode_source.h): "
+      "int64 [batch] fields, `task` a column of strings.";
+
   nb::enum_<ShardFieldKind>(m, "ShardFieldKind")
       .value("image", ShardFieldKind::kImage)
       .value("clip", ShardFieldKind::kClip)
@@ -273,7 +301,8 @@ void register_pipeline(nb::module_& m) {
                       "takes it.")
       .def_static("for_episodes", &episode_part, nb::arg("index"), nb::arg("keys"),
                   nb::arg("transform"), nb::arg("options"), nb::arg("depth_cameras"),
-                  nb::arg("rows"), nb::arg("front_keys"), nb::arg("name"))
+                  nb::arg("rows"), nb::arg("front_keys"), nb::arg("name"), nb::kw_only(),
+                  nb::arg("row_keys") = RowKeys())
       .def_static("for_shards", &shard_part, nb::arg("samples"), nb::arg("fields"),
                   nb::arg("options"), nb::arg("front_keys"), nb::arg("name"));
 
@@ -281,7 +310,7 @@ void register_pipeline(nb::module_& m) {
       .def(nb::new_(&make_loader), nb::arg("index"), nb::arg("keys"), nb::arg("sampler"),
            nb::arg("transform"), nb::arg("options"), nb::kw_only(),
            nb::arg("replacement_rows") = std::vector<int64_t>(),
-           nb::arg("depth_cameras") = std::vector<DepthCamera>(),
+           nb::arg("depth_cameras") = std::vector<DepthCamera>(), nb::arg("row_keys") = RowKeys(),
            "Batches of `keys` over the rows `sampler` gives (this rank's), on native threads; "
            "a failed sample replaced from `replacement_rows` (empty: every row) under skip; "
            "`depth_cameras` decoded as depth (stoker/episode_source.h).")

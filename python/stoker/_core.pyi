@@ -1023,6 +1023,28 @@ class LoaderOptions:
     @pinned_memory.setter
     def pinned_memory(self, arg: bool, /) -> None: ...
 
+class RowKeys:
+    """
+    What batches say of each sample's row beside the window's keys (stoker/episode_source.h): int64 [batch] fields, `task` a column of strings.
+    """
+
+    def __init__(self, *, index: bool = False, episode_index: bool = False, frame_index: bool = False, task_index: bool = False, task: bool = False, episode_numbers: Sequence[int] = [], tasks: Sequence[str] = []) -> None: ...
+
+    @property
+    def index(self) -> bool: ...
+
+    @property
+    def episode_index(self) -> bool: ...
+
+    @property
+    def frame_index(self) -> bool: ...
+
+    @property
+    def task_index(self) -> bool: ...
+
+    @property
+    def task(self) -> bool: ...
+
 class ShardFieldKind(enum.Enum):
     image = 0
 
@@ -1117,13 +1139,13 @@ class MixPart:
     """
 
     @staticmethod
-    def for_episodes(index: EpisodeIndex, keys: Sequence[WindowKey], transform: TransformOptions, options: LoaderOptions, depth_cameras: Sequence[DepthCamera], rows: Sequence[int], front_keys: Sequence[str], name: str) -> MixPart: ...
+    def for_episodes(index: EpisodeIndex, keys: Sequence[WindowKey], transform: TransformOptions, options: LoaderOptions, depth_cameras: Sequence[DepthCamera], rows: Sequence[int], front_keys: Sequence[str], name: str, *, row_keys: RowKeys = ...) -> MixPart: ...
 
     @staticmethod
     def for_shards(samples: ShardSamples, fields: Sequence[ShardField], options: LoaderOptions, front_keys: Sequence[str], name: str) -> MixPart: ...
 
 class Loader:
-    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions, *, replacement_rows: Sequence[int] = [], depth_cameras: Sequence[DepthCamera] = []) -> None:
+    def __init__(self, index: EpisodeIndex, keys: Sequence[WindowKey], sampler: Sampler, transform: TransformOptions, options: LoaderOptions, *, replacement_rows: Sequence[int] = [], depth_cameras: Sequence[DepthCamera] = [], row_keys: RowKeys = ...) -> None:
         """
         Batches of `keys` over the rows `sampler` gives (this rank's), on native threads; a failed sample replaced from `replacement_rows` (empty: every row) under skip; `depth_cameras` decoded as depth (stoker/episode_source.h).
         """

@@ -412,7 +412,7 @@ bool ShardSamples::consistent() const {
     return false;
   }
   for (int64_t s = 0; s < shards; ++s) {
-    if (shard_first_[s + 1] < shard_first_[s]) return false;
+    if (shard_first_[s + 1] < shard_first_[s] || shard_first_[s + 1] > size()) return false;
     for (int64_t i = shard_first_[s]; i < shard_first_[s + 1]; ++i) {
       if (sample_shard_[i] != s || first_member_[i] < 0 || first_member_[i] >= shards_[s].members ||
           key_offsets_[i + 1] < key_offsets_[i]) {

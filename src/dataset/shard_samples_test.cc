@@ -220,6 +220,35 @@ TEST(ShardSamples, CountsBeyondWhatTheBytesHoldAreRefused) {
   }
 }
 
+// shard_samples_fuzz's second find: a table of 3 shards whose first-sample numbers run past its
+// samples (and back); with its checksum made right, it is refused, not read past its arrays.
+TEST(ShardSamples, ShardRangesPastTheSamplesAreRefused) {
+  const std::string encoded =
+      "U1RLU01QTFMBAAAAAAAAAAMAAAAAAAAAAAAAAAAAAAABAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+      "AAAAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+      "AAAAAACxAAAAAAAAAABAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAEsAUw==";
+  std::vector<uint8_t> bytes;
+  // Base64, decoded here: the fuzzer's input as it wrote it.
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : encoded) {
+    if (c == '=') break;
+    bits = bits << 6 | static_cast<uint32_t>(alphabet.find(c));
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      bytes.push_back(static_cast<uint8_t>(bits >> count & 0xff));
+    }
+  }
+  ASSERT_EQ(bytes.size(), 196u);
+  const uint32_t crc = core::crc32c(std::span(bytes).first(bytes.size() - 4));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, sizeof(crc));
+  auto refused = ShardSamples::from_bytes(bytes, "found");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruptData);
+}
+
 // Seeds for shard_samples_fuzz (make test-fuzz): tables of two shards with keys in folders,
 // labels and a duplicated field.
 TEST(FuzzSeeds, ShardSampleTables) {

@@ -10,7 +10,8 @@ namespace stoker::pipeline {
 
 Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowPlanner& planner,
                                         const ImageTransform& transform, int64_t batch_size,
-                                        std::span<const DepthCamera> depth_cameras) {
+                                        std::span<const DepthCamera> depth_cameras,
+                                        const RowKeys& row_keys) {
   BatchLayout layout;
   layout.depth.assign(index.num_cameras(), std::nullopt);
   layout.depth_values.assign(index.num_cameras(), {});
@@ -93,6 +94,20 @@ Result<BatchLayout> BatchLayout::create(const EpisodeIndex& index, const WindowP
     }
     layout.keys.push_back(key);
   }
+  // The row keys, but those a window key is named as.
+  auto free_name = [&](const std::string& name) {
+    return std::none_of(planner.keys().begin(), planner.keys().end(),
+                        [&](const WindowKey& key) { return key.name == name; });
+  };
+  auto row_field = [&](bool wanted, const char* name) -> int64_t {
+    if (!wanted || !free_name(name)) return -1;
+    return static_cast<int64_t>(add_field(name, DType::kInt64, {batch_size}));
+  };
+  layout.index_field = row_field(row_keys.index, "index");
+  layout.episode_index_field = row_field(row_keys.episode_index, "episode_index");
+  layout.frame_index_field = row_field(row_keys.frame_index, "frame_index");
+  layout.task_index_field = row_field(row_keys.task_index, "task_index");
+  layout.task_column = row_keys.task && free_name("task");
   layout.fields = std::move(fields);
   layout.batch_bytes = offset;
   return layout;

@@ -3,7 +3,8 @@
 // builds a batch.
 //
 // A batch's buffer holds one C-contiguous [batch_size, ...] array per field, in key order: each
-// key, then `<key>_is_pad` for windowed keys, each starting on a 64-byte boundary. The shapes are
+// key, then `<key>_is_pad` for windowed keys, then the row keys asked for (RowKeys), each
+// starting on a 64-byte boundary. The shapes are
 // the items' (the fronts add no axis and drop none): [B, (T,) ...], where a column of one value
 // per row is a scalar ([B] or [B, T]) and a key that drops its time axis has no T.
 //
@@ -19,6 +20,7 @@
 
 #include "stoker/depth_transform.h"
 #include "stoker/episode_index.h"
+#include "stoker/episode_source.h"
 #include "stoker/image_transform.h"
 #include "stoker/loader.h"
 #include "stoker/window_plan.h"
@@ -46,6 +48,9 @@ struct BatchLayout {
   // (depth_value_table), empty otherwise.
   std::vector<std::vector<float>> depth_values;
   size_t batch_bytes = 0;  // the buffer of one batch
+  // The row keys' int64 [batch] fields (-1: not held), and whether `task` is a column.
+  int64_t index_field = -1, episode_index_field = -1, frame_index_field = -1, task_index_field = -1;
+  bool task_column = false;
 
   /// The layout of batches of `batch_size` samples of `planner`'s keys. A camera's output size
   /// comes from its first video, or for an image camera from its first image's header (every
@@ -55,7 +60,8 @@ struct BatchLayout {
   /// index lacks, named twice, an image camera, or with a bad coding (check_depth_camera).
   static Result<BatchLayout> create(const EpisodeIndex& index, const WindowPlanner& planner,
                                     const ImageTransform& transform, int64_t batch_size,
-                                    std::span<const DepthCamera> depth_cameras = {});
+                                    std::span<const DepthCamera> depth_cameras = {},
+                                    const RowKeys& row_keys = {});
 
   /// Where time step `step` of slot `slot` of `key` starts in a buffer at `buffer`.
   uint8_t* at(uint8_t* buffer, const KeyLayout& key, int64_t slot, int64_t step) const {

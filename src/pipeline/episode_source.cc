@@ -13,14 +13,15 @@ EpisodeSource::EpisodeSource(std::shared_ptr<const EpisodeIndex> index,
                              std::unique_ptr<WindowPlanner> planner,
                              std::shared_ptr<const sampling::Sampler> sampler,
                              std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
-                             const LoaderOptions& options, std::vector<int64_t> replacement_rows)
+                             const LoaderOptions& options, EpisodeOptions episode)
     : index_(std::move(index)),
       planner_(std::move(planner)),
       sampler_(std::move(sampler)),
       transform_(std::move(transform)),
       layout_(std::move(layout)),
       options_(options),
-      replacement_rows_(std::move(replacement_rows)),
+      replacement_rows_(std::move(episode.replacement_rows)),
+      row_keys_(std::move(episode.row_keys)),
       readers_(index_->video_files().size()) {}
 
 std::unique_ptr<BatchWork> EpisodeSource::new_work(uint32_t epoch, int64_t index,
@@ -80,6 +81,18 @@ Status EpisodeSource::plan_slot(EpisodeWork& work, int64_t slot, int64_t row) {
 
   start = core::now();
   uint8_t* buffer = work.batch->buffer();
+  auto put_row_key = [&](int64_t field, int64_t value) {
+    if (field >= 0) {
+      std::memcpy(buffer + (*layout_.fields)[field].offset + slot * sizeof(int64_t), &value,
+                  sizeof(value));
+    }
+  };
+  put_row_key(layout_.index_field, row);
+  if (layout_.episode_index_field >= 0) {
+    put_row_key(layout_.episode_index_field, row_keys_.episode_numbers[plan.episode]);
+  }
+  put_row_key(layout_.frame_index_field, row - index_->episode_from_row(plan.episode));
+  put_row_key(layout_.task_index_field, index_->episode_task(plan.episode));
   for (size_t k = 0; k < layout_.keys.size(); ++k) {
     const KeyLayout& key = layout_.keys[k];
     const int64_t begin = plan.key_begin[k];
@@ -367,7 +380,27 @@ Status EpisodeSource::finish(BatchWork& base) {
     core::MutexLock lock(&base.errors_mutex);
     errors = base.slot_errors;
   }
-  return settle_failures(*this, base, options_, errors);
+  STOKER_RETURN_IF_ERROR(settle_failures(*this, base, options_, errors));
+  if (layout_.task_column) {
+    // Each planned slot's task text, in slot order.
+    BatchColumn task{.name = "task", .strings = true};
+    task.offsets.push_back(0);
+    for (int64_t slot : base.slots) {
+      const int64_t t = index_->episode_task(base.batch->episodes()[slot]);
+      if (t >= 0 && t < static_cast<int64_t>(row_keys_.tasks.size())) {
+        const std::string& text = row_keys_.tasks[t];
+        task.bytes.insert(task.bytes.end(), text.begin(), text.end());
+      }
+      task.offsets.push_back(static_cast<int64_t>(task.bytes.size()));
+    }
+    base.columns.push_back(std::move(task));
+  }
+  return Status();
+}
+
+std::vector<std::string> EpisodeSource::column_names() const {
+  if (!layout_.task_column) return {};
+  return {"task"};
 }
 
 int64_t EpisodeSource::replacement_pool() const {
@@ -449,6 +482,12 @@ Result<std::unique_ptr<pipeline::BatchSource>> make_episode_source(
   }
   if (index->num_rows() == 0) return invalid("the dataset is empty (it has no samples)");
   if (options.batch_size < 1) return invalid("batch_size must be at least 1");
+  if (episode.row_keys.episode_index &&
+      static_cast<int64_t>(episode.row_keys.episode_numbers.size()) != index->num_episodes()) {
+    return invalid("row keys: " + std::to_string(episode.row_keys.episode_numbers.size()) +
+                   " episode numbers for the index's " + std::to_string(index->num_episodes()) +
+                   " episodes");
+  }
   for (int64_t row : episode.replacement_rows) {
     if (row < 0 || row >= index->num_rows()) {
       return invalid("replacement row " + std::to_string(row) + " is outside the index's " +
@@ -458,11 +497,11 @@ Result<std::unique_ptr<pipeline::BatchSource>> make_episode_source(
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<WindowPlanner> planner,
                           WindowPlanner::create(index, std::move(keys)));
   Result<pipeline::BatchLayout> layout = pipeline::BatchLayout::create(
-      *index, *planner, *transform, options.batch_size, episode.depth_cameras);
+      *index, *planner, *transform, options.batch_size, episode.depth_cameras, episode.row_keys);
   if (!layout.ok()) return layout.status().with_context("loader");
   return std::unique_ptr<pipeline::BatchSource>(std::make_unique<pipeline::EpisodeSource>(
       std::move(index), std::move(planner), std::move(sampler), std::move(transform),
-      std::move(layout).value(), options, std::move(episode.replacement_rows)));
+      std::move(layout).value(), options, std::move(episode)));
 }
 
 }  // namespace stoker

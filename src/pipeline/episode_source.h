@@ -48,7 +48,7 @@ class EpisodeSource final : public BatchSource, public Refillable {
   EpisodeSource(std::shared_ptr<const EpisodeIndex> index, std::unique_ptr<WindowPlanner> planner,
                 std::shared_ptr<const sampling::Sampler> sampler,
                 std::shared_ptr<const ImageTransform> transform, BatchLayout layout,
-                const LoaderOptions& options, std::vector<int64_t> replacement_rows);
+                const LoaderOptions& options, EpisodeOptions episode);
 
   const BatchLayout& layout() const { return layout_; }
   int64_t num_samples() const override { return index_->num_rows(); }
@@ -70,6 +70,8 @@ class EpisodeSource final : public BatchSource, public Refillable {
   void prefetch(BatchWork& work, const std::vector<ReadGroup>& groups) override;
   void decode_group(BatchWork& work, const ReadGroup& group) override;
   Status finish(BatchWork& work) override;
+  /// `task`, when the row keys hold it.
+  std::vector<std::string> column_names() const override;
 
   BuildStats stats() const override;
   void reset_stats() override;
@@ -95,6 +97,7 @@ class EpisodeSource final : public BatchSource, public Refillable {
   BatchLayout layout_;  // its fields placed by place_fields() before the first batch
   const LoaderOptions options_;
   const std::vector<int64_t> replacement_rows_;  // empty: every row
+  const RowKeys row_keys_;
 
   core::Mutex readers_mutex_;
   std::vector<std::unique_ptr<VideoReader>> readers_ GUARDED_BY(readers_mutex_);  // per file

@@ -39,8 +39,7 @@ struct Fixture {
     EXPECT_TRUE(memory.ok());
     pool = std::make_shared<BufferPool>(*memory, layout->batch_bytes, 2);
     builder = std::make_unique<EpisodeSource>(index, std::move(planner).value(), std::move(s), t,
-                                              std::move(layout).value(), options,
-                                              std::vector<int64_t>());
+                                              std::move(layout).value(), options, EpisodeOptions{});
   }
 
   std::unique_ptr<EpisodeWork> work(int64_t batch) {
@@ -124,6 +123,59 @@ TEST(EpisodeSource, BatchFieldsHaveTheItemsShapes) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("needs one offset"), std::string::npos);
+}
+
+TEST(EpisodeSource, RowKeysAreFieldsAndTheTaskAColumn) {
+  auto index = make_index("builder_row_keys");
+  RowKeys row_keys{.index = true,
+                   .episode_index = true,
+                   .frame_index = true,
+                   .task_index = true,
+                   .task = true,
+                   .tasks = {"pick", "place"}};
+  for (int64_t e = 0; e < index->num_episodes(); ++e) row_keys.episode_numbers.push_back(10 + e);
+  const LoaderOptions options{.batch_size = 8, .threads = 2};
+  auto loader = testing::episode_loader(index, keys(), testing::shuffled(*index), transform(),
+                                        options, {.row_keys = row_keys});
+  ASSERT_TRUE(loader.ok()) << loader.status().message();
+  EXPECT_EQ((*loader)->column_names(), std::vector<std::string>{"task"});
+  ASSERT_TRUE((*loader)->start(0, 0).ok());
+  auto batch = (*loader)->next();
+  ASSERT_TRUE(batch.ok() && *batch != nullptr);
+  auto field = [&](const std::string& name) {
+    for (size_t f = 0; f < (*batch)->fields().size(); ++f) {
+      if ((*batch)->fields()[f].name == name) {
+        EXPECT_EQ((*batch)->fields()[f].shape, std::vector<int64_t>{8});
+        return reinterpret_cast<const int64_t*>((*batch)->data(f));
+      }
+    }
+    ADD_FAILURE() << "no field " << name;
+    return static_cast<const int64_t*>(nullptr);
+  };
+  const int64_t* rows = field("index");
+  const int64_t* numbers = field("episode_index");
+  const int64_t* frames = field("frame_index");
+  const int64_t* tasks = field("task_index");
+  const BatchColumn& task = (*batch)->columns().at(0);
+  ASSERT_EQ(task.name, "task");
+  for (int64_t slot = 0; slot < 8; ++slot) {
+    const int64_t row = (*batch)->samples()[slot];
+    const int64_t episode = (*batch)->episodes()[slot];
+    EXPECT_EQ(rows[slot], row);
+    EXPECT_EQ(numbers[slot], 10 + episode);
+    EXPECT_EQ(frames[slot], row - index->episode_from_row(episode));
+    EXPECT_EQ(tasks[slot], index->episode_task(episode));
+    const int64_t t = index->episode_task(episode);
+    const std::string text(task.bytes.begin() + task.offsets[slot],
+                           task.bytes.begin() + task.offsets[slot + 1]);
+    EXPECT_EQ(text, t >= 0 && t < 2 ? row_keys.tasks[t] : "");
+  }
+  // Episode numbers for another number of episodes are refused.
+  row_keys.episode_numbers.pop_back();
+  auto refused = testing::episode_loader(index, keys(), testing::shuffled(*index), transform(),
+                                         options, {.row_keys = row_keys});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("episode numbers"), std::string::npos);
 }
 
 TEST(EpisodeSource, ReadsOfOneFileAndGopShareOneDecoderPass) {

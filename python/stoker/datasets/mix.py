@@ -32,7 +32,7 @@ import numpy as np
 from stoker import _core
 from stoker._core import DatasetError, InvalidArgumentError
 from stoker.arguments import check_values
-from stoker.datasets.lerobot.dataset import LeRobotDataset
+from stoker.datasets.lerobot.dataset import ENGINE_ROW_KEYS, LeRobotDataset
 from stoker.datasets.shards import Image, ShardDataset
 from stoker.sampling import MixSampler, expand_group_weights
 from stoker.transforms import Transforms
@@ -242,12 +242,16 @@ class _Member:
         self.transform = transforms.core_options(spec.size, spec.layout, dataset.image_dtype)
         self.depth = dataset.native_depth_cameras()
         self.rows = [] if dataset.rows is None else dataset.rows.tolist()
-        # What the native fields hold already, and the language columns batches leave out.
-        self.skip = {key.name for key in keys}
+        # What the native fields and columns hold already (the item keys, the engine's row
+        # keys), and the language columns batches leave out.
+        self.row_keys = dataset.native_row_keys()
+        self.skip = {key.name for key in keys} | {
+            name for name in ENGINE_ROW_KEYS if getattr(self.row_keys, name)
+        }
         if not keep_language:
             self.skip.update(dataset.language_columns)
         first = 0 if dataset.rows is None else int(dataset.rows[0])
-        probe = dataset.row_keys(np.array([first]), np.array([0]), skip=self.skip)
+        probe = self.front_values(np.array([first]), np.array([0]))
         self.extras = {
             name: None if isinstance(value, list) else (str(value.dtype), tuple(value.shape[1:]))
             for name, value in probe.items()
@@ -268,13 +272,22 @@ class _Member:
             self.rows,
             front,
             self.name,
+            row_keys=self.row_keys,
         )
 
     def extra_values(self, samples: np.ndarray, episodes: np.ndarray) -> dict[str, Any]:
         """The front's keys for these samples of this dataset."""
         if isinstance(self.dataset, ShardDataset):
             return {"__index__": samples}
-        return self.dataset.row_keys(samples, episodes, skip=self.skip)
+        return self.front_values(samples, episodes)
+
+    def front_values(self, rows: np.ndarray, episodes: np.ndarray) -> dict[str, Any]:
+        """What a LeRobot dataset's front adds at these rows: the records, and the row keys
+        its engine source does not hold (all of them when an item key is named as one)."""
+        if all(getattr(self.row_keys, name) for name in ENGINE_ROW_KEYS):
+            return self.dataset.record_keys(rows, skip=self.skip)
+        values = self.dataset.row_keys(rows, episodes, skip=self.skip)
+        return {name: value for name, value in values.items() if name not in self.skip}
 
 
 def _name_of(dataset: Any) -> str:

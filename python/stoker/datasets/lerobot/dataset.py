@@ -936,6 +936,17 @@ class LeRobotDataset:
             options,
             replacement_rows=rows,
             depth_cameras=self.native_depth_cameras(),
+            row_keys=self.native_row_keys(),
+        )
+
+    def native_row_keys(self) -> _core.RowKeys:
+        """The row keys the engine puts in batches (``index``, ``episode_index``,
+        ``frame_index``, ``task_index`` and ``task``), but those an item key is named as."""
+        named = {key.name for key in self._item_keys}
+        return _core.RowKeys(
+            **{name: name not in named for name in ENGINE_ROW_KEYS},
+            episode_numbers=np.asarray(self.metadata.episode_index, np.int64).tolist(),
+            tasks=self._task_texts,
         )
 
     def native_keys(self) -> list[_core.WindowKey]:
@@ -971,7 +982,12 @@ class LeRobotDataset:
             item[key.name] = arrays[key.name]
             if key.timed:
                 item[f"{key.name}_is_pad"] = arrays[f"{key.name}_is_pad"]
-        row_keys = self.row_keys(rows, episodes, skip=item.keys() | set(dropped))
+        if all(name in arrays for name in ENGINE_ROW_KEYS):  # the engine's (native_row_keys)
+            for name in ENGINE_ROW_KEYS:
+                item[name] = arrays[name]
+            row_keys = self.record_keys(rows, skip=item.keys() | set(dropped))
+        else:  # an item key is named as a row key: as LeRobot's items, task is then replaced
+            row_keys = self.row_keys(rows, episodes, skip=item.keys() | set(dropped))
         for name, value in row_keys.items():  # arrays, and lists (task, records) as they are
             is_array = isinstance(value, np.ndarray)
             item[name] = torch_module.from_numpy(value) if torch_module and is_array else value
@@ -988,12 +1004,12 @@ class LeRobotDataset:
         """What items say about their sample's row besides the files' indexed columns:
         ``index``, ``episode_index``, ``frame_index``, ``task_index`` (int64 arrays shaped like
         ``rows``), ``task`` (a list of the texts, "" for an episode without a task) and the
-        :attr:`record_columns` (a list of Python objects each).
+        :attr:`record_columns` (a list of Python objects each: :meth:`record_keys`).
 
         ``rows`` are dataset rows, ``episodes`` their episodes (positions in dataset order).
         Keys in ``skip`` (those an item already has from :attr:`item_keys`) are left out, but
-        ``task`` is always given. ``ds[i]`` and the Loader's batches both take these keys from
-        here.
+        ``task`` is always given. The engine computes the first five for ``ds[i]`` and the
+        Loader's batches (:meth:`native_row_keys`); they take only the records from here.
         """
         rows = np.asarray(rows, dtype=np.int64)
         episodes = np.asarray(episodes, dtype=np.int64)
@@ -1007,8 +1023,15 @@ class LeRobotDataset:
         keys: dict[str, Any] = {name: value for name, value in values.items() if name not in skip}
         texts = self._task_texts
         keys["task"] = [texts[t] if 0 <= t < len(texts) else "" for t in task_index.tolist()]
+        keys.update(self.record_keys(rows, skip))
+        return keys
+
+    def record_keys(self, rows, skip: Collection[str] = ()) -> dict[str, Any]:
+        """The :attr:`record_columns` at dataset rows ``rows`` (a list of Python objects each;
+        language columns with their tool calls parsed), but those in ``skip``."""
+        keys: dict[str, Any] = {}
         if self._records:
-            take = pa.array(rows)
+            take = pa.array(np.asarray(rows, dtype=np.int64))
             for name, column in self._records.items():
                 if name in skip:
                     continue
@@ -1094,6 +1117,9 @@ class LeRobotDataset:
                 keys.append(ItemKey(source, source, False, no_offsets))
         return tuple(keys)
 
+
+# The row keys the engine puts in batches (stoker/episode_source.h, RowKeys).
+ENGINE_ROW_KEYS = ("index", "episode_index", "frame_index", "task_index", "task")
 
 # Episodes left out that a message spells as a set literal; beyond, it counts them.
 _LISTED_EPISODES = 20
