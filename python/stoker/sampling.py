@@ -62,6 +62,20 @@ __all__ = [
 ]
 
 
+def _distributed(n: int, shuffle: bool, seed: int, drop_last: bool) -> Callable[..., Any]:
+    """(rank, world_size, resume) -> the native DistributedSampler of that rank over ``n``
+    samples."""
+    return lambda rank, world, resume: _core.DistributedSampler(
+        n,
+        shuffle=shuffle,
+        seed=seed,
+        rank=rank,
+        world_size=world,
+        drop_last=drop_last,
+        resume=resume,
+    )
+
+
 class Sampler:
     """What every stoker sampler offers. Not constructed directly.
 
@@ -223,15 +237,7 @@ class DistributedSampler(Sampler):
         shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
         drop_last = check_bool("drop_last", drop_last)
         super().__init__(
-            lambda rank, world, resume: _core.DistributedSampler(
-                n,
-                shuffle=shuffle,
-                seed=seed,
-                rank=rank,
-                world_size=world,
-                drop_last=drop_last,
-                resume=resume,
-            ),
+            _distributed(n, shuffle, seed, drop_last),
             dataset_size=n,
             global_size=n,
             rank=rank,
@@ -327,19 +333,9 @@ class EpisodeAwareSampler(Sampler):
         shuffle, seed = check_bool("shuffle", shuffle), check_seed(seed)
         drop_last = check_bool("drop_last", drop_last)
         kept: np.ndarray = self.ids
+        inner = _distributed(len(kept), shuffle, seed, drop_last)
         super().__init__(
-            lambda rank, world, resume: _core.MappedSampler(
-                _core.DistributedSampler(
-                    len(kept),
-                    shuffle=shuffle,
-                    seed=seed,
-                    rank=rank,
-                    world_size=world,
-                    drop_last=drop_last,
-                    resume=resume,
-                ),
-                kept,
-            ),
+            lambda rank, world, resume: _core.MappedSampler(inner(rank, world, resume), kept),
             dataset_size=dataset_size,
             global_size=len(kept),
             rank=rank,
