@@ -112,8 +112,21 @@ class Sampler {
   /// caller moves on with {epoch + 1, 0}). Errors: a position outside [0, size()].
   Result<int64_t> next(SamplerState* state, std::span<int64_t> out) const;
 
+  /// The elastic resume that goes on with `epoch` on any world size once every rank of this
+  /// sampler's run has delivered its first `delivered` positions of it (each rank r its
+  /// global positions r, r + W, ...: [0, delivered * W) of what this run dealt are consumed).
+  /// Errors (kInvalidArgument): `delivered` outside [0, epoch_size(epoch)], or inside a step
+  /// of a LoadBalancedSampler; kUnsupported: a sampler that deals otherwise (a stream of
+  /// shards: ShardStreamSampler::remainder).
+  virtual Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const;
+
  protected:
   Status check_range(uint32_t epoch, int64_t start, size_t count) const;
+  /// elastic_remainder of a sampler whose rank r of `world_size` visits r, r + W, ... of the
+  /// epoch's global positions, after `resume`'s start when it resumes `epoch`.
+  Result<ElasticStart> interleaved_remainder(uint32_t epoch, int64_t delivered,
+                                             const std::optional<ElasticStart>& resume,
+                                             int64_t world_size) const;
 };
 
 /// Sequential, random and distributed order, as torch's SequentialSampler, RandomSampler and
@@ -144,6 +157,9 @@ class DistributedSampler final : public Sampler {
   int64_t epoch_size(uint32_t epoch) const override;
   int64_t at(uint32_t epoch, int64_t position) const override;
   Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+  Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const override {
+    return interleaved_remainder(epoch, delivered, options_.resume, options_.world_size);
+  }
 
  private:
   DistributedSampler(int64_t n, DistributedOptions options, int64_t per_rank)
@@ -169,6 +185,10 @@ class MappedSampler final : public Sampler {
   /// Errors (kInvalidArgument): the range leaves [0, size()], or the inner sampler gives an id
   /// outside [0, ids.size()).
   Status fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const override;
+  /// The inner sampler's: positions are its.
+  Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const override {
+    return inner_->elastic_remainder(epoch, delivered);
+  }
 
  private:
   MappedSampler(std::shared_ptr<const Sampler> inner, std::vector<int64_t> ids)
@@ -203,6 +223,9 @@ class WeightedSampler final : public Sampler {
   int64_t at(uint32_t epoch, int64_t position) const override;
   /// The draw (global position) this rank makes at `position` of `epoch`.
   int64_t draw(uint32_t epoch, int64_t position) const;
+  Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const override {
+    return interleaved_remainder(epoch, delivered, options_.resume, options_.world_size);
+  }
 
  private:
   WeightedSampler(WeightedOptions options, int64_t per_rank)
@@ -231,6 +254,9 @@ class MixSampler final : public Sampler {
   int64_t at(uint32_t epoch, int64_t position) const override;
   /// The first id of each dataset, and the total: datasets + 1 values.
   const std::vector<int64_t>& offsets() const { return offsets_; }
+  Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const override {
+    return datasets_->elastic_remainder(epoch, delivered);
+  }
 
  private:
   MixSampler(std::unique_ptr<WeightedSampler> datasets, std::vector<int64_t> offsets,
@@ -310,6 +336,8 @@ class LoadBalancedSampler final : public Sampler {
 
   /// The imbalance of `epoch`'s steps before and after balancing (the same on every rank).
   BalanceReport report(uint32_t epoch) const;
+  /// As Sampler's; `delivered` must end a step (a multiple of batch_size).
+  Result<ElasticStart> elastic_remainder(uint32_t epoch, int64_t delivered) const override;
 
  private:
   LoadBalancedSampler(std::vector<double> costs, LoadBalancedOptions options, int64_t per_rank)

@@ -98,7 +98,16 @@ void register_sampling(nb::module_& m) {
            nb::call_guard<nb::gil_scoped_release>())
       .def("at", &Sampler::at, nb::arg("epoch"), nb::arg("position"),
            nb::call_guard<nb::gil_scoped_release>())
-      .def("fill", &fill, nb::arg("epoch"), nb::arg("start"), nb::arg("count"));
+      .def("fill", &fill, nb::arg("epoch"), nb::arg("start"), nb::arg("count"))
+      .def(
+          "elastic_remainder",
+          [](const Sampler& sampler, uint32_t epoch, int64_t delivered) {
+            const ElasticStart rest = value_or_raise(sampler.elastic_remainder(epoch, delivered));
+            return std::make_pair(rest.epoch, rest.start);
+          },
+          nb::arg("epoch"), nb::arg("delivered"),
+          "(epoch, start): the elastic resume that goes on with `epoch` on any world size once "
+          "every rank of this run delivered its first `delivered` positions of it.");
 
   nb::class_<DistributedSampler, Sampler>(m, "DistributedSampler")
       .def(

@@ -677,6 +677,11 @@ class Sampler:
 
     def fill(self, epoch: int, start: int, count: int) -> NDArray[numpy.int64]: ...
 
+    def elastic_remainder(self, epoch: int, delivered: int) -> tuple[int, int]:
+        """
+        (epoch, start): the elastic resume that goes on with `epoch` on any world size once every rank of this run delivered its first `delivered` positions of it.
+        """
+
 class DistributedSampler(Sampler):
     def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, drop_last: bool = False, resume: tuple[int, int] | None = None) -> None:
         """

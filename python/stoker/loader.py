@@ -912,20 +912,16 @@ class Loader:
             in_epoch = saved.native.epoch_size(epoch)
             saved_batches = in_epoch // b if self.drop_last else -(-in_epoch // b)
             batch = check_int("state['batch']", batches[0], 0, saved_batches)
-            step = getattr(saved, "batch_size", 1)  # a load-balanced order's step
-            if (batch * b) % step:
+            try:  # the sampler's arithmetic: what the saving ranks had consumed of the epoch
+                consumed = saved.native.elastic_remainder(epoch, batch * b)
+            except InvalidArgumentError as error:
                 raise InvalidArgumentError(
-                    f"the state stands at batch {batch} of {b} samples, inside a step of the "
-                    f"load-balanced order ({step} samples per rank): it resumes on another world "
-                    "size only at a step's end"
-                )
+                    f"the state stands at batch {batch} of {b} samples: {error}"
+                ) from None
             if batch == saved_batches:
                 self._finish_epoch(epoch)
                 return
-            start = (saved.resume[1] if saved.resume else 0) + batch * b * world
-            self._use_order(
-                self.sampler.repartitioned(self.rank, self.world_size, resume=(epoch, start))
-            )
+            self._use_order(self.sampler.repartitioned(self.rank, self.world_size, resume=consumed))
             self.set_position(epoch, 0)
             return
         streams = [

@@ -54,7 +54,9 @@ void check_order_sampler(const MakeSampler& make, int64_t n, int64_t world, int6
   const std::vector<int64_t> before = delivered(make, world, positions);
   for (int64_t new_world : {1, 2, 5, 7}) {
     SCOPED_TRACE("resumed on " + std::to_string(new_world) + " ranks");
-    const ElasticStart resume{.epoch = kEpoch, .start = positions * world};
+    // What the saving run hands on: the sampler's own arithmetic (elastic_remainder).
+    const ElasticStart resume = must(make(0, world, {})->elastic_remainder(kEpoch, positions));
+    EXPECT_EQ(resume.start, positions * world);
     std::vector<int64_t> ids = before;
     int64_t per_rank = -1;
     for (int64_t r = 0; r < new_world; ++r) {
@@ -74,7 +76,9 @@ void check_order_sampler(const MakeSampler& make, int64_t n, int64_t world, int6
     std::vector<int64_t> twice = before;
     std::vector<int64_t> middle = delivered(make, new_world, again, resume);
     twice.insert(twice.end(), middle.begin(), middle.end());
-    const ElasticStart next{.epoch = kEpoch, .start = resume.start + again * new_world};
+    const ElasticStart next =
+        must(make(1 % new_world, new_world, resume)->elastic_remainder(kEpoch, again));
+    EXPECT_EQ(next.start, resume.start + again * new_world);
     for (int64_t r = 0; r < 3; ++r) {
       std::vector<int64_t> rest = epoch_ids(*make(r, 3, next), kEpoch);
       twice.insert(twice.end(), rest.begin(), rest.end());
@@ -177,6 +181,22 @@ TEST(ElasticResume, LoadBalancedSamplerBalancesTheRestInTheNewRanksSteps) {
   const BalanceReport report = resumed->report(kEpoch);
   EXPECT_EQ(report.steps, (150 - 32 + 11) / 12);
   EXPECT_LT(report.after.total, report.before.total);
+}
+
+TEST(ElasticResume, ARemainderOutsideTheEpochInsideAStepOrOfAStreamIsRefused) {
+  auto distributed = must(DistributedSampler::create(10, {.world_size = 2}));
+  EXPECT_EQ(distributed->elastic_remainder(0, 6).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(distributed->elastic_remainder(0, -1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(must(distributed->elastic_remainder(0, 5)).start, 10);  // the whole epoch
+  const std::vector<double> costs(12, 1.0);
+  auto balanced = must(LoadBalancedSampler::create(costs, {.batch_size = 3, .world_size = 2}));
+  const auto inside = balanced->elastic_remainder(0, 2);
+  ASSERT_FALSE(inside.ok());
+  EXPECT_NE(inside.status().message().find("step's end"), std::string::npos);
+  EXPECT_EQ(must(balanced->elastic_remainder(0, 3)).start, 6);
+  const std::vector<int64_t> counts{4, 4}, bytes{100, 100};
+  auto stream = must(ShardStreamSampler::create(counts, bytes, {}));
+  EXPECT_EQ(stream->elastic_remainder(0, 1).status().code(), StatusCode::kUnsupported);
 }
 
 TEST(ElasticResume, AStartPastTheEndGivesAnEmptyEpochAndANegativeOneIsRefused) {

@@ -201,4 +201,17 @@ BalanceReport LoadBalancedSampler::report(uint32_t epoch) const {
       .steps = steps, .before = before.result(steps), .after = after.result(steps)};
 }
 
+Result<ElasticStart> LoadBalancedSampler::elastic_remainder(uint32_t epoch,
+                                                            int64_t delivered) const {
+  if (delivered % options_.batch_size != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "position " + std::to_string(delivered) +
+                      " is inside a step of the load-balanced order (" +
+                      std::to_string(options_.batch_size) +
+                      " samples per rank): it resumes on another world size only at a step's "
+                      "end");
+  }
+  return interleaved_remainder(epoch, delivered, options_.resume, options_.world_size);
+}
+
 }  // namespace stoker::sampling

@@ -43,6 +43,20 @@ Status Sampler::check_range(uint32_t epoch, int64_t start, size_t count) const {
   return ok_status();
 }
 
+Result<ElasticStart> Sampler::elastic_remainder(uint32_t /*epoch*/, int64_t /*delivered*/) const {
+  return Status(StatusCode::kUnsupported,
+                "this sampler deals its epochs otherwise: a stream of shards resumes elastically "
+                "by ShardStreamSampler::remainder");
+}
+
+Result<ElasticStart> Sampler::interleaved_remainder(uint32_t epoch, int64_t delivered,
+                                                    const std::optional<ElasticStart>& resume,
+                                                    int64_t world_size) const {
+  STOKER_RETURN_IF_ERROR(check_range(epoch, delivered, 0));
+  const int64_t first = resume && resume->epoch == epoch ? resume->start : 0;
+  return ElasticStart{.epoch = epoch, .start = first + delivered * world_size};
+}
+
 Status Sampler::fill(uint32_t epoch, int64_t start, std::span<int64_t> out) const {
   STOKER_RETURN_IF_ERROR(check_range(epoch, start, out.size()));
   for (size_t k = 0; k < out.size(); ++k) out[k] = at(epoch, start + static_cast<int64_t>(k));
