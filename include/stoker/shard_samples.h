@@ -130,6 +130,9 @@ class ShardSamples {
   ShardSamples();
   static Result<std::shared_ptr<ShardSamples>> view(std::unique_ptr<Table> table,
                                                     const std::string& what);
+  // group()'s work, the result still open to open()'s cache fields.
+  static Result<std::shared_ptr<ShardSamples>> grouped(
+      std::vector<std::string> urls, std::vector<std::shared_ptr<const ShardIndex>> indexes);
   // view() of bytes that came from a file: their checksum and consistency checked too.
   static Result<std::shared_ptr<ShardSamples>> checked(std::unique_ptr<Table> table,
                                                        const std::string& what);

@@ -288,7 +288,7 @@ Result<std::shared_ptr<const ShardSamples>> ShardSamples::from_bytes(std::vector
 
 std::span<const uint8_t> ShardSamples::table_bytes() const { return table_->bytes(); }
 
-Result<std::shared_ptr<const ShardSamples>> ShardSamples::group(
+Result<std::shared_ptr<ShardSamples>> ShardSamples::grouped(
     std::vector<std::string> urls, std::vector<std::shared_ptr<const ShardIndex>> indexes) {
   if (urls.size() != indexes.size()) {
     return Status(StatusCode::kInvalidArgument, "shard samples: one index per URL is needed");
@@ -299,6 +299,13 @@ Result<std::shared_ptr<const ShardSamples>> ShardSamples::group(
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples,
                           view(std::move(table), "the grouped samples"));
   samples->indexes_ = std::move(indexes);
+  return samples;
+}
+
+Result<std::shared_ptr<const ShardSamples>> ShardSamples::group(
+    std::vector<std::string> urls, std::vector<std::shared_ptr<const ShardIndex>> indexes) {
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples,
+                          grouped(std::move(urls), std::move(indexes)));
   return std::shared_ptr<const ShardSamples>(std::move(samples));
 }
 
@@ -357,29 +364,23 @@ Result<std::shared_ptr<const ShardSamples>> ShardSamples::open(
   // No table (or a damaged one): open the indexes, group them, save the table.
   STOKER_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const ShardIndex>> indexes,
                           open_shard_indexes(urls, cache_dir, threads, sidecar_notes));
-  STOKER_ASSIGN_OR_RETURN(Grouped grouped, group_members({urls.begin(), urls.end()}, indexes));
-  auto table = std::make_unique<Table>();
-  table->owned = encode(grouped);
-  std::string saved_path, saved_version;
-  // The shards' versions now (a shard may have changed since it was first looked at).
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples,
+                          grouped({urls.begin(), urls.end()}, std::move(indexes)));
+  samples->cache_dir_ = cache_dir;
+  // Saved under the shards' versions now (a shard may have changed since it was first looked
+  // at), when every one has a version.
   const bool still_versioned =
-      versioned && std::none_of(grouped.shards.begin(), grouped.shards.end(),
+      versioned && std::none_of(samples->shards_.begin(), samples->shards_.end(),
                                 [](const Shard& s) { return s.version.empty(); });
   if (still_versioned) {
-    const std::string path = table_path_for(cache_dir, grouped.shards);
+    const std::string path = table_path_for(cache_dir, samples->shards_);
     // A table that cannot be written only costs the next open the grouping.
     if (core::create_directories(cache_dir + "/shards").ok() &&
-        core::write_cache_file(path, table->owned).ok()) {
-      saved_path = path;
-      saved_version = file_version(path);
+        core::write_cache_file(path, samples->table_bytes()).ok()) {
+      samples->table_path_ = path;
+      samples->table_version_ = file_version(path);
     }
   }
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<ShardSamples> samples,
-                          view(std::move(table), "the grouped samples"));
-  samples->indexes_ = std::move(indexes);
-  samples->cache_dir_ = cache_dir;
-  samples->table_path_ = std::move(saved_path);
-  samples->table_version_ = std::move(saved_version);
   return std::shared_ptr<const ShardSamples>(std::move(samples));
 }
 

@@ -195,6 +195,14 @@ def test_a_dropped_frame_is_a_missing_frame_of_its_episode_camera_and_row(
     assert only(report, "index", "info")
 
 
+def test_the_checks_public_names_stay_where_they_were():
+    # checks/lerobot.py became a package of that name: what it exported still imports.
+    from stoker.checks.lerobot import CHECKS, DEEP_CHECKS, DEFAULT_TOLERANCE_S, check_lerobot
+
+    assert callable(check_lerobot) and DEFAULT_TOLERANCE_S > 0
+    assert "values" in CHECKS and "decode" in DEEP_CHECKS
+
+
 def test_an_episode_table_claiming_rows_the_data_lacks_names_that_episode_only(
     lerobot_v30, lerobot_copy
 ):

@@ -47,7 +47,7 @@ def _dtype_match(feature: Feature, kind: pa.DataType) -> str:
     try:
         found = np.dtype(element.to_pandas_dtype())
     except (NotImplementedError, TypeError):
-        return "kind"
+        return "kind"  # an Arrow type numpy has no dtype for (a struct, a list): another kind
     if found == wanted:
         return "same"
     return "width" if found.kind == wanted.kind else "kind"
